@@ -1,0 +1,90 @@
+// Status and Result: how every fallible Subito call reports failure.
+//
+// A Status is either OK or carries a code and a human-readable message that
+// names what failed (file, offset, setting). Result<T> holds a value or a
+// non-OK Status. Both are [[nodiscard]]: ignoring an error is a compile error
+// under -Werror and a warning otherwise.
+#pragma once
+
+#include <cassert>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace subito {
+
+class [[nodiscard]] Status {
+ public:
+  enum class Code {
+    kOk = 0,
+    kInvalidArgument,  // a bad setting or call argument
+    kIOError,          // the operating system refused (open, mmap, write, ...)
+    kCorruption,       // persistent bytes fail validation
+    kNotFound,
+    kBusy,       // resource held by someone else (e.g. a lock or a full log)
+    kTimedOut,   // a wait exceeded its limit
+    kShutdown,   // the object is closing
+    kNotSupported,
+  };
+
+  Status() = default;
+  static Status OK() { return Status(); }
+  static Status InvalidArgument(std::string msg) { return {Code::kInvalidArgument, std::move(msg)}; }
+  static Status IOError(std::string msg) { return {Code::kIOError, std::move(msg)}; }
+  static Status Corruption(std::string msg) { return {Code::kCorruption, std::move(msg)}; }
+  static Status NotFound(std::string msg) { return {Code::kNotFound, std::move(msg)}; }
+  static Status Busy(std::string msg) { return {Code::kBusy, std::move(msg)}; }
+  static Status TimedOut(std::string msg) { return {Code::kTimedOut, std::move(msg)}; }
+  static Status Shutdown(std::string msg) { return {Code::kShutdown, std::move(msg)}; }
+  static Status NotSupported(std::string msg) { return {Code::kNotSupported, std::move(msg)}; }
+
+  bool ok() const { return code_ == Code::kOk; }
+  Code code() const { return code_; }
+  const std::string& message() const { return message_; }
+  bool IsCorruption() const { return code_ == Code::kCorruption; }
+  bool IsInvalidArgument() const { return code_ == Code::kInvalidArgument; }
+  bool IsIOError() const { return code_ == Code::kIOError; }
+  bool IsTimedOut() const { return code_ == Code::kTimedOut; }
+
+  // "Corruption: log stream 0 (/dev/shm/x/log.0) offset 8192: bad checksum"
+  std::string ToString() const;
+
+ private:
+  Status(Code code, std::string msg) : code_(code), message_(std::move(msg)) {}
+  Code code_ = Code::kOk;
+  std::string message_;
+};
+
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
+    assert(!status_.ok());
+  }
+
+  bool ok() const { return status_.ok(); }
+  const Status& status() const { return status_; }
+  T& value() & {
+    assert(ok());
+    return *value_;
+  }
+  T&& value() && {
+    assert(ok());
+    return std::move(*value_);
+  }
+  T* operator->() { return &value(); }
+  T& operator*() { return value(); }
+
+ private:
+  Status status_;
+  std::optional<T> value_;
+};
+
+}  // namespace subito
+
+#define SUBITO_RETURN_IF_ERROR(expr)      \
+  do {                                    \
+    ::subito::Status _st = (expr);        \
+    if (!_st.ok()) return _st;            \
+  } while (0)

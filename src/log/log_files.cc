@@ -1,0 +1,195 @@
+#include "log/log_files.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "util/strings.h"
+
+namespace subito::log {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string Errno(const std::string& what) {
+  return what + ": " + std::strerror(errno);
+}
+
+Status SyncDir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return Status::IOError(Errno("cannot open directory " + dir));
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return Status::IOError(Errno("cannot fsync directory " + dir));
+  return Status::OK();
+}
+
+uint64_t RandomSalt() {
+  std::random_device rd;
+  uint64_t salt = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  salt ^= static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  return salt == 0 ? 1 : salt;
+}
+
+}  // namespace
+
+std::string LogFiles::StreamPath(const std::string& dir, size_t i) {
+  return dir + "/log." + std::to_string(i);
+}
+
+Result<std::unique_ptr<LogFiles>> LogFiles::OpenOrCreate(const LogOptions& options) {
+  std::unique_ptr<LogFiles> lf(new LogFiles(options));
+  std::error_code ec;
+  fs::create_directories(options.dir, ec);
+  if (ec) {
+    return Status::IOError("cannot create log directory " + options.dir + ": " + ec.message());
+  }
+  SUBITO_RETURN_IF_ERROR(lf->Lock());
+  size_t count = 0;
+  while (fs::exists(StreamPath(options.dir, count))) ++count;
+  if (count == 0) {
+    // No log.0: any later stream file is an interrupted creation (log.0 is
+    // renamed into place last), which never held a record.
+    for (size_t i = 1; i <= 16; ++i) fs::remove(StreamPath(options.dir, i), ec);
+    SUBITO_RETURN_IF_ERROR(lf->Create());
+  } else {
+    SUBITO_RETURN_IF_ERROR(lf->OpenExisting(count));
+  }
+  if (options.write_mode == LogWriteMode::kClassic) {
+    for (size_t i = 0; i < lf->files_.size(); ++i) {
+      int fd = ::open(lf->files_[i]->path().c_str(), O_RDWR | O_CLOEXEC);
+      if (fd < 0) return Status::IOError(Errno("cannot open " + lf->files_[i]->path()));
+      lf->fds_.push_back(fd);
+    }
+  }
+  return lf;
+}
+
+Status LogFiles::Lock() {
+  std::string path = options_.dir + "/LOCK";
+  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) return Status::IOError(Errno("cannot create " + path));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    return Status::Busy("log directory " + options_.dir + " is in use by another process");
+  }
+  return Status::OK();
+}
+
+Status LogFiles::Create() {
+  const uint32_t n = options_.streams;
+  const uint64_t salt = RandomSalt();
+  std::vector<std::string> tmp(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    tmp[i] = StreamPath(options_.dir, i) + ".tmp";
+    std::error_code ec;
+    fs::remove(tmp[i], ec);
+    Result<std::unique_ptr<pmem::PmFile>> f = pmem::PmFile::Create(tmp[i], options_.file_size);
+    if (!f.ok()) return f.status();
+    pmem::PmFile& file = **f;
+    // Creation is not a crash point (an interrupted creation leaves no log.0),
+    // so it persists through the mapping's own path even under a test tracker.
+    pmem::Persistence* p = file.DefaultPersistence();
+    FileHeader h{};
+    std::memcpy(h.magic, kLogMagic, sizeof h.magic);
+    h.format_version = kLogFormatVersion;
+    h.header_size = kFileHeaderSize;
+    h.salt = salt;
+    h.stream_id = i;
+    h.stream_count = n;
+    h.file_size = file.size();
+    h.data_offset = kDataOffset;
+    h.data_size = file.size() - kDataOffset;
+    h.stripe_size = kMinStripeSize;
+    h.write_ahead_size = options_.write_ahead_size;
+    h.created_unix_time = static_cast<uint64_t>(::time(nullptr));
+    SealFileHeader(&h);
+    p->CopyNoDrain(file.data() + kFileHeaderOffset, &h, sizeof h);
+    if (i == 0) {
+      CheckpointSlot slot{};
+      slot.checkpoint_lsn = kFirstLsn;
+      slot.durable_lsn = kFirstLsn;
+      slot.sequence = 1;
+      slot.salt = salt;
+      SealCheckpointSlot(&slot);
+      p->CopyNoDrain(file.data() + kCheckpointSlotOffset[1], &slot, sizeof slot);
+    }
+    p->Drain();
+    files_.push_back(std::move(*f));
+  }
+  files_.clear();  // unmap; reopened under the final names below
+  // log.0 last: a log exists exactly when log.0 does.
+  for (uint32_t i = n; i-- > 0;) {
+    if (::rename(tmp[i].c_str(), StreamPath(options_.dir, i).c_str()) != 0) {
+      return Status::IOError(Errno("cannot rename " + tmp[i]));
+    }
+  }
+  SUBITO_RETURN_IF_ERROR(SyncDir(options_.dir));
+  created_ = true;
+  return OpenExisting(n);
+}
+
+Status LogFiles::OpenExisting(size_t count) {
+  if (count != options_.streams && !created_) {
+    return Status::InvalidArgument(StrFormat(
+        "log in %s has %zu streams but log_streams=%u; the stream count is fixed when the log is "
+        "created (shut down cleanly and remove the log files to change it)",
+        options_.dir.c_str(), count, options_.streams));
+  }
+  for (size_t i = 0; i < count; ++i) {
+    Result<std::unique_ptr<pmem::PmFile>> f = pmem::PmFile::Open(StreamPath(options_.dir, i));
+    if (!f.ok()) return f.status();
+    files_.push_back(std::move(*f));
+  }
+  persistence_ = options_.persistence ? options_.persistence : files_[0]->DefaultPersistence();
+  for (auto& f : files_) persistence_->OnMap(f->path(), f->data(), f->size());
+  return Status::OK();
+}
+
+LogFiles::~LogFiles() {
+  for (auto& f : files_) {
+    if (persistence_) persistence_->OnUnmap(f->data());
+  }
+  for (int fd : fds_) ::close(fd);
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+}
+
+std::vector<StreamView> LogFiles::Views() const {
+  std::vector<StreamView> v;
+  for (auto& f : files_) v.push_back({f->path(), f->data(), f->size()});
+  return v;
+}
+
+Status LogFiles::WriteDurably(size_t i, uint64_t offset, const void* src, size_t n) {
+  if (fds_.empty()) {
+    uint8_t* dst = files_[i]->data() + offset;
+    if (src) {
+      persistence_->CopyNoDrain(dst, src, n);
+    } else {
+      persistence_->FillNoDrain(dst, 0, n);
+    }
+    persistence_->Drain();
+    return Status::OK();
+  }
+  std::vector<uint8_t> zeros;
+  if (!src) {
+    zeros.assign(n, 0);
+    src = zeros.data();
+  }
+  const auto* p = static_cast<const uint8_t*>(src);
+  for (size_t done = 0; done < n;) {
+    ssize_t w = ::pwrite(fds_[i], p + done, n - done, static_cast<off_t>(offset + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return Status::IOError(Errno("pwrite to " + files_[i]->path()));
+    done += static_cast<size_t>(w);
+  }
+  if (::fdatasync(fds_[i]) != 0) return Status::IOError(Errno("fdatasync " + files_[i]->path()));
+  return Status::OK();
+}
+
+}  // namespace subito::log

@@ -1,0 +1,58 @@
+// Settings of the redo log. Each is documented with its default, its unit and
+// whether it can change between runs of one log.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "subito/status.h"
+
+namespace subito::pmem {
+class Persistence;
+}
+
+namespace subito::log {
+
+enum class LogWriteMode {
+  // The committing thread copies from the log buffer into the mapped log with
+  // non-temporal stores and persists at once (NF-log). No flusher thread.
+  kNf,
+  // InnoDB's way: a writer thread per stream pwrite()s through the page
+  // cache, a flusher thread per stream fsync()s; commits wait for both.
+  kClassic,
+};
+
+const char* LogWriteModeName(LogWriteMode mode);
+Result<LogWriteMode> ParseLogWriteMode(const std::string& name);
+
+struct LogOptions {
+  // Directory of the log files (log.0 ... log.N-1) and its LOCK file. The PM
+  // tier: /dev/shm emulates PM with DRAM; a DAX mount is real PM.
+  std::string dir = "/dev/shm/subito";
+  LogWriteMode write_mode = LogWriteMode::kNf;
+  // Partial blocks are padded to this many bytes. 64 B .. 8 KiB, a power of
+  // two. Default 512 B (NF-log). May change between runs.
+  uint32_t write_ahead_size = 512;
+  // Parallel streams, 1 .. 16. Fixed when the log is created.
+  uint32_t streams = 1;
+  // Bytes per stream file, including its 4 KiB header block. A multiple of
+  // 4 KiB, at least 68 KiB. Fixed when the log is created.
+  uint64_t file_size = 64ull << 20;
+  // DRAM log buffer, a power of two, at least 64 KiB and 4 x write_ahead_size.
+  uint64_t buffer_size = 8ull << 20;
+  // Touch the log's pages ahead of the writers in a background thread.
+  bool prefault = true;
+  // Run log-writing threads on the NUMA node of the log (no-op on one node).
+  bool numa_pin = true;
+  // Called (from an appending thread) when the log is full and appends wait
+  // for a checkpoint. The owner may call Checkpoint() from it.
+  std::function<void()> on_log_full;
+  // Tests: replaces the persistence chosen from the mapping (nf mode).
+  pmem::Persistence* persistence = nullptr;
+};
+
+// Checks every setting; the message names the setting and the allowed range.
+Status ValidateLogOptions(const LogOptions& options);
+
+}  // namespace subito::log

@@ -1,0 +1,168 @@
+// RedoLog: the write-ahead log of a Subito database.
+//
+// Threads Append() records concurrently: each reserves its bytes with one
+// atomic add on the reserved LSN, copies its record into the DRAM log buffer
+// and marks it filled (LinkBuf); nothing is locked. WaitDurable(lsn) returns
+// once every byte below lsn is durable in every stream (group commit: one
+// write covers all records filled so far).
+//
+// Streams: the logical log is striped in 4 KiB stripes over the stream files
+// (format.h); each stream is written by its own writer, in parallel.
+//
+// Commit rule: a record ending at LSN e is acknowledged only when every
+// stream has made durable all of its bytes below some record boundary >= e.
+// durable_lsn() is the minimum over the streams of that boundary (so it is
+// itself a record boundary). Recovery then finds every acknowledged record,
+// because the chain it follows (I2) is the log's bytes in LSN order, and none
+// of them below durable_lsn() is missing from any stream.
+//
+// Write modes (LogWriteMode): in `nf` the thread that waits does the writing
+// (non-temporal copy from the buffer into the mapped stream files, pad the
+// partial block with zeros up to the write-ahead size, one fence); in
+// `classic` a writer thread per stream pwrite()s whole write-ahead blocks and
+// a flusher thread per stream fdatasync()s.
+//
+// Space: appends wait while the log buffer is full (until writes catch up)
+// or while the log is full (until the owner's Checkpoint(); on_log_full is
+// called then). A wait never drops or overwrites needed bytes.
+//
+// Thread safety: Append, WaitDurable, Commit, Checkpoint and the getters may
+// be called from any thread. Close() must not race with appends.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "log/format.h"
+#include "log/geometry.h"
+#include "log/link_buf.h"
+#include "log/log_files.h"
+#include "log/log_options.h"
+#include "log/log_reader.h"
+#include "subito/status.h"
+
+namespace subito::pmem {
+class Prefaulter;
+}
+
+namespace subito::log {
+
+struct AppendResult {
+  Lsn start;
+  Lsn end;  // wait for this to be durable
+};
+
+// Counters since Open.
+struct LogStats {
+  uint64_t appends = 0;
+  uint64_t append_bytes = 0;     // record bytes (headers included)
+  uint64_t durable_waits = 0;    // WaitDurable calls that had to wait
+  uint64_t writes = 0;           // nf: persist batches; classic: pwrite calls
+  uint64_t syncs = 0;            // fences (nf) or fdatasync calls (classic)
+  uint64_t persisted_bytes = 0;  // bytes written to the log files, padding included
+  uint64_t padding_bytes = 0;
+  uint64_t buffer_full_waits = 0;
+  uint64_t log_full_waits = 0;
+  uint64_t checkpoints = 0;
+};
+
+class RedoLog {
+ public:
+  // Opens (creating if needed) the log in options.dir and recovers it: the
+  // durable end is found, damage is refused with Corruption, and records past
+  // the end that were never acknowledged are erased (I4).
+  static Result<std::unique_ptr<RedoLog>> Open(const LogOptions& options);
+  ~RedoLog();
+  RedoLog(const RedoLog&) = delete;
+  RedoLog& operator=(const RedoLog&) = delete;
+
+  // Adds a record. `length` may be 0. Returns its LSN range.
+  Result<AppendResult> Append(uint16_t type, const void* payload, uint32_t length);
+  // Returns once every byte below `lsn` is durable in every stream.
+  Status WaitDurable(Lsn lsn);
+  // Append + WaitDurable.
+  Result<AppendResult> Commit(uint16_t type, const void* payload, uint32_t length);
+  // Recovery may start at `lsn` from now on: it must be a record's start LSN
+  // (or the durable end) and at most durable_lsn(). Older LSNs are ignored.
+  Status Checkpoint(Lsn lsn);
+  // Makes everything durable, records a clean shutdown and stops the threads.
+  Status Close();
+
+  // The log as Open found it, and its records from the checkpoint to the end.
+  const LogState& recovered() const { return recovered_; }
+  Status ForEachRecoveredRecord(const std::function<Status(const LogRecordView&)>& fn) const;
+
+  Lsn durable_lsn() const { return durable_.load(std::memory_order_acquire); }
+  Lsn reserved_lsn() const { return reserved_.load(std::memory_order_acquire); }
+  Lsn checkpoint_lsn() const { return checkpoint_.load(std::memory_order_acquire); }
+  uint64_t capacity() const { return geometry_.capacity(); }
+  // The largest payload one record may carry.
+  uint32_t max_payload() const;
+  LogStats stats() const;
+  const LogOptions& options() const { return options_; }
+  // One line: where the log lives, what backs it, how it is written.
+  std::string Describe() const;
+
+ private:
+  struct Stream;
+  explicit RedoLog(const LogOptions& options);
+  Status Start(std::unique_ptr<LogFiles> files);
+  Status WaitForSpace(Lsn end);
+  void UpdateDurable();
+  void WakeWaiters();
+  // nf: writes stream s's bytes below target; caller holds s.write_mu.
+  void NfWrite(Stream& s, Lsn target);
+  // classic: the per-stream threads.
+  void ClassicWriterLoop(Stream& s);
+  void ClassicFlusherLoop(Stream& s);
+  Status ClassicWrite(Stream& s, Lsn target);
+  Status WriteCheckpointSlot(Lsn checkpoint, bool clean);
+  void CopyFromRing(uint8_t* dst, Lsn from, size_t n) const;
+  void Fail(const Status& s);
+  Status FirstError();
+
+  const LogOptions options_;
+  Geometry geometry_;
+  uint64_t salt_ = 0;
+  uint32_t write_ahead_ = 512;
+  std::unique_ptr<LogFiles> files_;
+  pmem::Persistence* persistence_ = nullptr;
+  std::vector<std::unique_ptr<Stream>> streams_;
+  LogState recovered_;
+  int numa_node_ = -1;
+  std::unique_ptr<pmem::Prefaulter> prefaulter_;
+
+  // The DRAM log buffer: a ring; LSN x lives at x & buffer_mask_.
+  std::unique_ptr<uint8_t[]> buffer_;
+  uint64_t buffer_mask_ = 0;
+  LinkBuf link_;
+
+  std::atomic<Lsn> reserved_{0};
+  std::atomic<Lsn> durable_{0};
+  std::atomic<Lsn> checkpoint_{0};
+  std::atomic<uint64_t> write_epoch_{0};    // bumped after every write/sync; waiters sleep on it
+  std::atomic<uint64_t> work_requests_{0};  // classic: wakes the writer threads
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> closed_{false};
+
+  std::mutex checkpoint_mu_;
+  uint64_t checkpoint_sequence_ = 0;  // guarded by checkpoint_mu_
+
+  std::mutex error_mu_;
+  Status error_;  // first I/O failure; guarded by error_mu_
+  std::atomic<bool> failed_{false};
+
+  struct Counters {
+    std::atomic<uint64_t> appends{0}, append_bytes{0}, durable_waits{0}, writes{0}, syncs{0},
+        persisted_bytes{0}, padding_bytes{0}, buffer_full_waits{0}, log_full_waits{0},
+        checkpoints{0};
+  };
+  mutable Counters counters_;
+};
+
+}  // namespace subito::log

@@ -1,0 +1,80 @@
+#include "pmem/prefaulter.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "pmem/numa.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+namespace subito::pmem {
+namespace {
+constexpr size_t kChunk = 1 << 20;
+}
+
+Prefaulter::Prefaulter(int numa_node) : numa_node_(numa_node), thread_([this] { Run(); }) {}
+
+Prefaulter::~Prefaulter() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Prefaulter::Add(uint8_t* base, size_t size, size_t start) {
+  if (start > size) start = 0;
+  {
+    std::lock_guard lock(mu_);
+    for (size_t off = start; off < size; off += kChunk) {
+      queue_.push_back({base + off, std::min(kChunk, size - off)});
+    }
+    for (size_t off = 0; off < start; off += kChunk) {
+      queue_.push_back({base + off, std::min(kChunk, start - off)});
+    }
+  }
+  cv_.notify_all();
+}
+
+void Prefaulter::WaitIdle() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [this] { return stop_ || (queue_.empty() && !busy_); });
+}
+
+void Prefaulter::Run() {
+  PinCurrentThreadToNode(numa_node_);
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    Range r = queue_.front();
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    Populate(r.begin, r.length);
+    populated_.fetch_add(r.length, std::memory_order_relaxed);
+    lock.lock();
+    busy_ = false;
+    if (queue_.empty()) cv_.notify_all();
+  }
+}
+
+void Prefaulter::Populate(uint8_t* begin, size_t length) {
+  static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  auto addr = reinterpret_cast<uintptr_t>(begin);
+  uintptr_t aligned = addr / page * page;
+  if (::madvise(reinterpret_cast<void*>(aligned), length + (addr - aligned), MADV_POPULATE_WRITE) ==
+      0) {
+    return;
+  }
+  // Older kernels: a locked or-with-zero faults the page in for writing
+  // without changing its bytes, even if a writer stores to it concurrently.
+  for (size_t off = 0; off < length; off += page) {
+    __atomic_fetch_or(begin + off, static_cast<uint8_t>(0), __ATOMIC_RELAXED);
+  }
+}
+
+}  // namespace subito::pmem

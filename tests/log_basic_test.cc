@@ -1,0 +1,241 @@
+// The log's behaviour end to end through RedoLog, in both write modes and
+// with one and several streams.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <thread>
+
+#include "log/redo_log.h"
+#include "test_util.h"
+#include "util/coding.h"
+
+namespace subito::log {
+namespace {
+
+struct Param {
+  LogWriteMode mode;
+  uint32_t streams;
+};
+
+std::string Name(const ::testing::TestParamInfo<Param>& info) {
+  return std::string(LogWriteModeName(info.param.mode)) + "_" +
+         std::to_string(info.param.streams) + "streams";
+}
+
+class LogTest : public ::testing::TestWithParam<Param> {
+ protected:
+  LogOptions Options(uint64_t file_size = 4096 + (4u << 20)) {
+    LogOptions o = test::SmallLog(dir_.path(), GetParam().mode, GetParam().streams);
+    o.file_size = file_size;
+    o.buffer_size = 256 * 1024;
+    return o;
+  }
+  std::unique_ptr<RedoLog> OpenOk(const LogOptions& o) {
+    auto log = RedoLog::Open(o);
+    EXPECT_TRUE(log.ok()) << log.status().ToString();
+    return log.ok() ? std::move(*log) : nullptr;
+  }
+  struct Rec {
+    uint16_t type;
+    std::vector<uint8_t> payload;
+  };
+  std::vector<std::pair<Lsn, Rec>> Recovered(RedoLog& log) {
+    std::vector<std::pair<Lsn, Rec>> out;
+    Status s = log.ForEachRecoveredRecord([&](const LogRecordView& r) {
+      out.push_back({r.lsn, Rec{r.type, {r.payload, r.payload + r.length}}});
+      return Status::OK();
+    });
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return out;
+  }
+
+  test::ScratchDir dir_;
+};
+
+TEST_P(LogTest, CommittedRecordsComeBackInOrderAfterReopen) {
+  std::vector<std::pair<Lsn, Rec>> written;
+  {
+    auto log = OpenOk(Options());
+    ASSERT_TRUE(log);
+    EXPECT_EQ(log->recovered().records, 0u);
+    for (uint32_t i = 0; i < 600; ++i) {
+      uint32_t len = (i * 37) % 3000;
+      auto p = test::Payload(i, len);
+      auto r = log->Commit(kRecordLogTest, p.data(), len);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      EXPECT_GE(log->durable_lsn(), r->end);
+      written.push_back({r->start, Rec{kRecordLogTest, p}});
+    }
+    ASSERT_TRUE(log->Close().ok());
+  }
+  auto log = OpenOk(Options());
+  ASSERT_TRUE(log);
+  EXPECT_TRUE(log->recovered().clean_shutdown);
+  auto got = Recovered(*log);
+  ASSERT_EQ(got.size(), written.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].first, written[i].first);
+    EXPECT_EQ(got[i].second.payload, written[i].second.payload) << "record " << i;
+  }
+}
+
+TEST_P(LogTest, ConcurrentCommitsAreAllDurableAndOrderedPerThread) {
+  constexpr int kThreads = 4, kPerThread = 400;
+  {
+    auto log = OpenOk(Options());
+    ASSERT_TRUE(log);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kPerThread; ++i) {
+          uint8_t p[200];
+          EncodeFixed32(p, static_cast<uint32_t>(t));
+          EncodeFixed32(p + 4, static_cast<uint32_t>(i));
+          auto r = log->Commit(kRecordLogTest, p, 8 + static_cast<uint32_t>(i % 192));
+          ASSERT_TRUE(r.ok());
+          ASSERT_GE(log->durable_lsn(), r->end);
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    auto st = log->stats();
+    EXPECT_EQ(st.appends, static_cast<uint64_t>(kThreads * kPerThread));
+    EXPECT_GT(st.persisted_bytes, 0u);
+    ASSERT_TRUE(log->Close().ok());
+  }
+  auto log = OpenOk(Options());
+  ASSERT_TRUE(log);
+  std::vector<int> next(kThreads, 0);
+  for (auto& [lsn, rec] : Recovered(*log)) {
+    int t = static_cast<int>(DecodeFixed32(rec.payload.data()));
+    int i = static_cast<int>(DecodeFixed32(rec.payload.data() + 4));
+    ASSERT_LT(t, kThreads);
+    EXPECT_EQ(i, next[t]) << "thread " << t;
+    next[t] = i + 1;
+  }
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(next[t], kPerThread);
+}
+
+TEST_P(LogTest, WrapsManyLapsWithCheckpointsAndIgnoresStaleLaps) {
+  LogOptions o = Options(4096 + 64 * 1024);
+  RedoLog* raw = nullptr;
+  o.on_log_full = [&] { ASSERT_TRUE(raw->Checkpoint(raw->durable_lsn()).ok()); };
+  Lsn last_end = 0;
+  std::map<Lsn, std::vector<uint8_t>> by_lsn;
+  {
+    auto log = OpenOk(o);
+    ASSERT_TRUE(log);
+    raw = log.get();
+    const uint64_t total = 6 * log->capacity();
+    for (uint32_t i = 0; log->reserved_lsn() < kFirstLsn + total; ++i) {
+      auto p = test::Payload(i, 100 + (i * 131) % 2000);
+      auto r = log->Commit(kRecordLogTest, p.data(), static_cast<uint32_t>(p.size()));
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      by_lsn[r->start] = p;
+      last_end = r->end;
+    }
+    EXPECT_GT(log->stats().log_full_waits, 0u);
+    EXPECT_GT(log->stats().checkpoints, 3u);
+    EXPECT_GT(log->checkpoint_lsn(), kFirstLsn + 4 * log->capacity());
+    ASSERT_TRUE(log->Close().ok());
+  }
+  raw = nullptr;
+  auto log = OpenOk(o);
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->recovered().end_lsn, last_end);
+  auto got = Recovered(*log);
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got.front().first, log->recovered().checkpoint_lsn);
+  for (auto& [lsn, rec] : got) {
+    ASSERT_TRUE(by_lsn.count(lsn)) << lsn;
+    EXPECT_EQ(rec.payload, by_lsn[lsn]);
+  }
+  // The next append continues the chain after the old end.
+  raw = log.get();
+  auto r = log->Commit(kRecordLogTest, "x", 1);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->start, last_end);
+}
+
+TEST_P(LogTest, FullLogMakesAppendsWaitForACheckpoint) {
+  auto log = OpenOk(Options(4096 + 64 * 1024));
+  ASSERT_TRUE(log);
+  std::vector<uint8_t> p(1000, 7);
+  while (log->reserved_lsn() + RecordSpan(p.size()) <= kFirstLsn + log->capacity()) {
+    ASSERT_TRUE(log->Commit(kRecordLogTest, p.data(), 1000).ok());
+  }
+  std::atomic<bool> done{false};
+  std::thread blocked([&] {
+    auto r = log->Commit(kRecordLogTest, p.data(), 1000);
+    EXPECT_TRUE(r.ok());
+    done = true;
+  });
+  for (int i = 0; i < 50 && log->stats().log_full_waits == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(log->stats().log_full_waits, 1u);
+  EXPECT_FALSE(done.load());
+  ASSERT_TRUE(log->Checkpoint(log->durable_lsn()).ok());
+  blocked.join();
+  EXPECT_TRUE(done.load());
+  ASSERT_TRUE(log->Close().ok());
+}
+
+TEST_P(LogTest, AppendsWithoutWaitingBecomeDurableAtTheNextCommit) {
+  auto log = OpenOk(Options());
+  ASSERT_TRUE(log);
+  Lsn before = log->durable_lsn();
+  std::vector<Lsn> ends;
+  for (int i = 0; i < 50; ++i) {
+    auto r = log->Append(kRecordLogTest, "abcdef", 6);
+    ASSERT_TRUE(r.ok());
+    ends.push_back(r->end);
+  }
+  EXPECT_LT(log->durable_lsn(), ends.back());
+  EXPECT_GE(log->durable_lsn(), before);
+  ASSERT_TRUE(log->WaitDurable(ends.back()).ok());
+  EXPECT_GE(log->durable_lsn(), ends.back());
+  EXPECT_TRUE(log->WaitDurable(log->reserved_lsn() + 1).IsInvalidArgument());
+}
+
+TEST_P(LogTest, RejectsRecordsThatCannotFitAndTypeZero) {
+  auto log = OpenOk(Options(4096 + 64 * 1024));
+  ASSERT_TRUE(log);
+  std::vector<uint8_t> big(log->max_payload() + 1);
+  auto r = log->Append(kRecordLogTest, big.data(), static_cast<uint32_t>(big.size()));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsInvalidArgument());
+  EXPECT_NE(r.status().message().find("exceeds"), std::string::npos);
+  EXPECT_TRUE(log->Append(kRecordInvalid, "a", 1).status().IsInvalidArgument());
+  auto ok = log->Commit(kRecordLogTest, big.data(), log->max_payload());
+  EXPECT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_TRUE(log->Checkpoint(log->durable_lsn() + 8).IsInvalidArgument());
+}
+
+TEST_P(LogTest, PaddingFollowsTheWriteAheadSize) {
+  LogOptions o = Options();
+  o.write_ahead_size = 4096;
+  auto log = OpenOk(o);
+  ASSERT_TRUE(log);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(log->Commit(kRecordLogTest, "0123456789", 10).ok());
+  auto st = log->stats();
+  EXPECT_GT(st.padding_bytes, 0u);
+  if (GetParam().mode == LogWriteMode::kNf) {
+    // nf copies only new bytes and never re-zeroes padding: 20 records of 48
+    // bytes plus at most one 4 KiB pad per stream.
+    EXPECT_LE(st.persisted_bytes, 20u * 48 + 4096u * GetParam().streams);
+  } else {
+    // classic rewrites whole 4 KiB blocks each time.
+    EXPECT_GE(st.persisted_bytes, 20u * 4096);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, LogTest,
+                         ::testing::Values(Param{LogWriteMode::kNf, 1}, Param{LogWriteMode::kNf, 4},
+                                           Param{LogWriteMode::kClassic, 1},
+                                           Param{LogWriteMode::kClassic, 4}),
+                         Name);
+
+}  // namespace
+}  // namespace subito::log

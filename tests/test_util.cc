@@ -1,0 +1,68 @@
+#include "test_util.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+namespace subito::test {
+
+ScratchDir::ScratchDir() {
+  const char* base = std::getenv("SUBITO_TEST_DIR");
+  std::string tmpl = std::string(base ? base : "/dev/shm") + "/subito-test-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
+  path_ = tmpl;
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::vector<uint8_t> Payload(uint64_t seed, uint32_t length) {
+  std::vector<uint8_t> v(length);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (uint32_t i = 0; i < length; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    v[i] = static_cast<uint8_t>(x);
+  }
+  return v;
+}
+
+uint64_t TestSeed() {
+  static uint64_t seed = [] {
+    const char* env = std::getenv("SUBITO_SEED");
+    uint64_t s = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
+    std::cerr << "[ seed ] SUBITO_SEED=" << s << "\n";
+    return s;
+  }();
+  return seed;
+}
+
+log::LogOptions SmallLog(const std::string& dir, log::LogWriteMode mode, uint32_t streams) {
+  log::LogOptions o;
+  o.dir = dir;
+  o.write_mode = mode;
+  o.streams = streams;
+  o.file_size = 4096 + 64 * 1024;
+  o.buffer_size = 64 * 1024;
+  o.prefault = false;
+  return o;
+}
+
+std::vector<uint8_t> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+}  // namespace subito::test

@@ -1,0 +1,57 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "subito/status.h"
+#include "util/coding.h"
+#include "util/crc32c.h"
+
+namespace subito {
+namespace {
+
+TEST(Crc32c, StandardCheckValue) {
+  // The CRC-32C check value from the Castagnoli catalogue.
+  EXPECT_EQ(crc32c::Value("123456789", 9), 0xE3069283u);
+  EXPECT_EQ(crc32c::Value("", 0), 0u);
+  uint8_t zeros[32] = {};
+  EXPECT_EQ(crc32c::Value(zeros, sizeof zeros), 0x8A9136AAu);  // RFC 3720 B.4
+}
+
+TEST(Crc32c, ExtendEqualsWhole) {
+  const char* s = "hello, persistent world";
+  size_t n = std::strlen(s);
+  for (size_t cut = 0; cut <= n; ++cut) {
+    EXPECT_EQ(crc32c::Extend(crc32c::Value(s, cut), s + cut, n - cut), crc32c::Value(s, n));
+  }
+}
+
+TEST(Coding, RoundTripsLittleEndian) {
+  uint8_t b[8];
+  EncodeFixed64(b, 0x0102030405060708ull);
+  EXPECT_EQ(b[0], 0x08);
+  EXPECT_EQ(DecodeFixed64(b), 0x0102030405060708ull);
+  EncodeFixed32(b, 0xA1B2C3D4u);
+  EXPECT_EQ(b[0], 0xD4);
+  EXPECT_EQ(DecodeFixed32(b), 0xA1B2C3D4u);
+  EXPECT_EQ(AlignUp(513, 512), 1024u);
+  EXPECT_EQ(AlignDown(1023, 512), 512u);
+  EXPECT_TRUE(IsPowerOfTwo(4096));
+  EXPECT_FALSE(IsPowerOfTwo(0));
+  EXPECT_FALSE(IsPowerOfTwo(96));
+}
+
+TEST(Status, NamesCodeAndMessage) {
+  Status s = Status::Corruption("log.0 offset 12: bad");
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(s.IsCorruption());
+  EXPECT_EQ(s.ToString(), "Corruption: log.0 offset 12: bad");
+  EXPECT_EQ(Status::OK().ToString(), "OK");
+  Result<int> r = Status::NotFound("x");
+  EXPECT_FALSE(r.ok());
+  Result<int> v = 7;
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, 7);
+}
+
+}  // namespace
+}  // namespace subito

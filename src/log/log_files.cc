@@ -135,16 +135,27 @@ Status LogFiles::Create() {
 }
 
 Status LogFiles::OpenExisting(size_t count) {
-  if (count != options_.streams && !created_) {
-    return Status::InvalidArgument(StrFormat(
-        "log in %s has %zu streams but log_streams=%u; the stream count is fixed when the log is "
-        "created (shut down cleanly and remove the log files to change it)",
-        options_.dir.c_str(), count, options_.streams));
-  }
   for (size_t i = 0; i < count; ++i) {
     Result<std::unique_ptr<pmem::PmFile>> f = pmem::PmFile::Open(StreamPath(options_.dir, i));
     if (!f.ok()) return f.status();
     files_.push_back(std::move(*f));
+  }
+  // The stream count is a property of the log; a setting that disagrees is
+  // the user's to fix, a missing file is damage.
+  Result<FileHeader> h0 = ReadFileHeader(Views()[0]);
+  if (!h0.ok()) return h0.status();
+  if (h0->stream_count != options_.streams) {
+    return Status::InvalidArgument(StrFormat(
+        "log in %s has %u streams but log_streams=%u; the stream count is fixed when the log is "
+        "created (shut down cleanly and remove the log files to change it)",
+        options_.dir.c_str(), h0->stream_count, options_.streams));
+  }
+  if (count != h0->stream_count) {
+    return Status::Corruption(StrFormat("log in %s has %u streams but %zu stream files (%s)",
+                                        options_.dir.c_str(), h0->stream_count, count,
+                                        count < h0->stream_count
+                                            ? ("missing " + StreamPath(options_.dir, count)).c_str()
+                                            : "extra files"));
   }
   persistence_ = options_.persistence ? options_.persistence : files_[0]->DefaultPersistence();
   for (auto& f : files_) persistence_->OnMap(f->path(), f->data(), f->size());

@@ -105,6 +105,8 @@ class RedoLog {
   uint32_t max_payload() const;
   LogStats stats() const;
   const LogOptions& options() const { return options_; }
+  // Blocks until the pre-fault thread has mapped in every log page.
+  void WaitPrefaulted() const;
   // One line: where the log lives, what backs it, how it is written.
   std::string Describe() const;
 
@@ -158,9 +160,8 @@ class RedoLog {
   std::atomic<bool> failed_{false};
 
   struct Counters {
-    std::atomic<uint64_t> appends{0}, append_bytes{0}, durable_waits{0}, writes{0}, syncs{0},
-        persisted_bytes{0}, padding_bytes{0}, buffer_full_waits{0}, log_full_waits{0},
-        checkpoints{0};
+    std::atomic<uint64_t> appends{0}, append_bytes{0}, durable_waits{0}, buffer_full_waits{0},
+        log_full_waits{0}, checkpoints{0};
   };
   mutable Counters counters_;
 };

@@ -227,7 +227,8 @@ int main(int argc, char** argv) {
               Machine().c_str(), tier.c_str(), c.dir.c_str(), c.seconds);
 
   std::vector<uint32_t> raw_sizes = c.sizes;
-  if (std::find(raw_sizes.begin(), raw_sizes.end(), 256u) == raw_sizes.end()) raw_sizes.push_back(256);
+  if (std::find(raw_sizes.begin(), raw_sizes.end(), 256u) == raw_sizes.end())
+    raw_sizes.push_back(256);
   std::vector<RawResult> raws;
   for (uint32_t s : raw_sizes) {
     raws.push_back(MeasureRaw(c.dir, s, std::min(c.seconds, 0.5)));
@@ -326,8 +327,8 @@ int main(int argc, char** argv) {
           "\"commits_per_s\": %.0f, \"p50_us\": %.3f, \"p99_us\": %.3f, "
           "\"persisted_bytes_per_commit\": %.1f, \"raw_mb_per_s\": %.1f, "
           "\"fraction_of_raw\": %.4f}%s\n",
-          r.mode.c_str(), r.streams, r.threads, r.record_bytes, r.commits_per_s, r.p50_us,
-          r.p99_us, r.persisted_per_commit, r.raw_mb_per_s, r.fraction_of_raw,
+          r.mode.c_str(), r.streams, r.threads, r.record_bytes, r.commits_per_s, r.p50_us, r.p99_us,
+          r.persisted_per_commit, r.raw_mb_per_s, r.fraction_of_raw,
           i + 1 < runs.size() ? "," : "");
     }
     j << "  ],\n  \"targets\": [\n";

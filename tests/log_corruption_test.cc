@@ -119,7 +119,8 @@ TEST_P(Corruption, RandomBitFlipsAreRefusedOrHarmless) {
     }
     int bit = static_cast<int>(rng() % 8);
     SCOPED_TRACE(::testing::Message() << "stream " << s << " offset " << off << " bit " << bit);
-    auto log = OpenDamaged(s, [&](std::vector<uint8_t>& b) { b[off] ^= static_cast<uint8_t>(1 << bit); });
+    auto log =
+        OpenDamaged(s, [&](std::vector<uint8_t>& b) { b[off] ^= static_cast<uint8_t>(1 << bit); });
 
     const Lsn lsn = LsnAt(s, off);
     const Written* rec = RecordHolding(lsn);
@@ -128,11 +129,10 @@ TEST_P(Corruption, RandomBitFlipsAreRefusedOrHarmless) {
     if (in_header || covered) {
       ASSERT_FALSE(log.ok()) << "damage accepted";
       EXPECT_TRUE(log.status().IsCorruption()) << log.status().ToString();
-      std::string where = in_header ? LogFiles::StreamPath(dir_.Sub("copy"), s) + " offset 0"
-                                    : LogFiles::StreamPath(dir_.Sub("copy"),
-                                                           geometry_.StreamOf(rec->start)) +
-                                          ") offset " +
-                                          std::to_string(geometry_.FileOffsetOf(rec->start));
+      std::string where =
+          in_header ? LogFiles::StreamPath(dir_.Sub("copy"), s) + " offset 0"
+                    : LogFiles::StreamPath(dir_.Sub("copy"), geometry_.StreamOf(rec->start)) +
+                          ") offset " + std::to_string(geometry_.FileOffsetOf(rec->start));
       EXPECT_NE(log.status().message().find(where), std::string::npos)
           << log.status().ToString() << "\nexpected to name: " << where;
       ++refused;
@@ -164,9 +164,8 @@ TEST_P(Corruption, DamageBeforeTheLastRecordIsCaughtAfterACrash) {
   // The last record's damage cannot be told from a torn write: it is dropped
   // as the torn tail, and every earlier record is intact.
   Lsn last = written_.back().start + 40;
-  auto log = OpenDamaged(geometry_.StreamOf(last), [&](std::vector<uint8_t>& b) {
-    b[geometry_.FileOffsetOf(last)] ^= 0x01;
-  });
+  auto log = OpenDamaged(geometry_.StreamOf(last),
+                         [&](std::vector<uint8_t>& b) { b[geometry_.FileOffsetOf(last)] ^= 0x01; });
   ASSERT_TRUE(log.ok()) << log.status().ToString();
   EXPECT_EQ((*log)->recovered().end_lsn, written_.back().start);
   ExpectAllRecords(**log, written_.size() - 1);

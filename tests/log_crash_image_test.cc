@@ -20,6 +20,9 @@ struct Param {
   uint32_t streams;
   bool random_unfenced;  // also keep a random half of flushed-but-unfenced lines
 };
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << p.streams << " stream(s)" << (p.random_unfenced ? ", random unfenced lines" : "");
+}
 
 class CrashImages : public ::testing::TestWithParam<Param> {};
 
@@ -130,13 +133,13 @@ TEST_P(CrashImages, EveryPersistPointRecoversAPrefixHoldingEveryAck) {
   EXPECT_GT(reopened, 1u);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Points, CrashImages,
-    ::testing::Values(Param{1, false}, Param{1, true}, Param{3, false}, Param{3, true}),
-    [](const auto& info) {
-      return std::to_string(info.param.streams) + "streams" +
-             (info.param.random_unfenced ? "_random_unfenced" : "_fenced");
-    });
+INSTANTIATE_TEST_SUITE_P(Points, CrashImages,
+                         ::testing::Values(Param{1, false}, Param{1, true}, Param{3, false},
+                                           Param{3, true}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.streams) + "streams" +
+                                  (info.param.random_unfenced ? "_random_unfenced" : "_fenced");
+                         });
 
 }  // namespace
 }  // namespace subito::log

@@ -25,6 +25,9 @@ struct Param {
   LogWriteMode mode;
   uint32_t streams;
 };
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << LogWriteModeName(p.mode) << ", " << p.streams << " stream(s)";
+}
 
 class KillTest : public ::testing::TestWithParam<Param> {};
 
@@ -43,8 +46,8 @@ std::vector<Ack> RunAndKill(const std::string& dir, const Param& p, int ms) {
   posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
   posix_spawn_file_actions_addclose(&fa, fds[0]);
   std::string streams = std::to_string(p.streams);
-  const char* argv[] = {SUBITO_KILL_CHILD, dir.c_str(), LogWriteModeName(p.mode), streams.c_str(),
-                        "3", nullptr};
+  const char* argv[] = {SUBITO_KILL_CHILD, dir.c_str(), LogWriteModeName(p.mode),
+                        streams.c_str(),   "3",         nullptr};
   pid_t pid = 0;
   int rc = posix_spawn(&pid, SUBITO_KILL_CHILD, &fa, nullptr, const_cast<char**>(argv), environ);
   posix_spawn_file_actions_destroy(&fa);
@@ -78,8 +81,8 @@ std::vector<Ack> RunAndKill(const std::string& dir, const Param& p, int ms) {
   std::vector<Ack> acks;
   for (size_t off = 0; off + 24 <= bytes.size(); off += 24) {
     const char* a = bytes.data() + off;
-    acks.push_back({DecodeFixed32(a), DecodeFixed32(a + 4), DecodeFixed64(a + 8),
-                    DecodeFixed64(a + 16)});
+    acks.push_back(
+        {DecodeFixed32(a), DecodeFixed32(a + 4), DecodeFixed64(a + 8), DecodeFixed64(a + 16)});
   }
   return acks;
 }
@@ -92,7 +95,8 @@ TEST_P(KillTest, AcknowledgedCommitsSurviveSigkill) {
   uint64_t total_acks = 0;  // acknowledged and still in the log's range, so checked
   for (int it = 0; it < iterations; ++it) {
     SCOPED_TRACE(::testing::Message() << "kill #" << it);
-    std::vector<Ack> acks = RunAndKill(dir.Sub("log"), GetParam(), 2 + static_cast<int>(rng() % 150));
+    std::vector<Ack> acks =
+        RunAndKill(dir.Sub("log"), GetParam(), 2 + static_cast<int>(rng() % 150));
     ASSERT_FALSE(acks.empty()) << "child acknowledged nothing";
 
     LogOptions o;
@@ -122,13 +126,14 @@ TEST_P(KillTest, AcknowledgedCommitsSurviveSigkill) {
       ++total_acks;
       auto f = found.find(a.start);
       ASSERT_NE(f, found.end()) << "acknowledged commit lost: thread " << a.thread << " seq "
-                                << a.seq << " LSN " << a.start << " (recovered end "
-                                << st.end_lsn << ")";
+                                << a.seq << " LSN " << a.start << " (recovered end " << st.end_lsn
+                                << ")";
       EXPECT_EQ(f->second, std::make_pair(a.thread, a.seq));
     }
     ASSERT_TRUE((*log)->Close().ok());
   }
-  std::cerr << "[ kill ] " << iterations << " kills, " << total_acks << " acknowledged commits found\n";
+  std::cerr << "[ kill ] " << iterations << " kills, " << total_acks
+            << " acknowledged commits found\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, KillTest,

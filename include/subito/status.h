@@ -21,15 +21,17 @@ class [[nodiscard]] Status {
     kIOError,          // the operating system refused (open, mmap, write, ...)
     kCorruption,       // persistent bytes fail validation
     kNotFound,
-    kBusy,       // resource held by someone else (e.g. a lock or a full log)
-    kTimedOut,   // a wait exceeded its limit
-    kShutdown,   // the object is closing
+    kBusy,      // resource held by someone else (e.g. a lock or a full log)
+    kTimedOut,  // a wait exceeded its limit
+    kShutdown,  // the object is closing
     kNotSupported,
   };
 
   Status() = default;
   static Status OK() { return Status(); }
-  static Status InvalidArgument(std::string msg) { return {Code::kInvalidArgument, std::move(msg)}; }
+  static Status InvalidArgument(std::string msg) {
+    return {Code::kInvalidArgument, std::move(msg)};
+  }
   static Status IOError(std::string msg) { return {Code::kIOError, std::move(msg)}; }
   static Status Corruption(std::string msg) { return {Code::kCorruption, std::move(msg)}; }
   static Status NotFound(std::string msg) { return {Code::kNotFound, std::move(msg)}; }
@@ -58,7 +60,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : value_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!status_.ok());
   }
@@ -83,8 +85,8 @@ class [[nodiscard]] Result {
 
 }  // namespace subito
 
-#define SUBITO_RETURN_IF_ERROR(expr)      \
-  do {                                    \
-    ::subito::Status _st = (expr);        \
-    if (!_st.ok()) return _st;            \
+#define SUBITO_RETURN_IF_ERROR(expr) \
+  do {                               \
+    ::subito::Status _st = (expr);   \
+    if (!_st.ok()) return _st;       \
   } while (0)

@@ -25,9 +25,7 @@ class LinkBuf {
     for (uint64_t i = 0; i < slots; ++i) slots_[i].store(0, std::memory_order_relaxed);
   }
 
-  void Complete(uint64_t start, uint64_t end) {
-    Slot(start).store(end, std::memory_order_release);
-  }
+  void Complete(uint64_t start, uint64_t end) { Slot(start).store(end, std::memory_order_release); }
 
   // Moves filled() across every completed range that now touches it, and
   // returns the new value.

@@ -119,7 +119,7 @@ Status CheckStreams(const std::vector<StreamView>& streams, LogState* st) {
 Status ReadCheckpoint(const StreamView& s0, LogState* st) {
   bool found = false;
   for (size_t off : kCheckpointSlotOffset) {
-    CheckpointSlot slot;
+    CheckpointSlot slot{};
     std::memcpy(&slot, s0.data + off, sizeof slot);
     if (crc32c::Value(&slot, offsetof(CheckpointSlot, crc)) != slot.crc || slot.salt != st->salt) {
       continue;  // I5: torn or never written
@@ -153,7 +153,9 @@ uint32_t RecordCrc(uint64_t salt, const uint8_t* header, const uint8_t* payload,
   return crc32c::Extend(crc, payload, n);
 }
 
-void SealFileHeader(FileHeader* h) { h->crc = crc32c::Value(h, offsetof(FileHeader, crc)); }
+void SealFileHeader(FileHeader* h) {
+  h->crc = crc32c::Value(h, offsetof(FileHeader, crc));
+}
 
 void SealCheckpointSlot(CheckpointSlot* slot) {
   slot->crc = crc32c::Value(slot, offsetof(CheckpointSlot, crc));
@@ -164,7 +166,7 @@ Result<FileHeader> ReadFileHeader(const StreamView& s) {
     return Status::Corruption(StrFormat("%s: truncated: %zu bytes, a log file has at least %zu",
                                         s.name.c_str(), s.size, kDataOffset));
   }
-  FileHeader h;
+  FileHeader h{};
   std::memcpy(&h, s.data, sizeof h);
   if (std::memcmp(h.magic, kLogMagic, sizeof h.magic) != 0) {
     return Status::Corruption(s.name + " offset 0: not a Subito log file (bad magic)");
@@ -178,14 +180,12 @@ Result<FileHeader> ReadFileHeader(const StreamView& s) {
   }
   if (h.file_size != s.size) {
     return Status::Corruption(StrFormat("%s: file is %zu bytes, its header says %llu (truncated?)",
-                                        s.name.c_str(), s.size,
-                                        static_cast<ull>(h.file_size)));
+                                        s.name.c_str(), s.size, static_cast<ull>(h.file_size)));
   }
   if (h.header_size != kFileHeaderSize || h.data_offset != kDataOffset ||
       h.stripe_size < kMinStripeSize || (h.stripe_size & (h.stripe_size - 1)) != 0 ||
       h.data_size == 0 || h.data_size % h.stripe_size != 0 ||
-      h.data_offset + h.data_size != h.file_size || h.stream_count == 0 ||
-      h.stream_count > 64) {
+      h.data_offset + h.data_size != h.file_size || h.stream_count == 0 || h.stream_count > 64) {
     return Status::Corruption(s.name + " offset 0: file header holds an impossible layout");
   }
   return h;
@@ -243,11 +243,10 @@ Result<LogState> ScanLog(const std::vector<StreamView>& streams) {
   }
   if (evidence > p) {
     std::string proof =
-        witness != 0
-            ? StrFormat("the record at LSN %llu shows the log was durable up to LSN %llu",
-                        static_cast<ull>(witness), static_cast<ull>(evidence))
-            : StrFormat("the checkpoint slot shows the log was durable up to LSN %llu",
-                        static_cast<ull>(evidence));
+        witness != 0 ? StrFormat("the record at LSN %llu shows the log was durable up to LSN %llu",
+                                 static_cast<ull>(witness), static_cast<ull>(evidence))
+                     : StrFormat("the checkpoint slot shows the log was durable up to LSN %llu",
+                                 static_cast<ull>(evidence));
     return Status::Corruption(reader.Where(p) + ": damaged record (" + why + "); " + proof +
                               ", so this is damage, not a torn tail");
   }

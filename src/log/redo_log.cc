@@ -17,12 +17,12 @@ namespace subito::log {
 
 struct RedoLog::Stream {
   uint32_t id = 0;
-  std::mutex write_mu;              // nf: one writer at a time
-  std::atomic<Lsn> written{0};      // all of this stream's bytes below are written
-  std::atomic<Lsn> durable{0};      // ... and durable (nf: == written)
-  Lsn zeroed_until = 0;             // padding already zero up to here; writer-owned
-  std::vector<uint8_t> staging;     // classic writer's block buffer
-  std::thread writer, flusher;      // classic
+  std::mutex write_mu;                    // nf: one writer at a time
+  std::atomic<Lsn> written{0};            // all of this stream's bytes below are written
+  std::atomic<Lsn> durable{0};            // ... and durable (nf: == written)
+  Lsn zeroed_until = 0;                   // padding already zero up to here; writer-owned
+  std::vector<uint8_t> staging;           // classic writer's block buffer
+  std::thread writer, flusher;            // classic
   std::atomic<uint64_t> flush_events{0};  // classic: bumped by the writer; the flusher sleeps on it
   std::atomic<bool> writer_done{false};
   // Statistics, each with one writer (the stream's writer; syncs in classic:
@@ -154,9 +154,10 @@ void RedoLog::CopyFromRing(uint8_t* dst, Lsn from, size_t n) const {
 Result<AppendResult> RedoLog::Append(uint16_t type, const void* payload, uint32_t length) {
   if (type == kRecordInvalid) return Status::InvalidArgument("record type 0 is reserved");
   if (length > max_payload()) {
-    return Status::InvalidArgument(StrFormat("record payload of %u bytes exceeds the largest "
-                                             "the log can hold (%u bytes)",
-                                             length, max_payload()));
+    return Status::InvalidArgument(
+        StrFormat("record payload of %u bytes exceeds the largest "
+                  "the log can hold (%u bytes)",
+                  length, max_payload()));
   }
   if (stopping_.load(std::memory_order_relaxed)) return Status::Shutdown("log is closed");
   const uint64_t span = RecordSpan(length);
@@ -227,6 +228,10 @@ Status RedoLog::WaitForSpace(Lsn end) {
 // record boundary, and so is their minimum: durable_lsn() can always be a
 // checkpoint.
 void RedoLog::UpdateDurable() {
+  // Callers have just raised a stream's mark. Two writers raising different
+  // streams at once must not both read the other's old mark (store->load
+  // reordering): the full fence makes at least one of them see both.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   Lsn d = UINT64_MAX;
   for (const auto& s : streams_) d = std::min(d, s->durable.load(std::memory_order_acquire));
   Lsn cur = durable_.load(std::memory_order_acquire);
@@ -350,8 +355,8 @@ Status RedoLog::ClassicWrite(Stream& s, Lsn target) {
                            off + static_cast<off_t>(done));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
-        return Status::IOError(StrFormat("pwrite to log stream %u: %s", s.id,
-                                         std::strerror(errno)));
+        return Status::IOError(
+            StrFormat("pwrite to log stream %u: %s", s.id, std::strerror(errno)));
       }
       done += static_cast<size_t>(n);
     }
@@ -400,8 +405,8 @@ void RedoLog::ClassicFlusherLoop(Stream& s) {
     Lsn w = s.written.load(std::memory_order_acquire);
     if (w > s.durable.load(std::memory_order_relaxed) && !failed_.load()) {
       if (::fdatasync(fd) != 0) {
-        Fail(Status::IOError(StrFormat("fdatasync of log stream %u: %s", s.id,
-                                       std::strerror(errno))));
+        Fail(Status::IOError(
+            StrFormat("fdatasync of log stream %u: %s", s.id, std::strerror(errno))));
         continue;
       }
       Bump(s.syncs, 1);  // the flusher is the only one counting syncs in classic mode
@@ -438,8 +443,8 @@ Status RedoLog::Checkpoint(Lsn lsn) {
   }
   if (lsn <= checkpoint_.load(std::memory_order_relaxed)) return Status::OK();
   if (lsn % kRecordAlign != 0) {
-    return Status::InvalidArgument(StrFormat("checkpoint LSN %llu is not a record boundary",
-                                             static_cast<ull>(lsn)));
+    return Status::InvalidArgument(
+        StrFormat("checkpoint LSN %llu is not a record boundary", static_cast<ull>(lsn)));
   }
   SUBITO_RETURN_IF_ERROR(WriteCheckpointSlot(lsn, false));
   checkpoint_.store(lsn, std::memory_order_release);
@@ -497,14 +502,13 @@ void RedoLog::WaitPrefaulted() const {
 
 std::string RedoLog::Describe() const {
   const pmem::PmFile& f0 = files_->file(0);
-  return StrFormat("redo log %s: %u stream(s) x %llu KiB, %s, mode %s, write-ahead %u B, "
-                   "persistence: %s, NUMA node %d of %d",
-                   options_.dir.c_str(), geometry_.stream_count,
-                   static_cast<ull>(f0.size() / 1024), pmem::PmKindName(f0.kind()),
-                   LogWriteModeName(options_.write_mode), write_ahead_,
-                   options_.write_mode == LogWriteMode::kNf ? persistence_->Name()
-                                                            : "pwrite + fdatasync",
-                   numa_node_, pmem::NumaNodeCount());
+  return StrFormat(
+      "redo log %s: %u stream(s) x %llu KiB, %s, mode %s, write-ahead %u B, "
+      "persistence: %s, NUMA node %d of %d",
+      options_.dir.c_str(), geometry_.stream_count, static_cast<ull>(f0.size() / 1024),
+      pmem::PmKindName(f0.kind()), LogWriteModeName(options_.write_mode), write_ahead_,
+      options_.write_mode == LogWriteMode::kNf ? persistence_->Name() : "pwrite + fdatasync",
+      numa_node_, pmem::NumaNodeCount());
 }
 
 }  // namespace subito::log

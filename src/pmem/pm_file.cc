@@ -15,9 +15,12 @@ namespace subito::pmem {
 
 const char* PmKindName(PmKind kind) {
   switch (kind) {
-    case PmKind::kDax: return "PM (DAX, MAP_SYNC)";
-    case PmKind::kEmulatedDram: return "emulated PM (tmpfs, DRAM)";
-    case PmKind::kBlockDevice: return "regular file (msync)";
+    case PmKind::kDax:
+      return "PM (DAX, MAP_SYNC)";
+    case PmKind::kEmulatedDram:
+      return "emulated PM (tmpfs, DRAM)";
+    case PmKind::kBlockDevice:
+      return "regular file (msync)";
   }
   return "?";
 }
@@ -27,7 +30,9 @@ Result<std::unique_ptr<PmFile>> PmFile::Create(const std::string& path, size_t s
   return Map(path, size, true);
 }
 
-Result<std::unique_ptr<PmFile>> PmFile::Open(const std::string& path) { return Map(path, 0, false); }
+Result<std::unique_ptr<PmFile>> PmFile::Open(const std::string& path) {
+  return Map(path, 0, false);
+}
 
 Result<std::unique_ptr<PmFile>> PmFile::Map(const std::string& path, size_t size, bool create) {
   if (!create) {
@@ -54,7 +59,9 @@ Result<std::unique_ptr<PmFile>> PmFile::Map(const std::string& path, size_t size
   return std::unique_ptr<PmFile>(new PmFile(path, static_cast<uint8_t*>(addr), mapped_len, kind));
 }
 
-PmFile::~PmFile() { pmem_unmap(data_, size_); }
+PmFile::~PmFile() {
+  pmem_unmap(data_, size_);
+}
 
 Persistence* PmFile::DefaultPersistence() const {
   return kind_ == PmKind::kBlockDevice ? MsyncPersistenceInstance() : PmemPersistenceInstance();

@@ -64,12 +64,8 @@ void Prefaulter::Run() {
 
 void Prefaulter::Populate(uint8_t* begin, size_t length) {
   static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  auto addr = reinterpret_cast<uintptr_t>(begin);
-  uintptr_t aligned = addr / page * page;
-  if (::madvise(reinterpret_cast<void*>(aligned), length + (addr - aligned), MADV_POPULATE_WRITE) ==
-      0) {
-    return;
-  }
+  const size_t misalign = reinterpret_cast<uintptr_t>(begin) % page;
+  if (::madvise(begin - misalign, length + misalign, MADV_POPULATE_WRITE) == 0) return;
   // Older kernels: a locked or-with-zero faults the page in for writing
   // without changing its bytes, even if a writer stores to it concurrently.
   for (size_t off = 0; off < length; off += page) {

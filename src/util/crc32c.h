@@ -11,6 +11,8 @@ namespace subito::crc32c {
 // data[0, n). Value(s) == Extend(0, s): the standard CRC32C of s.
 uint32_t Extend(uint32_t crc, const void* data, size_t n);
 
-inline uint32_t Value(const void* data, size_t n) { return Extend(0, data, n); }
+inline uint32_t Value(const void* data, size_t n) {
+  return Extend(0, data, n);
+}
 
 }  // namespace subito::crc32c

@@ -5,15 +5,32 @@ namespace subito {
 std::string Status::ToString() const {
   const char* name = "OK";
   switch (code_) {
-    case Code::kOk: return "OK";
-    case Code::kInvalidArgument: name = "Invalid argument"; break;
-    case Code::kIOError: name = "IO error"; break;
-    case Code::kCorruption: name = "Corruption"; break;
-    case Code::kNotFound: name = "Not found"; break;
-    case Code::kBusy: name = "Busy"; break;
-    case Code::kTimedOut: name = "Timed out"; break;
-    case Code::kShutdown: name = "Shutdown"; break;
-    case Code::kNotSupported: name = "Not supported"; break;
+    case Code::kOk:
+      return "OK";
+    case Code::kInvalidArgument:
+      name = "Invalid argument";
+      break;
+    case Code::kIOError:
+      name = "IO error";
+      break;
+    case Code::kCorruption:
+      name = "Corruption";
+      break;
+    case Code::kNotFound:
+      name = "Not found";
+      break;
+    case Code::kBusy:
+      name = "Busy";
+      break;
+    case Code::kTimedOut:
+      name = "Timed out";
+      break;
+    case Code::kShutdown:
+      name = "Shutdown";
+      break;
+    case Code::kNotSupported:
+      name = "Not supported";
+      break;
   }
   return std::string(name) + ": " + message_;
 }

@@ -230,10 +230,10 @@ Status RedoLog::WaitForSpace(Lsn end) {
 void RedoLog::UpdateDurable() {
   // Callers have just raised a stream's mark. Two writers raising different
   // streams at once must not both read the other's old mark (store->load
-  // reordering): the full fence makes at least one of them see both.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // reordering): marks are stored and read seq_cst, so at least one of them
+  // sees both.
   Lsn d = UINT64_MAX;
-  for (const auto& s : streams_) d = std::min(d, s->durable.load(std::memory_order_acquire));
+  for (const auto& s : streams_) d = std::min(d, s->durable.load(std::memory_order_seq_cst));
   Lsn cur = durable_.load(std::memory_order_acquire);
   while (d > cur && !durable_.compare_exchange_weak(cur, d, std::memory_order_acq_rel)) {
   }
@@ -324,7 +324,7 @@ void RedoLog::NfWrite(Stream& s, Lsn target) {
     persistence_->Drain();
   }
   s.written.store(target, std::memory_order_release);
-  s.durable.store(target, std::memory_order_release);
+  s.durable.store(target, std::memory_order_seq_cst);
   if (copied + padding == 0) return;
   // Single writer per stream (write_mu): plain adds, no locked instruction.
   Bump(s.writes, 1);
@@ -369,7 +369,7 @@ Status RedoLog::ClassicWrite(Stream& s, Lsn target) {
   if (!wrote && s.durable.load(std::memory_order_acquire) == w) {
     // Nothing of this stream below target, and nothing waiting for a sync.
     s.written.store(target, std::memory_order_release);
-    s.durable.store(target, std::memory_order_release);
+    s.durable.store(target, std::memory_order_seq_cst);
     UpdateDurable();
     return Status::OK();
   }
@@ -410,7 +410,7 @@ void RedoLog::ClassicFlusherLoop(Stream& s) {
         continue;
       }
       Bump(s.syncs, 1);  // the flusher is the only one counting syncs in classic mode
-      s.durable.store(w, std::memory_order_release);
+      s.durable.store(w, std::memory_order_seq_cst);
       UpdateDurable();
       continue;
     }

@@ -230,6 +230,61 @@ TEST_P(LogTest, FullLogMakesAppendsWaitForACheckpoint) {
   ASSERT_TRUE(log->Close().ok());
 }
 
+// A buffer larger than the whole log and appends that nobody commits: the
+// full log must still make the filled prefix durable so the owner can
+// checkpoint.
+TEST_P(LogTest, FullLogWithABufferLargerThanTheLogKeepsGoing) {
+  LogOptions o = Options(4096 + 64 * 1024);
+  o.buffer_size = 1u << 20;
+  RedoLog* raw = nullptr;
+  o.on_log_full = [&] { ASSERT_TRUE(raw->Checkpoint(raw->durable_lsn()).ok()); };
+  auto log = OpenOk(o);
+  ASSERT_TRUE(log);
+  raw = log.get();
+  std::atomic<bool> finished{false};
+  std::thread appender([&] {
+    std::vector<uint8_t> p(700, 3);
+    while (raw->reserved_lsn() < kFirstLsn + 4 * raw->capacity()) {
+      ASSERT_TRUE(raw->Append(kRecordLogTest, p.data(), 700).ok());
+    }
+    finished = true;
+  });
+  for (int i = 0; i < 2000 && !finished.load(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!finished.load()) {
+    std::fprintf(stderr, "appends stuck on a full log for 20 s\n");
+    std::abort();
+  }
+  appender.join();
+  EXPECT_GT(log->stats().log_full_waits, 0u);
+}
+
+TEST_P(LogTest, CloseReleasesAnAppendParkedOnAFullLog) {
+  auto log = OpenOk(Options(4096 + 64 * 1024));
+  ASSERT_TRUE(log);
+  std::vector<uint8_t> p(1000, 7);
+  while (log->reserved_lsn() + RecordSpan(p.size()) <= kFirstLsn + log->capacity()) {
+    ASSERT_TRUE(log->Commit(kRecordLogTest, p.data(), 1000).ok());
+  }
+  const Lsn durable = log->durable_lsn();
+  Status parked;
+  std::thread blocked([&] { parked = log->Commit(kRecordLogTest, p.data(), 1000).status(); });
+  for (int i = 0; i < 1000 && log->stats().log_full_waits == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(log->stats().log_full_waits, 1u);
+  EXPECT_TRUE(log->Close().ok());
+  blocked.join();
+  EXPECT_EQ(parked.code(), Status::Code::kShutdown) << parked.ToString();
+  EXPECT_TRUE(log->Append(kRecordLogTest, "x", 1).status().code() == Status::Code::kShutdown);
+  log.reset();
+  auto again = OpenOk(Options(4096 + 64 * 1024));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->recovered().end_lsn, durable);
+  EXPECT_TRUE(again->recovered().clean_shutdown);
+}
+
 TEST_P(LogTest, AppendsWithoutWaitingBecomeDurableAtTheNextCommit) {
   auto log = OpenOk(Options());
   ASSERT_TRUE(log);

@@ -3,7 +3,9 @@
 // on change nothing; no damage ever yields a wrong record.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 
 #include "log/redo_log.h"
@@ -171,6 +173,51 @@ TEST_P(Corruption, DamageBeforeTheLastRecordIsCaughtAfterACrash) {
   ExpectAllRecords(**log, written_.size() - 1);
 }
 
+TEST_P(Corruption, ARefusedOpenWritesNothing) {
+  Build(/*clean=*/false);
+  Lsn lsn = written_[written_.size() / 2].start + 20;
+  const uint32_t s = geometry_.StreamOf(lsn);
+  auto log = OpenDamaged(s, [&](std::vector<uint8_t>& b) { b[geometry_.FileOffsetOf(lsn)] ^= 4; });
+  ASSERT_FALSE(log.ok());
+  std::vector<std::vector<uint8_t>> before;
+  for (uint32_t i = 0; i < GetParam(); ++i) {
+    before.push_back(test::ReadFile(LogFiles::StreamPath(dir_.Sub("copy"), i)));
+  }
+  // Open again on the same damaged files: refused the same way, and no byte
+  // changed (no checkpoint slot, no zeroing) by either attempt.
+  LogOptions o = Options();
+  o.dir = dir_.Sub("copy");
+  auto again = RedoLog::Open(o);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().ToString(), log.status().ToString());
+  for (uint32_t i = 0; i < GetParam(); ++i) {
+    auto now = test::ReadFile(LogFiles::StreamPath(o.dir, i));
+    auto expect = original_[i];
+    if (i == s) expect[geometry_.FileOffsetOf(lsn)] ^= 4;
+    EXPECT_EQ(now, before[i]) << "stream " << i;
+    EXPECT_EQ(now, expect) << "stream " << i;
+  }
+}
+
+TEST_P(Corruption, HeadersOfUnsupportedLayoutsAreRefused) {
+  Build(/*clean=*/true);
+  for (auto change : std::vector<std::function<void(FileHeader&)>>{
+           [](FileHeader& h) { h.stripe_size = 8192; }, [](FileHeader& h) { h.stream_count = 64; },
+           [](FileHeader& h) { h.data_size += 4096; },
+           [](FileHeader& h) { h.format_version = 2; }}) {
+    auto log = OpenDamaged(0, [&](std::vector<uint8_t>& b) {
+      FileHeader h;
+      std::memcpy(&h, b.data(), sizeof h);
+      change(h);
+      SealFileHeader(&h);  // a valid checksum: only the layout is wrong
+      std::memcpy(b.data(), &h, sizeof h);
+    });
+    ASSERT_FALSE(log.ok());
+    EXPECT_FALSE(log.status().ok());
+    EXPECT_NE(log.status().message().find("log.0"), std::string::npos) << log.status().ToString();
+  }
+}
+
 TEST_P(Corruption, TruncationIsRefused) {
   Build(/*clean=*/true);
   std::mt19937_64 rng(test::TestSeed());
@@ -215,7 +262,7 @@ TEST_P(Corruption, UnacknowledgedRecordsPastTheEndAreErased) {
   for (uint32_t s = 0; s < GetParam(); ++s) {
     original_.push_back(test::ReadFile(LogFiles::StreamPath(o.dir, s)));
   }
-  geometry_ = Geometry{GetParam(), kMinStripeSize, o.file_size - kDataOffset};
+  geometry_ = Geometry{GetParam(), kStripeSize, o.file_size - kDataOffset};
   // Lose the hole's record header, and the clean-shutdown slot that would
   // vouch for the batch, as a crash before Close would have.
   auto log = OpenDamagedAll([&](uint32_t s, std::vector<uint8_t>& b) {

@@ -63,7 +63,8 @@ inline constexpr size_t kCheckpointSlotSize = 64;
 inline constexpr size_t kDataOffset = 4096;
 inline constexpr size_t kRecordHeaderSize = 32;
 inline constexpr size_t kRecordAlign = 8;
-inline constexpr uint32_t kMinStripeSize = 4096;
+inline constexpr uint32_t kStripeSize = 4096;
+inline constexpr uint32_t kMaxStreams = 16;
 
 // Record type space. Types with the top bit set are "ignorable": a reader
 // that does not know one may skip it; any other unknown type is an error.

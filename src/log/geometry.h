@@ -9,7 +9,7 @@ namespace subito::log {
 
 struct Geometry {
   uint32_t stream_count = 1;
-  uint32_t stripe_size = kMinStripeSize;
+  uint32_t stripe_size = kStripeSize;
   uint64_t data_size = 0;  // ring bytes per stream
 
   uint64_t capacity() const { return data_size * stream_count; }

@@ -105,7 +105,7 @@ Status LogFiles::Create() {
     h.file_size = file.size();
     h.data_offset = kDataOffset;
     h.data_size = file.size() - kDataOffset;
-    h.stripe_size = kMinStripeSize;
+    h.stripe_size = kStripeSize;
     h.write_ahead_size = options_.write_ahead_size;
     h.created_unix_time = static_cast<uint64_t>(::time(nullptr));
     SealFileHeader(&h);
@@ -123,8 +123,10 @@ Status LogFiles::Create() {
     files_.push_back(std::move(*f));
   }
   files_.clear();  // unmap; reopened under the final names below
-  // log.0 last: a log exists exactly when log.0 does.
+  // log.0 last, after the other names are durable: a log exists exactly when
+  // log.0 does.
   for (uint32_t i = n; i-- > 0;) {
+    if (i == 0) SUBITO_RETURN_IF_ERROR(SyncDir(options_.dir));
     if (::rename(tmp[i].c_str(), StreamPath(options_.dir, i).c_str()) != 0) {
       return Status::IOError(Errno("cannot rename " + tmp[i]));
     }

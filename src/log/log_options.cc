@@ -25,13 +25,13 @@ Status ValidateLogOptions(const LogOptions& o) {
     return Status::InvalidArgument(StrFormat(
         "log_write_ahead_size=%u: must be a power of two from 64 to 8192", o.write_ahead_size));
   }
-  if (o.streams < 1 || o.streams > 16) {
+  if (o.streams < 1 || o.streams > kMaxStreams) {
     return Status::InvalidArgument(StrFormat("log_streams=%u: must be 1 to 16", o.streams));
   }
-  if (o.file_size < kDataOffset + (64u << 10) || o.file_size % kMinStripeSize != 0) {
+  if (o.file_size < kDataOffset + (64u << 10) || o.file_size % kStripeSize != 0) {
     return Status::InvalidArgument(
         StrFormat("log_file_size=%llu: must be a multiple of %u and at least %zu",
-                  static_cast<ull>(o.file_size), kMinStripeSize, kDataOffset + (64u << 10)));
+                  static_cast<ull>(o.file_size), kStripeSize, kDataOffset + (64u << 10)));
   }
   if (o.buffer_size < (64u << 10) || !IsPowerOfTwo(o.buffer_size) ||
       o.buffer_size < 4ull * o.write_ahead_size) {

@@ -182,10 +182,12 @@ Result<FileHeader> ReadFileHeader(const StreamView& s) {
     return Status::Corruption(StrFormat("%s: file is %zu bytes, its header says %llu (truncated?)",
                                         s.name.c_str(), s.size, static_cast<ull>(h.file_size)));
   }
+  // Only layouts this build writes are accepted: the writer's ring buffer
+  // and stripe arithmetic rely on them.
   if (h.header_size != kFileHeaderSize || h.data_offset != kDataOffset ||
-      h.stripe_size < kMinStripeSize || (h.stripe_size & (h.stripe_size - 1)) != 0 ||
-      h.data_size == 0 || h.data_size % h.stripe_size != 0 ||
-      h.data_offset + h.data_size != h.file_size || h.stream_count == 0 || h.stream_count > 64) {
+      h.stripe_size != kStripeSize || h.data_size == 0 || h.data_size % h.stripe_size != 0 ||
+      h.data_offset + h.data_size != h.file_size || h.stream_count == 0 ||
+      h.stream_count > kMaxStreams) {
     return Status::Corruption(s.name + " offset 0: file header holds an impossible layout");
   }
   return h;

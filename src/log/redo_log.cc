@@ -111,11 +111,14 @@ Status RedoLog::Start(std::unique_ptr<LogFiles> files) {
       sp->flusher = std::thread([this, sp] { ClassicFlusherLoop(*sp); });
     }
   }
+  started_ = true;
   return Status::OK();
 }
 
 RedoLog::~RedoLog() {
-  if (!closed_.load()) {
+  // A log whose Open was refused writes nothing: not even a clean-shutdown
+  // slot, which could replace the newest checkpoint of a damaged log.
+  if (started_ && !closed_.load()) {
     Status s = Close();
     (void)s;  // a destructor cannot report; callers who care call Close()
   }
@@ -163,7 +166,10 @@ Result<AppendResult> RedoLog::Append(uint16_t type, const void* payload, uint32_
   const uint64_t span = RecordSpan(length);
   const Lsn start = reserved_.fetch_add(span, std::memory_order_acq_rel);
   const Lsn end = start + span;
-  Status space = WaitForSpace(end);
+  // On failure the range is left unfilled and the ring untouched: its ring
+  // bytes may still hold durable data a classic writer rewrites. The log is
+  // failed or closing then, so no one waits for the range.
+  SUBITO_RETURN_IF_ERROR(WaitForSpace(start, end));
 
   uint8_t h[kRecordHeaderSize] = {};
   EncodeFixed16(h + 4, type);
@@ -184,7 +190,6 @@ Result<AppendResult> RedoLog::Append(uint16_t type, const void* payload, uint32_
   put(start, h, sizeof h);
   if (length > 0) put(start + kRecordHeaderSize, src, length);
   put(start + kRecordHeaderSize + length, kZeros, span - kRecordHeaderSize - length);
-  // Even a failed space wait must complete its range, or the log would stall.
   link_.Complete(start, end);
   counters_.appends.fetch_add(1, std::memory_order_relaxed);
   counters_.append_bytes.fetch_add(span, std::memory_order_relaxed);
@@ -192,11 +197,10 @@ Result<AppendResult> RedoLog::Append(uint16_t type, const void* payload, uint32_
     work_requests_.fetch_add(1, std::memory_order_release);
     work_requests_.notify_all();
   }
-  if (!space.ok()) return space;
   return AppendResult{start, end};
 }
 
-Status RedoLog::WaitForSpace(Lsn end) {
+Status RedoLog::WaitForSpace(Lsn start, Lsn end) {
   // Buffer: bytes from the write-ahead block holding durable_lsn on are still
   // needed (classic rewrites that block), so the ring holds up to B past it.
   bool counted = false;
@@ -218,9 +222,17 @@ Status RedoLog::WaitForSpace(Lsn end) {
     if (stopping_.load()) return Status::Shutdown("log closed while waiting for a checkpoint");
     if (!counted) counters_.log_full_waits.fetch_add(1, std::memory_order_relaxed);
     counted = true;
+    // The owner can only checkpoint up to durable_lsn(): make everything
+    // filled below this record durable first (nobody else may be committing).
+    Lsn below = std::min(link_.Advance(), start);
+    if (durable_.load(std::memory_order_acquire) < below) {
+      SUBITO_RETURN_IF_ERROR(WaitDurable(below));
+    }
     uint64_t epoch = write_epoch_.load(std::memory_order_acquire);
     if (options_.on_log_full) options_.on_log_full();
-    if (checkpoint_.load(std::memory_order_acquire) == ckpt) write_epoch_.wait(epoch);
+    if (checkpoint_.load(std::memory_order_acquire) == ckpt && !stopping_.load()) {
+      write_epoch_.wait(epoch);
+    }
   }
 }
 
@@ -340,6 +352,7 @@ Status RedoLog::ClassicWrite(Stream& s, Lsn target) {
   const Lsn limit = checkpoint_.load(std::memory_order_acquire) + geometry_.capacity();
   bool wrote = false;
   for (Lsn pos = geometry_.NextOwnedBy(s.id, w); pos < target;) {
+    if (failed_.load()) return FirstError();
     const Lsn stripe_start = pos / stripe * stripe;
     const Lsn stripe_end = stripe_start + stripe;
     const Lsn end = std::min(target, stripe_end);
@@ -410,7 +423,11 @@ void RedoLog::ClassicFlusherLoop(Stream& s) {
         continue;
       }
       Bump(s.syncs, 1);  // the flusher is the only one counting syncs in classic mode
-      s.durable.store(w, std::memory_order_seq_cst);
+      // The writer may have raised the mark past w meanwhile (nothing to
+      // write for this stream): raise, never lower.
+      Lsn cur = s.durable.load(std::memory_order_seq_cst);
+      while (cur < w && !s.durable.compare_exchange_weak(cur, w, std::memory_order_seq_cst)) {
+      }
       UpdateDurable();
       continue;
     }
@@ -455,13 +472,16 @@ Status RedoLog::Checkpoint(Lsn lsn) {
 
 Status RedoLog::Close() {
   if (closed_.exchange(true)) return Status::OK();
-  Status result = WaitDurable(reserved_.load());
+  // New appends fail from here on, and appends parked on a full log give up
+  // (unacknowledged, their ranges stay unfilled). Everything filled becomes
+  // durable.
+  stopping_.store(true);
+  WakeWaiters();
+  Status result = WaitDurable(link_.Advance());
   if (result.ok()) {
     std::lock_guard lock(checkpoint_mu_);
     result = WriteCheckpointSlot(checkpoint_.load(), true);
   }
-  stopping_.store(true);
-  WakeWaiters();
   work_requests_.fetch_add(1);
   work_requests_.notify_all();
   for (auto& s : streams_) {

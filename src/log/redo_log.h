@@ -90,7 +90,8 @@ class RedoLog {
   // Recovery may start at `lsn` from now on: it must be a record's start LSN
   // (or the durable end) and at most durable_lsn(). Older LSNs are ignored.
   Status Checkpoint(Lsn lsn);
-  // Makes everything durable, records a clean shutdown and stops the threads.
+  // Makes every filled record durable, records a clean shutdown and stops the
+  // threads. Appends waiting on a full log fail with Shutdown.
   Status Close();
 
   // The log as Open found it, and its records from the checkpoint to the end.
@@ -114,7 +115,7 @@ class RedoLog {
   struct Stream;
   explicit RedoLog(const LogOptions& options);
   Status Start(std::unique_ptr<LogFiles> files);
-  Status WaitForSpace(Lsn end);
+  Status WaitForSpace(Lsn start, Lsn end);
   void UpdateDurable();
   void WakeWaiters();
   // nf: writes stream s's bytes below target; caller holds s.write_mu.
@@ -151,6 +152,7 @@ class RedoLog {
   std::atomic<uint64_t> work_requests_{0};  // classic: wakes the writer threads
   std::atomic<bool> stopping_{false};
   std::atomic<bool> closed_{false};
+  bool started_ = false;  // Start() succeeded; only then may anything be written
 
   std::mutex checkpoint_mu_;
   uint64_t checkpoint_sequence_ = 0;  // guarded by checkpoint_mu_

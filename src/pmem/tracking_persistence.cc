@@ -16,8 +16,9 @@ void TrackingPersistence::OnMap(const std::string& name, const void* base, size_
   const auto* b = static_cast<const uint8_t*>(base);
   for (Region& r : regions_) {
     if (r.name == name) {
-      // Remapped (e.g. reopened after recovery): the new mapping continues the
-      // same durable region; its current bytes are what an image starts from.
+      // Remapped (e.g. the same file reopened): the region continues. Images
+      // still start from the first mapping's bytes plus every event since,
+      // so all writes in between must have gone through this tracker.
       r.base = b;
       r.size = size;
       r.mapped = true;

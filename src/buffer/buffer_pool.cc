@@ -1,0 +1,486 @@
+#include "buffer/buffer_pool.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "page/page_format.h"
+#include "util/strings.h"
+
+namespace subito::buffer {
+
+struct BufferPool::Frame {
+  std::shared_mutex latch;
+  uint8_t* data = nullptr;
+  // Guarded by mu_.
+  PageId id;
+  bool in_use = false;
+  bool loading = false;
+  bool referenced = false;
+  int pins = 0;
+  Status load_error;
+  bool dirty = false;
+  log::Lsn oldest_lsn = 0;  // first-dirtying LSN while dirty
+  // A write of this frame is in flight. At most one at a time: two flushes
+  // overlapping could write an older copy after a newer one was written and
+  // marked clean, and a later read would see the older one.
+  bool flushing = false;
+};
+
+PageHandle& PageHandle::operator=(PageHandle&& o) noexcept {
+  if (this != &o) {
+    Release();
+    pool_ = o.pool_;
+    frame_ = o.frame_;
+    id_ = o.id_;
+    latch_ = o.latch_;
+    data_ = o.data_;
+    o.pool_ = nullptr;
+  }
+  return *this;
+}
+
+void PageHandle::Release() {
+  if (pool_ == nullptr) return;
+  BufferPool* p = pool_;
+  pool_ = nullptr;
+  p->Unpin(frame_, latch_);
+}
+
+BufferPool::BufferPool(const BufferPoolOptions& options, log::RedoLog* log, DoubleWrite* dwb)
+    : options_(options), log_(log), writer_(log, dwb) {}
+
+Result<std::unique_ptr<BufferPool>> BufferPool::Create(const BufferPoolOptions& o,
+                                                       log::RedoLog* log, DoubleWrite* dwb) {
+  if (!page::ValidPageSize(o.page_size)) {
+    return Status::InvalidArgument(
+        StrFormat("page size %u: must be 4096, 8192 or 16384", o.page_size));
+  }
+  const uint64_t frames = o.capacity_bytes / o.page_size;
+  if (frames < 8) {
+    return Status::InvalidArgument(
+        StrFormat("buffer pool of %llu bytes holds %llu pages of %u bytes; at least 8 are needed",
+                  static_cast<unsigned long long>(o.capacity_bytes),
+                  static_cast<unsigned long long>(frames), o.page_size));
+  }
+  if (dwb && dwb->page_size() != o.page_size) {
+    return Status::InvalidArgument("double-write area and buffer pool page sizes differ");
+  }
+  std::unique_ptr<BufferPool> pool(new BufferPool(o, log, dwb));
+  if (o.flush_batch == 0 || o.flush_batch > pool->writer_.max_batch()) {
+    return Status::InvalidArgument(
+        StrFormat("flush batch %u: must be 1 to %u", o.flush_batch, pool->writer_.max_batch()));
+  }
+  pool->memory_ = static_cast<uint8_t*>(std::aligned_alloc(4096, frames * o.page_size));
+  if (pool->memory_ == nullptr) return Status::IOError("cannot allocate the buffer pool");
+  for (uint64_t i = 0; i < frames; ++i) {
+    auto f = std::make_unique<Frame>();
+    f->data = pool->memory_ + i * o.page_size;
+    pool->frames_.push_back(std::move(f));
+    pool->free_.push_back(static_cast<uint32_t>(frames - 1 - i));
+  }
+  for (uint32_t i = 0; i < o.cleaner_threads; ++i) {
+    pool->cleaners_.emplace_back([p = pool.get()] { p->CleanerLoop(); });
+  }
+  return pool;
+}
+
+BufferPool::~BufferPool() {
+  {
+    std::lock_guard lock(cleaner_mu_);
+    stop_ = true;
+  }
+  cleaner_cv_.notify_all();
+  for (auto& t : cleaners_) t.join();
+  std::free(memory_);
+}
+
+Status BufferPool::AddSpace(page::SpaceFile* space) {
+  if (space->page_size() != options_.page_size) {
+    return Status::InvalidArgument(StrFormat("space %s has %u-byte pages, the pool %u-byte",
+                                             space->path().c_str(), space->page_size(),
+                                             options_.page_size));
+  }
+  std::lock_guard lock(spaces_mu_);
+  if (!spaces_.emplace(space->space_id(), space).second) {
+    return Status::InvalidArgument(StrFormat("space id %u is already open", space->space_id()));
+  }
+  return Status::OK();
+}
+
+page::SpaceFile* BufferPool::Space(uint32_t space_id) const {
+  std::lock_guard lock(spaces_mu_);
+  auto it = spaces_.find(space_id);
+  return it == spaces_.end() ? nullptr : it->second;
+}
+
+void BufferPool::LatchFrame(Frame& f, Latch latch) {
+  if (latch == Latch::kExclusive) {
+    f.latch.lock();
+  } else {
+    f.latch.lock_shared();
+  }
+}
+
+void BufferPool::Unpin(uint32_t frame, Latch latch) {
+  Frame& f = *frames_[frame];
+  if (latch == Latch::kExclusive) {
+    f.latch.unlock();
+  } else {
+    f.latch.unlock_shared();
+  }
+  std::lock_guard lock(mu_);
+  --f.pins;
+}
+
+Result<PageHandle> BufferPool::Fetch(PageId id, Latch latch) {
+  page::SpaceFile* space = Space(id.space);
+  if (space == nullptr) return Status::NotFound(StrFormat("space %u is not open", id.space));
+  std::unique_lock lk(mu_);
+  auto it = table_.find(id);
+  if (it != table_.end()) {
+    const uint32_t idx = it->second;
+    Frame& f = *frames_[idx];
+    ++f.pins;
+    f.referenced = true;
+    load_cv_.wait(lk, [&] { return !f.loading; });
+    if (!f.load_error.ok()) {
+      Status err = f.load_error;
+      if (--f.pins == 0) {
+        f.in_use = false;
+        f.load_error = Status::OK();
+        free_.push_back(idx);
+      }
+      return err;
+    }
+    lk.unlock();
+    LatchFrame(f, latch);
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    PageHandle h;
+    h.pool_ = this;
+    h.frame_ = idx;
+    h.id_ = id;
+    h.latch_ = latch;
+    h.data_ = f.data;
+    return h;
+  }
+  Result<uint32_t> victim = FindVictim(lk);
+  if (!victim.ok()) return victim.status();
+  // FindVictim may have released the lock: someone else may have loaded it.
+  if (table_.count(id)) {
+    free_.push_back(*victim);
+    lk.unlock();
+    return Fetch(id, latch);
+  }
+  const uint32_t idx = *victim;
+  Frame& f = *frames_[idx];
+  f.id = id;
+  f.in_use = true;
+  f.loading = true;
+  f.referenced = true;
+  f.pins = 1;
+  f.dirty = false;
+  table_[id] = idx;
+  lk.unlock();
+  Status st = space->ReadPage(id.page_no, f.data);
+  lk.lock();
+  f.loading = false;
+  if (!st.ok()) {
+    table_.erase(id);
+    f.load_error = st;
+    if (--f.pins == 0) {
+      f.in_use = false;
+      f.load_error = Status::OK();
+      free_.push_back(idx);
+    }
+    load_cv_.notify_all();
+    return st;
+  }
+  load_cv_.notify_all();
+  lk.unlock();
+  LatchFrame(f, latch);
+  misses_.fetch_add(1, std::memory_order_relaxed);
+  PageHandle h;
+  h.pool_ = this;
+  h.frame_ = idx;
+  h.id_ = id;
+  h.latch_ = latch;
+  h.data_ = f.data;
+  return h;
+}
+
+Result<uint32_t> BufferPool::FindVictim(std::unique_lock<std::mutex>& lk) {
+  const uint32_t n = static_cast<uint32_t>(frames_.size());
+  for (int attempt = 0;; ++attempt) {
+    if (!free_.empty()) {
+      uint32_t idx = free_.back();
+      free_.pop_back();
+      return idx;
+    }
+    int dirty_candidate = -1;
+    bool any_unpinned = false;
+    for (uint32_t step = 0; step < 2 * n; ++step) {
+      hand_ = (hand_ + 1) % n;
+      Frame& f = *frames_[hand_];
+      if (f.pins > 0 || f.loading) continue;
+      any_unpinned = true;
+      if (f.referenced) {
+        f.referenced = false;
+        continue;
+      }
+      if (f.dirty || f.flushing) {
+        if (dirty_candidate < 0 && !f.flushing) dirty_candidate = static_cast<int>(hand_);
+        continue;
+      }
+      table_.erase(f.id);
+      f.in_use = false;
+      evictions_.fetch_add(1, std::memory_order_relaxed);
+      if (free_.size() + 1 < n / 8) {
+        std::lock_guard c(cleaner_mu_);
+        cleaner_cv_.notify_one();
+      }
+      return hand_;
+    }
+    if (!any_unpinned) {
+      if (attempt > 1000) {
+        return Status::Busy(StrFormat("buffer pool: all %u frames are pinned", n));
+      }
+      lk.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      lk.lock();
+      continue;
+    }
+    if (dirty_candidate >= 0) {
+      // Every unpinned frame is dirty: write one here rather than wait.
+      const uint32_t idx = static_cast<uint32_t>(dirty_candidate);
+      ++frames_[idx]->pins;
+      frames_[idx]->flushing = true;
+      lk.unlock();
+      // Only try its latch: once mu_ is released another thread may pin and
+      // latch it, and this thread may hold a latch that one is waiting for.
+      Status st = FlushFrames({idx}, /*skip_busy=*/true);
+      lk.lock();
+      --frames_[idx]->pins;
+      frames_[idx]->flushing = false;
+      foreground_flushes_.fetch_add(1, std::memory_order_relaxed);
+      if (!st.ok()) return st;
+    }
+  }
+}
+
+Result<PageHandle> BufferPool::Allocate(uint32_t space_id) {
+  page::SpaceFile* space = Space(space_id);
+  if (space == nullptr) return Status::NotFound(StrFormat("space %u is not open", space_id));
+  Result<uint32_t> no = space->AllocatePage();
+  if (!no.ok()) return no.status();
+  return Fetch({space_id, *no}, Latch::kExclusive);
+}
+
+void BufferPool::MarkDirty(PageHandle& page, log::Lsn start, log::Lsn end) {
+  page::SetPageLsn(page.data(), end);
+  std::lock_guard lock(mu_);
+  Frame& f = *frames_[page.frame_];
+  if (!f.dirty) {
+    f.dirty = true;
+    f.oldest_lsn = start;
+    flush_list_.insert({start, page.frame_});
+  }
+}
+
+uint64_t BufferPool::BeginChange() {
+  std::lock_guard lock(changes_mu_);
+  uint64_t token = log_->reserved_lsn();
+  active_changes_.insert(token);
+  return token;
+}
+
+void BufferPool::EndChange(uint64_t token) {
+  std::lock_guard lock(changes_mu_);
+  auto it = active_changes_.find(token);
+  if (it != active_changes_.end()) active_changes_.erase(it);
+}
+
+Status BufferPool::LogFreeCheck() {
+  const uint64_t limit = log_->capacity() / 4 * 3;
+  for (int spins = 0; log_->reserved_lsn() - log_->checkpoint_lsn() > limit; ++spins) {
+    OnLogFull();
+    SUBITO_RETURN_IF_ERROR(Checkpoint());
+    if (log_->reserved_lsn() - log_->checkpoint_lsn() <= limit) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(spins < 100 ? 50 : 1000));
+  }
+  return Status::OK();
+}
+
+void BufferPool::OnLogFull() {
+  {
+    std::lock_guard lock(cleaner_mu_);
+    urgent_ = true;
+  }
+  cleaner_cv_.notify_all();
+}
+
+Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool skip_busy) {
+  // Frames are pinned by the caller. Images are copied under the shared
+  // latch (no Mtr can change them meanwhile) and sealed in the copy. With
+  // skip_busy, a frame whose latch is held is left for a later round: a
+  // cleaner holding pins must never wait for a latch whose holder may be
+  // waiting for a free frame.
+  const uint32_t ps = options_.page_size;
+  uint8_t* buf = static_cast<uint8_t*>(std::aligned_alloc(4096, candidates.size() * ps));
+  std::vector<PageImage> batch;
+  std::vector<log::Lsn> lsns;
+  std::vector<uint32_t> frames;
+  for (uint32_t idx : candidates) {
+    Frame& f = *frames_[idx];
+    std::shared_lock latch(f.latch, std::defer_lock);
+    if (skip_busy) {
+      if (!latch.try_lock()) continue;
+    } else {
+      latch.lock();
+    }
+    const size_t i = frames.size();
+    frames.push_back(idx);
+    uint8_t* copy = buf + i * ps;
+    std::memcpy(copy, f.data, ps);
+    page::SealPage(copy, ps);
+    PageId id;
+    {
+      std::lock_guard lock(mu_);
+      id = f.id;
+    }
+    batch.push_back({id.space, id.page_no, page::PageLsn(copy), copy});
+    lsns.push_back(page::PageLsn(copy));
+  }
+  Status st = writer_.Write(batch, [this](uint32_t s) { return Space(s); });
+  if (st.ok()) {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      Frame& f = *frames_[frames[i]];
+      // Never wait here either (the caller may hold latches). A page whose
+      // latch is busy stays dirty and is written again later.
+      std::shared_lock latch(f.latch, std::try_to_lock);
+      if (!latch.owns_lock()) continue;
+      if (page::PageLsn(f.data) != lsns[i]) continue;  // changed since the copy: still dirty
+      std::lock_guard lock(mu_);
+      if (f.dirty) {
+        flush_list_.erase({f.oldest_lsn, frames[i]});
+        f.dirty = false;
+      }
+    }
+  }
+  std::free(buf);
+  return st;
+}
+
+Status BufferPool::CleanBatch() {
+  std::vector<uint32_t> picked;
+  // Never pin more than a quarter of the pool for writing.
+  const size_t limit =
+      std::max<size_t>(1, std::min<size_t>(options_.flush_batch, frames_.size() / 4));
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = flush_list_.begin(); it != flush_list_.end() && picked.size() < limit; ++it) {
+      Frame& f = *frames_[it->second];
+      if (f.flushing) continue;
+      ++f.pins;
+      f.flushing = true;
+      picked.push_back(it->second);
+    }
+  }
+  if (picked.empty()) return Status::OK();
+  Status st = FlushFrames(picked, /*skip_busy=*/true);
+  {
+    std::lock_guard lock(mu_);
+    for (uint32_t idx : picked) {
+      --frames_[idx]->pins;
+      frames_[idx]->flushing = false;
+    }
+  }
+  return st;
+}
+
+Status BufferPool::Checkpoint() {
+  std::lock_guard serial(flush_mu_);
+  // C1. The order of the reads matters: any change that starts after the
+  // first read appends at or after `bound`; any change that started before
+  // is in active_changes_, or its page is in the flush list (read last).
+  log::Lsn bound = log_->reserved_lsn();
+  {
+    std::lock_guard lock(changes_mu_);
+    if (!active_changes_.empty()) bound = std::min(bound, *active_changes_.begin());
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (!flush_list_.empty()) bound = std::min(bound, flush_list_.begin()->first);
+  }
+  bound = std::min(bound, log_->durable_lsn());
+  if (bound <= log_->checkpoint_lsn()) return Status::OK();
+  SUBITO_RETURN_IF_ERROR(log_->Checkpoint(bound));
+  checkpoints_.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status BufferPool::FlushAll() {
+  for (;;) {
+    bool empty;
+    {
+      std::lock_guard lock(mu_);
+      empty = flush_list_.empty();
+    }
+    if (empty) break;
+    SUBITO_RETURN_IF_ERROR(CleanBatch());
+    std::this_thread::yield();  // pages being written by a cleaner, or latched: let them finish
+  }
+  return Checkpoint();
+}
+
+void BufferPool::CleanerLoop() {
+  const uint64_t frames = frames_.size();
+  for (;;) {
+    bool urgent;
+    {
+      std::unique_lock lock(cleaner_mu_);
+      cleaner_cv_.wait_for(lock, std::chrono::milliseconds(options_.cleaner_interval_ms),
+                           [&] { return stop_ || urgent_; });
+      if (stop_) return;
+      urgent = urgent_;
+      urgent_ = false;
+    }
+    uint64_t dirty, free_frames;
+    {
+      std::lock_guard lock(mu_);
+      dirty = flush_list_.size();
+      free_frames = free_.size();
+    }
+    const bool log_pressure = log_->reserved_lsn() - log_->checkpoint_lsn() > log_->capacity() / 2;
+    const bool too_dirty = dirty > options_.max_dirty_ratio * static_cast<double>(frames);
+    const bool few_clean = free_frames < frames / 8 && dirty > 0;
+    if (urgent || log_pressure || too_dirty || few_clean) {
+      Status st = CleanBatch();
+      (void)st;  // a failed write leaves the pages dirty; the next round retries
+    }
+    Status st = Checkpoint();
+    (void)st;
+  }
+}
+
+BufferPoolStats BufferPool::stats() const {
+  BufferPoolStats s;
+  s.frames = frames_.size();
+  {
+    std::lock_guard lock(mu_);
+    s.dirty = flush_list_.size();
+  }
+  s.hits = hits_.load(std::memory_order_relaxed);
+  s.misses = misses_.load(std::memory_order_relaxed);
+  s.evictions = evictions_.load(std::memory_order_relaxed);
+  s.foreground_flushes = foreground_flushes_.load(std::memory_order_relaxed);
+  s.checkpoints = checkpoints_.load(std::memory_order_relaxed);
+  s.pages_written = writer_.pages_written();
+  s.write_batches = writer_.batches();
+  std::lock_guard lock(spaces_mu_);
+  for (auto& [id, sp] : spaces_) s.pages_read += sp->stats().pages_read;
+  return s;
+}
+
+}  // namespace subito::buffer

@@ -1,0 +1,178 @@
+// BufferPool: a fixed DRAM budget of page frames shared by every space.
+//
+// Frames are found through a page table, replaced by CLOCK among unpinned
+// clean frames, and written by background page cleaners oldest-first (by
+// the LSN that first dirtied them), in batches through the PageWriter.
+// After each batch the cleaner advances the log's checkpoint.
+//
+// Latching: Fetch() pins a frame and takes its latch (shared or exclusive);
+// PageHandle releases both. Page bytes may be changed only under the
+// exclusive latch and only through a Mtr, which logs the change.
+//
+// Checkpoint rule (C1): the checkpoint LSN never passes
+//   - the first-dirtying LSN of any dirty frame,
+//   - the log position at which any change in flight (BeginChange..EndChange,
+//     which brackets a Mtr's append and MarkDirty) started,
+//   - the log's durable LSN.
+// So recovery from the checkpoint replays every change not yet in a page
+// file.
+//
+// Log space: a Mtr may hold page latches while it appends; so that a full
+// log never waits on a latch it holds, callers run LogFreeCheck() before
+// latching pages: it waits (holding nothing) until at most 3/4 of the log is
+// in use.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "buffer/page_writer.h"
+#include "log/redo_log.h"
+#include "page/space_file.h"
+
+namespace subito::buffer {
+
+struct PageId {
+  uint32_t space = 0;
+  uint32_t page_no = 0;
+  bool operator==(const PageId& o) const { return space == o.space && page_no == o.page_no; }
+};
+struct PageIdHash {
+  size_t operator()(const PageId& p) const {
+    return std::hash<uint64_t>()((uint64_t{p.space} << 32) | p.page_no);
+  }
+};
+
+enum class Latch { kShared, kExclusive };
+
+struct BufferPoolOptions {
+  uint64_t capacity_bytes = 128ull << 20;  // DRAM for frames
+  uint32_t page_size = 16384;              // every space of one pool uses it
+  uint32_t flush_batch = 32;               // pages per cleaner batch (<= double-write slots)
+  uint32_t cleaner_threads = 1;
+  double max_dirty_ratio = 0.5;  // cleaners write when more frames than this are dirty
+  int cleaner_interval_ms = 100;
+};
+
+struct BufferPoolStats {
+  uint64_t frames = 0, dirty = 0;
+  uint64_t hits = 0, misses = 0;
+  uint64_t pages_read = 0, pages_written = 0, write_batches = 0;
+  uint64_t evictions = 0, foreground_flushes = 0, checkpoints = 0;
+};
+
+class BufferPool;
+
+// A pinned, latched page. Movable, not copyable; releases on destruction.
+class PageHandle {
+ public:
+  PageHandle() = default;
+  PageHandle(PageHandle&& o) noexcept { *this = std::move(o); }
+  PageHandle& operator=(PageHandle&& o) noexcept;
+  ~PageHandle() { Release(); }
+  PageHandle(const PageHandle&) = delete;
+  PageHandle& operator=(const PageHandle&) = delete;
+
+  uint8_t* data() const { return data_; }
+  PageId id() const { return id_; }
+  Latch latch() const { return latch_; }
+  bool valid() const { return pool_ != nullptr; }
+  void Release();
+
+ private:
+  friend class BufferPool;
+  BufferPool* pool_ = nullptr;
+  uint32_t frame_ = 0;
+  PageId id_;
+  Latch latch_ = Latch::kShared;
+  uint8_t* data_ = nullptr;
+};
+
+class BufferPool {
+ public:
+  // dwb may be null (no torn-write protection; tests only).
+  static Result<std::unique_ptr<BufferPool>> Create(const BufferPoolOptions& options,
+                                                    log::RedoLog* log, DoubleWrite* dwb);
+  ~BufferPool();  // stops the cleaners; does not write (call FlushAll first)
+  BufferPool(const BufferPool&) = delete;
+  BufferPool& operator=(const BufferPool&) = delete;
+
+  Status AddSpace(page::SpaceFile* space);
+  page::SpaceFile* Space(uint32_t space_id) const;
+
+  Result<PageHandle> Fetch(PageId id, Latch latch);
+  // A new page at the end of the space, zeroed, exclusively latched. The
+  // caller formats it through a Mtr (its header is logged like any bytes).
+  Result<PageHandle> Allocate(uint32_t space_id);
+
+  // Used by Mtr: the page (exclusively latched) now holds a change logged at
+  // [start, end).
+  void MarkDirty(PageHandle& page, log::Lsn start, log::Lsn end);
+  uint64_t BeginChange();
+  void EndChange(uint64_t token);
+  // Waits, holding no latch, until the log has room for a Mtr.
+  Status LogFreeCheck();
+  // For the log's on_log_full hook: asks the cleaners to hurry.
+  void OnLogFull();
+
+  // Writes every dirty page and checkpoints at the durable LSN. The caller
+  // must hold no page latch.
+  Status FlushAll();
+  // Advances the log checkpoint as far as C1 allows.
+  Status Checkpoint();
+
+  BufferPoolStats stats() const;
+  uint32_t page_size() const { return options_.page_size; }
+  log::RedoLog* log() const { return log_; }
+
+ private:
+  friend class PageHandle;
+  struct Frame;
+  BufferPool(const BufferPoolOptions& options, log::RedoLog* log, DoubleWrite* dwb);
+  void Unpin(uint32_t frame, Latch latch);
+  Result<uint32_t> FindVictim(std::unique_lock<std::mutex>& lk);
+  Status FlushFrames(const std::vector<uint32_t>& candidates, bool skip_busy);
+  void CleanerLoop();
+  Status CleanBatch();
+  void LatchFrame(Frame& f, Latch latch);
+
+  const BufferPoolOptions options_;
+  log::RedoLog* const log_;
+  PageWriter writer_;
+  std::vector<std::unique_ptr<Frame>> frames_;
+  uint8_t* memory_ = nullptr;
+
+  mutable std::mutex mu_;  // table_, frame bookkeeping, flush_list_, free_, hand_
+  std::condition_variable load_cv_;
+  std::unordered_map<PageId, uint32_t, PageIdHash> table_;
+  std::set<std::pair<log::Lsn, uint32_t>> flush_list_;  // (first-dirtying LSN, frame)
+  std::vector<uint32_t> free_;
+  uint32_t hand_ = 0;
+
+  mutable std::mutex spaces_mu_;
+  std::map<uint32_t, page::SpaceFile*> spaces_;
+
+  std::mutex changes_mu_;
+  std::multiset<uint64_t> active_changes_;
+
+  std::mutex flush_mu_;  // one FlushAll/Checkpoint decision at a time
+  std::mutex cleaner_mu_;
+  std::condition_variable cleaner_cv_;
+  bool stop_ = false;    // guarded by cleaner_mu_
+  bool urgent_ = false;  // guarded by cleaner_mu_
+  std::vector<std::thread> cleaners_;
+
+  std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, foreground_flushes_{0},
+      checkpoints_{0};
+};
+
+}  // namespace subito::buffer

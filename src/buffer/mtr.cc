@@ -1,0 +1,84 @@
+#include "buffer/mtr.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+
+#include "page/page_format.h"
+#include "util/coding.h"
+#include "util/strings.h"
+
+namespace subito::buffer {
+
+void Mtr::Write(PageHandle& page, uint32_t offset, const void* src, uint32_t n) {
+  assert(page.latch() == Latch::kExclusive && offset + n <= pool_->page_size());
+  std::memcpy(page.data() + offset, src, n);
+  uint8_t h[12];
+  EncodeFixed32(h, page.id().space);
+  EncodeFixed32(h + 4, page.id().page_no);
+  EncodeFixed16(h + 8, static_cast<uint16_t>(offset));
+  EncodeFixed16(h + 10, static_cast<uint16_t>(n));
+  payload_.insert(payload_.end(), h, h + sizeof h);
+  const auto* p = static_cast<const uint8_t*>(src);
+  payload_.insert(payload_.end(), p, p + n);
+  if (std::find(edits_.begin(), edits_.end(), &page) == edits_.end()) edits_.push_back(&page);
+}
+
+Result<log::AppendResult> Mtr::Commit() {
+  if (edits_.empty()) return Status::InvalidArgument("empty mini-transaction");
+  const uint64_t token = pool_->BeginChange();
+  Result<log::AppendResult> r = pool_->log()->Append(kRecordPageEdits, payload_.data(),
+                                                     static_cast<uint32_t>(payload_.size()));
+  if (r.ok()) {
+    for (PageHandle* page : edits_) pool_->MarkDirty(*page, r->start, r->end);
+  }
+  pool_->EndChange(token);
+  edits_.clear();
+  payload_.clear();
+  return r;
+}
+
+Status RedoPageEdits(BufferPool* pool, const log::LogRecordView& rec) {
+  const uint32_t ps = pool->page_size();
+  struct Edit {
+    uint16_t at, n;
+    const uint8_t* bytes;
+  };
+  // Parse and check everything first; then each page once, in first-edit
+  // order, with all of its edits (P3 decides per page).
+  std::vector<std::pair<PageId, std::vector<Edit>>> pages;
+  for (uint32_t off = 0; off < rec.length;) {
+    if (rec.length - off < 12) {
+      return Status::Corruption(StrFormat("page-edit record at LSN %llu: truncated edit header",
+                                          static_cast<unsigned long long>(rec.lsn)));
+    }
+    const uint8_t* h = rec.payload + off;
+    const PageId id{DecodeFixed32(h), DecodeFixed32(h + 4)};
+    const uint16_t at = DecodeFixed16(h + 8), n = DecodeFixed16(h + 10);
+    if (n > rec.length - off - 12 || uint32_t{at} + n > ps) {
+      return Status::Corruption(
+          StrFormat("page-edit record at LSN %llu: edit of %u bytes at %u does not fit a page",
+                    static_cast<unsigned long long>(rec.lsn), n, at));
+    }
+    auto it = std::find_if(pages.begin(), pages.end(), [&](auto& p) { return p.first == id; });
+    if (it == pages.end()) it = pages.insert(pages.end(), {id, {}});
+    it->second.push_back({at, n, h + 12});
+    off += 12 + n;
+  }
+  for (auto& [id, edits] : pages) {
+    page::SpaceFile* space = pool->Space(id.space);
+    if (space == nullptr) {
+      return Status::Corruption(StrFormat("page-edit record at LSN %llu names unknown space %u",
+                                          static_cast<unsigned long long>(rec.lsn), id.space));
+    }
+    SUBITO_RETURN_IF_ERROR(space->EnsurePages(id.page_no + 1));
+    Result<PageHandle> page = pool->Fetch(id, Latch::kExclusive);
+    if (!page.ok()) return page.status();
+    if (page::PageLsn(page->data()) >= rec.end) continue;  // P3: already in the page
+    for (const Edit& e : edits) std::memcpy(page->data() + e.at, e.bytes, e.n);
+    pool->MarkDirty(*page, rec.lsn, rec.end);
+  }
+  return Status::OK();
+}
+
+}  // namespace subito::buffer

@@ -1,0 +1,54 @@
+// Mtr (mini-transaction): a group of byte edits to one or more exclusively
+// latched pages, made atomic by logging them as ONE redo record
+// (kRecordPageEdits). A crash leaves either all of a Mtr's edits (the record
+// is in the log's valid prefix) or none (it is not, and no page holding
+// them reached its file: WAL).
+//
+// Record payload, repeated per edit:
+//   u32 space_id, u32 page_no, u16 offset, u16 length, length bytes
+//
+// Usage:
+//   pool->LogFreeCheck();               // before latching anything
+//   auto page = pool->Fetch(id, Latch::kExclusive);
+//   Mtr mtr(pool);
+//   mtr.Write(*page, offset, bytes, n);  // changes the page and records it
+//   mtr.Commit();                       // one log record, pages dirty
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "buffer/buffer_pool.h"
+#include "log/format.h"
+
+namespace subito::buffer {
+
+inline constexpr uint16_t kRecordPageEdits = log::kRecordPageFirst;  // 0x0100
+
+class Mtr {
+ public:
+  explicit Mtr(BufferPool* pool) : pool_(pool) {}
+  Mtr(const Mtr&) = delete;
+  Mtr& operator=(const Mtr&) = delete;
+
+  // Writes n bytes at offset of the page (which must be exclusively latched
+  // by the caller until Commit returns) and records the edit.
+  void Write(PageHandle& page, uint32_t offset, const void* src, uint32_t n);
+  bool empty() const { return edits_.empty(); }
+  // Appends the record, stamps every edited page's page_lsn with its end and
+  // marks them dirty. Does not wait for durability (a transaction commit
+  // does, once, for all its Mtrs).
+  Result<log::AppendResult> Commit();
+
+ private:
+  BufferPool* const pool_;
+  std::vector<uint8_t> payload_;
+  std::vector<PageHandle*> edits_;  // one per distinct page
+};
+
+// Recovery: applies a kRecordPageEdits record to its pages where their
+// page_lsn is older than the record's end (P3). Pages past the end of their
+// space are created. Bytes that do not parse are Corruption.
+Status RedoPageEdits(BufferPool* pool, const log::LogRecordView& record);
+
+}  // namespace subito::buffer

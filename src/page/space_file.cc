@@ -1,0 +1,146 @@
+#include "page/space_file.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <vector>
+
+#include "util/coding.h"
+#include "util/strings.h"
+
+namespace subito::page {
+namespace {
+
+constexpr char kSpaceMagic[8] = {'S', 'U', 'B', 'I', 'T', 'O', 'S', 'P'};
+constexpr uint32_t kSpaceFormatVersion = 1;
+
+// A page-size buffer aligned for O_DIRECT.
+struct AlignedPage {
+  explicit AlignedPage(size_t n) : p(static_cast<uint8_t*>(std::aligned_alloc(4096, n))) {}
+  ~AlignedPage() { std::free(p); }
+  AlignedPage(const AlignedPage&) = delete;
+  AlignedPage& operator=(const AlignedPage&) = delete;
+  uint8_t* p;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<SpaceFile>> SpaceFile::Create(FileSystem* fs, const std::string& path,
+                                                     uint32_t space_id, uint32_t page_size,
+                                                     const std::string& name) {
+  if (!ValidPageSize(page_size)) {
+    return Status::InvalidArgument(
+        StrFormat("page size %u: must be 4096, 8192 or 16384", page_size));
+  }
+  if (name.size() >= 64) return Status::InvalidArgument("space name longer than 63 bytes: " + name);
+  Result<std::unique_ptr<File>> f = fs->Create(path);
+  if (!f.ok()) return f.status();
+  AlignedPage hdr(page_size);
+  InitPage(hdr.p, page_size, kPageSpaceHeader, space_id, 0);
+  std::memcpy(hdr.p + 32, kSpaceMagic, sizeof kSpaceMagic);
+  EncodeFixed32(hdr.p + 40, kSpaceFormatVersion);
+  EncodeFixed32(hdr.p + 44, page_size);
+  EncodeFixed32(hdr.p + 48, space_id);
+  std::memcpy(hdr.p + 56, name.data(), name.size());
+  EncodeFixed64(hdr.p + 120, static_cast<uint64_t>(::time(nullptr)));
+  SealPage(hdr.p, page_size);
+  SUBITO_RETURN_IF_ERROR((*f)->Extend(uint64_t{page_size} * kExtendPages));
+  SUBITO_RETURN_IF_ERROR((*f)->Write(0, hdr.p, page_size));
+  SUBITO_RETURN_IF_ERROR((*f)->Sync());
+  return std::unique_ptr<SpaceFile>(new SpaceFile(std::move(*f), space_id, page_size, name, 1));
+}
+
+Result<std::unique_ptr<SpaceFile>> SpaceFile::Open(FileSystem* fs, const std::string& path) {
+  Result<std::unique_ptr<File>> f = fs->Open(path);
+  if (!f.ok()) return f.status();
+  File& file = **f;
+  if (file.Size() < kMinPageSize) {
+    return Status::Corruption(
+        StrFormat("%s: %llu bytes, too short for a space header page "
+                  "(truncated?)",
+                  path.c_str(), static_cast<unsigned long long>(file.Size())));
+  }
+  AlignedPage first(kMinPageSize);
+  SUBITO_RETURN_IF_ERROR(file.Read(0, first.p, kMinPageSize));
+  if (std::memcmp(first.p + 32, kSpaceMagic, sizeof kSpaceMagic) != 0) {
+    return Status::Corruption(path + " page 0: not a Subito space file (bad magic)");
+  }
+  const uint32_t page_size = DecodeFixed32(first.p + 44);
+  const uint32_t space_id = DecodeFixed32(first.p + 48);
+  if (!ValidPageSize(page_size) || file.Size() < page_size) {
+    return Status::Corruption(
+        StrFormat("%s page 0: impossible page size %u", path.c_str(), page_size));
+  }
+  AlignedPage hdr(page_size);
+  SUBITO_RETURN_IF_ERROR(file.Read(0, hdr.p, page_size));
+  SUBITO_RETURN_IF_ERROR(CheckPage(hdr.p, page_size, space_id, 0, path));
+  if (IsZeroPage(hdr.p, page_size) || TypeOf(hdr.p) != kPageSpaceHeader ||
+      DecodeFixed32(hdr.p + 40) != kSpaceFormatVersion) {
+    return Status::Corruption(path + " page 0: not a valid space header page");
+  }
+  char name[64] = {};
+  std::memcpy(name, hdr.p + 56, 63);
+  // Every page of the file counts, written or not: a page allocated before a
+  // crash may be needed by redo.
+  uint32_t pages = static_cast<uint32_t>(file.Size() / page_size);
+  return std::unique_ptr<SpaceFile>(new SpaceFile(std::move(*f), space_id, page_size, name, pages));
+}
+
+Status SpaceFile::ReadPage(uint32_t page_no, uint8_t* buf) {
+  if (page_no >= page_count()) {
+    return Status::NotFound(StrFormat("%s: page %u is past the end of the space (%u pages)",
+                                      path().c_str(), page_no, page_count()));
+  }
+  uint64_t off = uint64_t{page_no} * page_size_;
+  if (off + page_size_ > file_->Size()) {
+    // Allocated in memory, file not grown that far yet: never written.
+    std::memset(buf, 0, page_size_);
+    return Status::OK();
+  }
+  SUBITO_RETURN_IF_ERROR(file_->Read(off, buf, page_size_));
+  pages_read_.fetch_add(1, std::memory_order_relaxed);
+  return CheckPage(buf, page_size_, space_id_, page_no, path());
+}
+
+Status SpaceFile::WritePage(uint32_t page_no, const uint8_t* buf) {
+  uint64_t off = uint64_t{page_no} * page_size_;
+  if (off + page_size_ > file_->Size()) SUBITO_RETURN_IF_ERROR(GrowFile(page_no + 1));
+  SUBITO_RETURN_IF_ERROR(file_->Write(off, buf, page_size_));
+  pages_written_.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status SpaceFile::Sync() {
+  return file_->Sync();
+}
+
+Status SpaceFile::GrowFile(uint32_t pages) {
+  std::lock_guard lock(grow_mu_);
+  uint64_t want = uint64_t{(pages + kExtendPages - 1) / kExtendPages * kExtendPages} * page_size_;
+  return file_->Extend(want);
+}
+
+Result<uint32_t> SpaceFile::AllocatePage() {
+  uint32_t no = page_count_.fetch_add(1, std::memory_order_acq_rel);
+  if (uint64_t{no + 1} * page_size_ > file_->Size()) SUBITO_RETURN_IF_ERROR(GrowFile(no + 1));
+  return no;
+}
+
+Status SpaceFile::EnsurePages(uint32_t count) {
+  uint32_t cur = page_count();
+  while (cur < count && !page_count_.compare_exchange_weak(cur, count)) {
+  }
+  if (uint64_t{count} * page_size_ > file_->Size()) return GrowFile(count);
+  return Status::OK();
+}
+
+SpaceIoStats SpaceFile::stats() const {
+  SpaceIoStats s;
+  s.pages_read = pages_read_.load(std::memory_order_relaxed);
+  s.pages_written = pages_written_.load(std::memory_order_relaxed);
+  s.bytes_read = s.pages_read * page_size_;
+  s.bytes_written = s.pages_written * page_size_;
+  return s;
+}
+
+}  // namespace subito::page

@@ -1,0 +1,86 @@
+// SpaceFile: the pages of one table or one index, in one file, in a directory
+// chosen per space (so tables can be placed on different devices).
+//
+// Page 0 is the space header page (a regular page, page_type
+// kPageSpaceHeader); its body:
+//
+//   +32  char magic[8] "SUBITOSP"
+//   +40  u32  space format version (1)
+//   +44  u32  page_size
+//   +48  u32  space_id
+//   +52  u32  reserved (0)
+//   +56  char name[64], zero-padded
+//   +120 u64  created_unix_time
+//   +128 u8   meta[256]: owned by upper layers (B-tree root, ...), changed
+//             only through logged page edits like any other page byte
+//
+// The file grows in chunks of kExtendPages; pages past the last one written
+// read as zeros (P1: allocated, never written).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "page/page_format.h"
+#include "subito/status.h"
+#include "util/file_io.h"
+
+namespace subito::page {
+
+inline constexpr size_t kSpaceMetaOffset = 128;
+inline constexpr size_t kSpaceMetaSize = 256;
+inline constexpr uint32_t kExtendPages = 16;
+
+struct SpaceIoStats {
+  uint64_t pages_read = 0, pages_written = 0, bytes_read = 0, bytes_written = 0;
+};
+
+class SpaceFile {
+ public:
+  static Result<std::unique_ptr<SpaceFile>> Create(FileSystem* fs, const std::string& path,
+                                                   uint32_t space_id, uint32_t page_size,
+                                                   const std::string& name);
+  static Result<std::unique_ptr<SpaceFile>> Open(FileSystem* fs, const std::string& path);
+
+  uint32_t space_id() const { return space_id_; }
+  uint32_t page_size() const { return page_size_; }
+  const std::string& name() const { return name_; }
+  const std::string& path() const { return file_->path(); }
+  // Pages in use: 0 .. page_count() - 1.
+  uint32_t page_count() const { return page_count_.load(std::memory_order_acquire); }
+
+  // Reads and checks (P1) a page. A page at or past page_count() is
+  // NotFound: it was never allocated.
+  Status ReadPage(uint32_t page_no, uint8_t* buf);
+  // Writes a sealed page image. Only the buffer pool's page writer calls it.
+  Status WritePage(uint32_t page_no, const uint8_t* buf);
+  Status Sync();
+  // A new page number at the end of the space (the file grows as needed).
+  Result<uint32_t> AllocatePage();
+  // Makes pages [0, count) exist (recovery redoing a page past the end).
+  Status EnsurePages(uint32_t count);
+  SpaceIoStats stats() const;
+
+ private:
+  SpaceFile(std::unique_ptr<File> file, uint32_t space_id, uint32_t page_size, std::string name,
+            uint32_t pages)
+      : file_(std::move(file)),
+        space_id_(space_id),
+        page_size_(page_size),
+        name_(std::move(name)),
+        page_count_(pages) {}
+  Status GrowFile(uint32_t pages);
+
+  std::unique_ptr<File> file_;
+  const uint32_t space_id_;
+  const uint32_t page_size_;
+  const std::string name_;
+  std::atomic<uint32_t> page_count_;
+  std::mutex grow_mu_;
+  std::atomic<uint64_t> pages_read_{0}, pages_written_{0};
+};
+
+}  // namespace subito::page

@@ -1,0 +1,214 @@
+#include "util/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "util/strings.h"
+
+namespace subito {
+namespace {
+
+Status Errno(const std::string& what, const std::string& path) {
+  return Status::IOError(what + " " + path + ": " + std::strerror(errno));
+}
+
+class PosixFile final : public File {
+ public:
+  PosixFile(std::string path, int fd, uint64_t size)
+      : path_(std::move(path)), fd_(fd), size_(size) {}
+  ~PosixFile() override { ::close(fd_); }
+
+  Status Read(uint64_t offset, void* dst, size_t n) override {
+    auto* p = static_cast<uint8_t*>(dst);
+    for (size_t done = 0; done < n;) {
+      ssize_t r = ::pread(fd_, p + done, n - done, static_cast<off_t>(offset + done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return Errno("read", path_);
+      if (r == 0) {
+        return Status::Corruption(
+            StrFormat("%s: read of %zu bytes at offset %llu ends past the "
+                      "end of the file (%llu bytes; truncated?)",
+                      path_.c_str(), n, static_cast<unsigned long long>(offset),
+                      static_cast<unsigned long long>(size_)));
+      }
+      done += static_cast<size_t>(r);
+    }
+    return Status::OK();
+  }
+  Status Write(uint64_t offset, const void* src, size_t n) override {
+    const auto* p = static_cast<const uint8_t*>(src);
+    for (size_t done = 0; done < n;) {
+      ssize_t w = ::pwrite(fd_, p + done, n - done, static_cast<off_t>(offset + done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return Errno("write", path_);
+      done += static_cast<size_t>(w);
+    }
+    if (offset + n > size_) size_ = offset + n;
+    return Status::OK();
+  }
+  Status Sync() override {
+    if (::fdatasync(fd_) != 0) return Errno("fdatasync", path_);
+    return Status::OK();
+  }
+  Status Extend(uint64_t size) override {
+    if (size <= size_) return Status::OK();
+    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) return Errno("extend", path_);
+    size_ = size;
+    return Status::OK();
+  }
+  uint64_t Size() const override { return size_; }
+  const std::string& path() const override { return path_; }
+
+ private:
+  const std::string path_;
+  const int fd_;
+  uint64_t size_;
+};
+
+class PosixFs final : public FileSystem {
+ public:
+  explicit PosixFs(bool direct) : direct_(direct) {}
+  Result<std::unique_ptr<File>> Create(const std::string& path) override {
+    return OpenWith(path, O_CREAT | O_EXCL);
+  }
+  Result<std::unique_ptr<File>> Open(const std::string& path) override { return OpenWith(path, 0); }
+  bool Exists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
+
+ private:
+  Result<std::unique_ptr<File>> OpenWith(const std::string& path, int extra) {
+    int flags = O_RDWR | O_CLOEXEC | extra;
+    int fd = direct_ ? ::open(path.c_str(), flags | O_DIRECT, 0644) : -1;
+    if (fd < 0 && (!direct_ || errno == EINVAL)) fd = ::open(path.c_str(), flags, 0644);
+    if (fd < 0) return Errno(extra ? "cannot create" : "cannot open", path);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      ::close(fd);
+      return Errno("stat", path);
+    }
+    return std::unique_ptr<File>(new PosixFile(path, fd, static_cast<uint64_t>(st.st_size)));
+  }
+  const bool direct_;
+};
+
+}  // namespace
+
+FileSystem* PosixFileSystem(bool direct_io) {
+  static PosixFs buffered(false);
+  static PosixFs direct(true);
+  return direct_io ? &direct : &buffered;
+}
+
+class TrackingFile final : public File {
+ public:
+  TrackingFile(TrackingFileSystem* fs, std::string path,
+               std::shared_ptr<TrackingFileSystem::Node> n)
+      : fs_(fs), path_(std::move(path)), node_(std::move(n)) {}
+
+  Status Read(uint64_t offset, void* dst, size_t n) override {
+    std::lock_guard lock(fs_->mu_);
+    if (offset + n > node_->current.size()) {
+      return Status::Corruption(
+          StrFormat("%s: read past the end of the file (truncated?)", path_.c_str()));
+    }
+    std::memcpy(dst, node_->current.data() + offset, n);
+    return Status::OK();
+  }
+  Status Write(uint64_t offset, const void* src, size_t n) override {
+    std::lock_guard lock(fs_->mu_);
+    if (offset + n > node_->current.size()) node_->current.resize(offset + n);
+    std::memcpy(node_->current.data() + offset, src, n);
+    const auto* p = static_cast<const uint8_t*>(src);
+    node_->pending.push_back({offset, std::vector<uint8_t>(p, p + n)});
+    return Status::OK();
+  }
+  Status Sync() override {
+    std::lock_guard lock(fs_->mu_);
+    node_->synced = node_->current;
+    node_->pending.clear();
+    ++fs_->syncs_;
+    return Status::OK();
+  }
+  Status Extend(uint64_t size) override {
+    std::lock_guard lock(fs_->mu_);
+    if (size > node_->current.size()) node_->current.resize(size);
+    // The new length is metadata: like a real file system, it becomes
+    // durable with the next sync, which copies `current`.
+    return Status::OK();
+  }
+  uint64_t Size() const override {
+    std::lock_guard lock(fs_->mu_);
+    return node_->current.size();
+  }
+  const std::string& path() const override { return path_; }
+
+ private:
+  TrackingFileSystem* fs_;
+  std::string path_;
+  std::shared_ptr<TrackingFileSystem::Node> node_;
+};
+
+Result<std::unique_ptr<File>> TrackingFileSystem::Create(const std::string& path) {
+  std::lock_guard lock(mu_);
+  if (files_.count(path)) return Status::IOError("cannot create " + path + ": File exists");
+  auto node = std::make_shared<Node>();
+  files_[path] = node;
+  return std::unique_ptr<File>(new TrackingFile(this, path, node));
+}
+
+Result<std::unique_ptr<File>> TrackingFileSystem::Open(const std::string& path) {
+  std::lock_guard lock(mu_);
+  auto it = files_.find(path);
+  if (it == files_.end()) return Status::IOError("cannot open " + path + ": No such file");
+  return std::unique_ptr<File>(new TrackingFile(this, path, it->second));
+}
+
+bool TrackingFileSystem::Exists(const std::string& path) {
+  std::lock_guard lock(mu_);
+  return files_.count(path) > 0;
+}
+
+TrackingFileSystem::Image TrackingFileSystem::CrashImage(uint64_t seed, bool keep_random) const {
+  std::lock_guard lock(mu_);
+  std::mt19937_64 rng(seed);
+  Image image;
+  for (const auto& [path, node] : files_) {
+    std::vector<uint8_t> bytes = node->synced;
+    if (keep_random) {
+      for (const Pending& w : node->pending) {
+        if (rng() & 1) continue;
+        // Disks write whole 512-byte sectors or nothing.
+        for (uint64_t s = 0; s < w.bytes.size(); s += 512) {
+          if (rng() & 1) continue;
+          uint64_t n = std::min<uint64_t>(512, w.bytes.size() - s);
+          if (bytes.size() < w.offset + s + n) bytes.resize(w.offset + s + n);
+          std::memcpy(bytes.data() + w.offset + s, w.bytes.data() + s, n);
+        }
+      }
+    }
+    image[path] = std::move(bytes);
+  }
+  return image;
+}
+
+void TrackingFileSystem::Restore(const Image& image) {
+  std::lock_guard lock(mu_);
+  files_.clear();
+  for (const auto& [path, bytes] : image) {
+    auto node = std::make_shared<Node>();
+    node->current = bytes;
+    node->synced = bytes;
+    files_[path] = node;
+  }
+}
+
+uint64_t TrackingFileSystem::syncs() const {
+  std::lock_guard lock(mu_);
+  return syncs_;
+}
+
+}  // namespace subito

@@ -1,0 +1,298 @@
+// Buffer pool + mini-transactions + page writer, checked against a model of
+// what every page must hold.
+#include "buffer/buffer_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <thread>
+
+#include "buffer/mtr.h"
+#include "test_util.h"
+#include "util/coding.h"
+
+namespace subito::buffer {
+namespace {
+
+constexpr uint32_t kPs = 4096;
+constexpr uint32_t kSlots = (kPs - 64) / 8;  // u64 values per test page
+
+// A log, a double-write area, one space and a pool, reopenable.
+class Stack {
+ public:
+  explicit Stack(const std::string& dir, uint64_t pool_bytes = 1 << 20,
+                 uint64_t log_file = 4096 + (1 << 20), uint32_t cleaners = 1)
+      : dir_(dir), pool_bytes_(pool_bytes), log_file_(log_file), cleaners_(cleaners) {}
+
+  Status Open() {
+    log::LogOptions lo = test::SmallLog(dir_ + "/log", log::LogWriteMode::kNf, 1);
+    lo.file_size = log_file_;
+    lo.on_log_full = [this] {
+      if (pool) pool->OnLogFull();
+    };
+    auto l = log::RedoLog::Open(lo);
+    if (!l.ok()) return l.status();
+    log = std::move(*l);
+    auto d = DoubleWrite::OpenPm(dir_ + "/dwb", kPs, 16);
+    if (!d.ok()) return d.status();
+    dwb = std::move(*d);
+    const std::string path = dir_ + "/t.sbt";
+    auto s = PosixFileSystem()->Exists(path)
+                 ? page::SpaceFile::Open(PosixFileSystem(), path)
+                 : page::SpaceFile::Create(PosixFileSystem(), path, 1, kPs, "t");
+    if (!s.ok()) return s.status();
+    space = std::move(*s);
+    BufferPoolOptions po;
+    po.capacity_bytes = pool_bytes_;
+    po.page_size = kPs;
+    po.flush_batch = 16;
+    po.cleaner_threads = cleaners_;
+    po.cleaner_interval_ms = 5;
+    auto p = BufferPool::Create(po, log.get(), dwb.get());
+    if (!p.ok()) return p.status();
+    pool = std::move(*p);
+    return pool->AddSpace(space.get());
+  }
+  // Repairs torn pages and redoes the log from its checkpoint.
+  Status Recover() {
+    auto repaired = dwb->Repair([this](uint32_t id) { return pool->Space(id); });
+    if (!repaired.ok()) return repaired.status();
+    return log->ForEachRecoveredRecord([this](const log::LogRecordView& r) {
+      return r.type == kRecordPageEdits ? RedoPageEdits(pool.get(), r) : Status::OK();
+    });
+  }
+  void Close(bool flush) {
+    if (flush && pool) {
+      EXPECT_TRUE(pool->FlushAll().ok());
+    }
+    pool.reset();
+    space.reset();
+    dwb.reset();
+    if (log) {
+      EXPECT_TRUE(log->Close().ok());
+    }
+    log.reset();
+  }
+
+  std::unique_ptr<log::RedoLog> log;
+  std::unique_ptr<DoubleWrite> dwb;
+  std::unique_ptr<page::SpaceFile> space;
+  std::unique_ptr<BufferPool> pool;
+
+ private:
+  std::string dir_;
+  uint64_t pool_bytes_, log_file_;
+  uint32_t cleaners_;
+};
+
+// Allocates and formats n test pages through Mtrs; returns their numbers.
+std::vector<uint32_t> MakePages(BufferPool* pool, int n) {
+  std::vector<uint32_t> pages;
+  for (int i = 0; i < n; ++i) {
+    EXPECT_TRUE(pool->LogFreeCheck().ok());
+    auto h = pool->Allocate(1);
+    EXPECT_TRUE(h.ok()) << h.status().ToString();
+    uint8_t hdr[page::kPageHeaderSize];
+    std::vector<uint8_t> tmp(kPs);
+    page::InitPage(tmp.data(), kPs, page::kPageTest, 1, h->id().page_no);
+    std::memcpy(hdr, tmp.data(), sizeof hdr);
+    Mtr mtr(pool);
+    mtr.Write(*h, 0, hdr, sizeof hdr);
+    EXPECT_TRUE(mtr.Commit().ok());
+    pages.push_back(h->id().page_no);
+  }
+  return pages;
+}
+
+Status SetValue(BufferPool* pool, uint32_t page_no, uint32_t slot, uint64_t v) {
+  SUBITO_RETURN_IF_ERROR(pool->LogFreeCheck());
+  auto h = pool->Fetch({1, page_no}, Latch::kExclusive);
+  if (!h.ok()) return h.status();
+  uint8_t b[8];
+  EncodeFixed64(b, v);
+  Mtr mtr(pool);
+  mtr.Write(*h, 64 + slot * 8, b, 8);
+  return mtr.Commit().status();
+}
+
+uint64_t GetValue(const uint8_t* page, uint32_t slot) {
+  return DecodeFixed64(page + 64 + slot * 8);
+}
+
+using Model = std::map<std::pair<uint32_t, uint32_t>, uint64_t>;
+
+void ExpectPoolMatches(BufferPool* pool, const Model& model) {
+  for (auto& [key, v] : model) {
+    auto h = pool->Fetch({1, key.first}, Latch::kShared);
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    ASSERT_EQ(GetValue(h->data(), key.second), v) << "page " << key.first << " slot " << key.second;
+  }
+}
+
+void ExpectFilesMatch(const std::string& dir, const Model& model) {
+  auto s = page::SpaceFile::Open(PosixFileSystem(), dir + "/t.sbt");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::vector<uint8_t> buf(kPs);
+  for (auto& [key, v] : model) {
+    ASSERT_TRUE((*s)->ReadPage(key.first, buf.data()).ok());
+    ASSERT_EQ(GetValue(buf.data(), key.second), v) << "page " << key.first;
+  }
+}
+
+TEST(BufferPool, ChangesReachThePageFilesAfterFlush) {
+  test::ScratchDir dir;
+  Stack st(dir.path());
+  ASSERT_TRUE(st.Open().ok());
+  auto pages = MakePages(st.pool.get(), 10);
+  Model model;
+  for (uint32_t i = 0; i < 200; ++i) {
+    uint32_t p = pages[i % pages.size()], slot = i % kSlots;
+    ASSERT_TRUE(SetValue(st.pool.get(), p, slot, i * 7 + 1).ok());
+    model[{p, slot}] = i * 7 + 1;
+  }
+  ExpectPoolMatches(st.pool.get(), model);
+  st.Close(/*flush=*/true);
+  ExpectFilesMatch(dir.path(), model);
+}
+
+TEST(BufferPool, ASmallPoolEvictsAndLosesNothing) {
+  test::ScratchDir dir;
+  Stack st(dir.path(), /*pool_bytes=*/8 * kPs);
+  ASSERT_TRUE(st.Open().ok());
+  auto pages = MakePages(st.pool.get(), 64);
+  Model model;
+  std::mt19937_64 rng(test::TestSeed());
+  for (int i = 0; i < 3000; ++i) {
+    uint32_t p = pages[rng() % pages.size()], slot = static_cast<uint32_t>(rng() % kSlots);
+    ASSERT_TRUE(SetValue(st.pool.get(), p, slot, rng()).ok());
+    auto h = st.pool->Fetch({1, p}, Latch::kShared);
+    ASSERT_TRUE(h.ok());
+    model[{p, slot}] = GetValue(h->data(), slot);
+  }
+  ExpectPoolMatches(st.pool.get(), model);
+  BufferPoolStats s = st.pool->stats();
+  EXPECT_EQ(s.frames, 8u);
+  EXPECT_GT(s.evictions, 100u);
+  EXPECT_GT(s.pages_read, 100u);
+  EXPECT_GT(s.pages_written, 100u);
+  st.Close(true);
+  ExpectFilesMatch(dir.path(), model);
+}
+
+TEST(BufferPool, ConcurrentMtrsKeepEveryIncrement) {
+  test::ScratchDir dir;
+  Stack st(dir.path(), 16 * kPs);
+  ASSERT_TRUE(st.Open().ok());
+  auto pages = MakePages(st.pool.get(), 32);
+  constexpr int kThreads = 4, kOps = 800;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(test::TestSeed() + t);
+      for (int i = 0; i < kOps; ++i) {
+        ASSERT_TRUE(st.pool->LogFreeCheck().ok());
+        // Two pages in one Mtr, latched in page order (no deadlock).
+        uint32_t a = pages[rng() % pages.size()], b = pages[rng() % pages.size()];
+        if (a > b) std::swap(a, b);
+        auto ha = st.pool->Fetch({1, a}, Latch::kExclusive);
+        ASSERT_TRUE(ha.ok());
+        Mtr mtr(st.pool.get());
+        uint8_t v[8];
+        EncodeFixed64(v, GetValue(ha->data(), 0) + 1);
+        mtr.Write(*ha, 64, v, 8);
+        PageHandle hb;
+        if (b != a) {
+          auto r = st.pool->Fetch({1, b}, Latch::kExclusive);
+          ASSERT_TRUE(r.ok());
+          hb = std::move(*r);
+          EncodeFixed64(v, GetValue(hb.data(), 1) + 1);
+          mtr.Write(hb, 72, v, 8);
+        }
+        ASSERT_TRUE(mtr.Commit().ok());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  uint64_t sum0 = 0, sum1 = 0;
+  for (uint32_t p : pages) {
+    auto h = st.pool->Fetch({1, p}, Latch::kShared);
+    ASSERT_TRUE(h.ok());
+    sum0 += GetValue(h->data(), 0);
+    sum1 += GetValue(h->data(), 1);
+  }
+  EXPECT_EQ(sum0, uint64_t{kThreads} * kOps);
+  EXPECT_GT(sum1, 0u);
+  EXPECT_LE(sum1, uint64_t{kThreads} * kOps);
+  st.Close(true);
+}
+
+TEST(BufferPool, TheLogWrapsWhileCleanersCheckpoint) {
+  test::ScratchDir dir;
+  Stack st(dir.path(), 32 * kPs, /*log_file=*/4096 + 64 * 1024);
+  ASSERT_TRUE(st.Open().ok());
+  auto pages = MakePages(st.pool.get(), 100);
+  Model model;
+  std::mt19937_64 rng(test::TestSeed());
+  const uint64_t laps = 8 * st.log->capacity();
+  while (st.log->reserved_lsn() < log::kFirstLsn + laps) {
+    uint32_t p = pages[rng() % pages.size()], slot = static_cast<uint32_t>(rng() % kSlots);
+    uint64_t v = rng();
+    ASSERT_TRUE(SetValue(st.pool.get(), p, slot, v).ok());
+    model[{p, slot}] = v;
+  }
+  EXPECT_GT(st.pool->stats().checkpoints, 4u);
+  EXPECT_GT(st.log->checkpoint_lsn(), log::kFirstLsn + 6 * st.log->capacity());
+  ExpectPoolMatches(st.pool.get(), model);
+  st.Close(true);
+  ExpectFilesMatch(dir.path(), model);
+}
+
+TEST(BufferPool, RedoRebuildsChangesThatNeverReachedThePageFiles) {
+  test::ScratchDir dir;
+  Model model;
+  {
+    Stack st(dir.path(), 64 * kPs, 4096 + (4 << 20), /*cleaners=*/0);
+    ASSERT_TRUE(st.Open().ok());
+    auto pages = MakePages(st.pool.get(), 40);
+    std::mt19937_64 rng(test::TestSeed());
+    for (int i = 0; i < 2000; ++i) {
+      uint32_t p = pages[rng() % pages.size()], slot = static_cast<uint32_t>(rng() % kSlots);
+      uint64_t v = rng();
+      ASSERT_TRUE(SetValue(st.pool.get(), p, slot, v).ok());
+      model[{p, slot}] = v;
+    }
+    ASSERT_TRUE(st.log->WaitDurable(st.log->reserved_lsn()).ok());
+    EXPECT_EQ(st.pool->stats().pages_written, 0u);
+    st.Close(/*flush=*/false);  // like a crash: no page was ever written
+  }
+  Stack st(dir.path(), 64 * kPs, 4096 + (4 << 20));
+  ASSERT_TRUE(st.Open().ok());
+  ASSERT_TRUE(st.Recover().ok());
+  ExpectPoolMatches(st.pool.get(), model);
+  ASSERT_TRUE(st.Recover().ok());  // P3: redo is idempotent
+  ExpectPoolMatches(st.pool.get(), model);
+  st.Close(true);
+  ExpectFilesMatch(dir.path(), model);
+}
+
+TEST(BufferPool, BadSettingsAreRefused) {
+  test::ScratchDir dir;
+  Stack st(dir.path());
+  ASSERT_TRUE(st.Open().ok());
+  BufferPoolOptions o;
+  o.page_size = 4096;
+  o.capacity_bytes = 4 * 4096;
+  auto p = BufferPool::Create(o, st.log.get(), st.dwb.get());
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("at least 8"), std::string::npos);
+  o.capacity_bytes = 1 << 20;
+  o.page_size = 8192;  // the double-write area was made for 4 KiB pages
+  EXPECT_FALSE(BufferPool::Create(o, st.log.get(), st.dwb.get()).ok());
+  o.page_size = 4096;
+  o.flush_batch = 17;  // more than the 16 double-write slots
+  EXPECT_FALSE(BufferPool::Create(o, st.log.get(), st.dwb.get()).ok());
+  EXPECT_EQ(st.pool->Fetch({99, 1}, Latch::kShared).status().code(), Status::Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace subito::buffer

@@ -12,7 +12,7 @@ uint32_t TrackingPersistence::ThreadId() {
 }
 
 void TrackingPersistence::OnMap(const std::string& name, const void* base, size_t size) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(clock_->mu);
   const auto* b = static_cast<const uint8_t*>(base);
   for (Region& r : regions_) {
     if (r.name == name) {
@@ -29,7 +29,7 @@ void TrackingPersistence::OnMap(const std::string& name, const void* base, size_
 }
 
 void TrackingPersistence::OnUnmap(const void* base) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(clock_->mu);
   for (Region& r : regions_) {
     if (r.base == base) r.mapped = false;
   }
@@ -47,7 +47,7 @@ void TrackingPersistence::FillNoDrain(void* dst, uint8_t byte, size_t n) {
 
 void TrackingPersistence::Flush(const void* addr, size_t n) {
   if (n == 0) return;
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(clock_->mu);
   if (frozen_) return;
   const auto* p = static_cast<const uint8_t*>(addr);
   for (uint32_t ri = 0; ri < regions_.size(); ++ri) {
@@ -68,6 +68,7 @@ void TrackingPersistence::Flush(const void* addr, size_t n) {
 
 void TrackingPersistence::RecordLine(uint32_t region, uint64_t offset, uint32_t length) {
   Event e{};
+  e.time = clock_->next++;
   e.fence = false;
   e.thread = ThreadId();
   e.region = region;
@@ -78,9 +79,10 @@ void TrackingPersistence::RecordLine(uint32_t region, uint64_t offset, uint32_t 
 }
 
 void TrackingPersistence::Drain() {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(clock_->mu);
   if (frozen_) return;
   Event e{};
+  e.time = clock_->next++;
   e.fence = true;
   e.thread = ThreadId();
   events_.push_back(e);
@@ -88,17 +90,17 @@ void TrackingPersistence::Drain() {
 }
 
 size_t TrackingPersistence::EventCount() const {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(clock_->mu);
   return events_.size();
 }
 
 size_t TrackingPersistence::FenceCount() const {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(clock_->mu);
   return fences_;
 }
 
 void TrackingPersistence::Freeze() {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(clock_->mu);
   frozen_ = true;
 }
 
@@ -156,15 +158,23 @@ class TrackingPersistence::Replay {
 };
 
 TrackingPersistence::Image TrackingPersistence::ImageAt(size_t events, std::mt19937_64* rng) const {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(clock_->mu);
   Replay replay(*this);
   for (size_t i = 0; i < events && i < events_.size(); ++i) replay.Step(i);
   return rng ? replay.WithRandomPending(*rng) : replay.image();
 }
 
+TrackingPersistence::Image TrackingPersistence::ImageAtTime(uint64_t time,
+                                                            std::mt19937_64* rng) const {
+  std::lock_guard lock(clock_->mu);
+  Replay replay(*this);
+  for (size_t i = 0; i < events_.size() && events_[i].time < time; ++i) replay.Step(i);
+  return rng ? replay.WithRandomPending(*rng) : replay.image();
+}
+
 void TrackingPersistence::ForEachPersistPoint(const std::function<void(size_t, const Image&)>& fn,
                                               std::mt19937_64* rng) const {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(clock_->mu);
   Replay replay(*this);
   auto emit = [&](size_t k) {
     if (rng) {

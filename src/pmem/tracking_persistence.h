@@ -12,12 +12,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "pmem/persistence.h"
+#include "util/crash_clock.h"
 
 namespace subito::pmem {
 
@@ -26,7 +28,10 @@ class TrackingPersistence final : public Persistence {
   static constexpr size_t kLineSize = 64;
   using Image = std::map<std::string, std::vector<uint8_t>>;
 
-  TrackingPersistence() = default;
+  // With a clock shared with other trackers, events of all of them share
+  // one order (ImageAtTime).
+  explicit TrackingPersistence(std::shared_ptr<CrashClock> clock = std::make_shared<CrashClock>())
+      : clock_(std::move(clock)) {}
   TrackingPersistence(const TrackingPersistence&) = delete;
   TrackingPersistence& operator=(const TrackingPersistence&) = delete;
 
@@ -47,6 +52,8 @@ class TrackingPersistence final : public Persistence {
 
   // The image left by a power cut after the first `events` events.
   Image ImageAt(size_t events, std::mt19937_64* rng = nullptr) const;
+  // The image left by a power cut when the shared clock read `time`.
+  Image ImageAtTime(uint64_t time, std::mt19937_64* rng = nullptr) const;
 
   // Calls fn(k, image) for every persist point: k = the event count just after
   // each fence, in order, plus the very end. With rng, each image also keeps a
@@ -63,6 +70,7 @@ class TrackingPersistence final : public Persistence {
     bool mapped;
   };
   struct Event {
+    uint64_t time;  // clock value
     bool fence;
     uint32_t thread;
     uint32_t region;
@@ -75,7 +83,7 @@ class TrackingPersistence final : public Persistence {
   void RecordLine(uint32_t region, uint64_t offset, uint32_t length);
   static uint32_t ThreadId();
 
-  mutable std::mutex mu_;
+  std::shared_ptr<CrashClock> clock_;  // its mutex guards everything below
   std::vector<Region> regions_;
   std::vector<Event> events_;
   size_t fences_ = 0;

@@ -110,7 +110,7 @@ class TrackingFile final : public File {
       : fs_(fs), path_(std::move(path)), node_(std::move(n)) {}
 
   Status Read(uint64_t offset, void* dst, size_t n) override {
-    std::lock_guard lock(fs_->mu_);
+    std::lock_guard lock(fs_->clock_->mu);
     if (offset + n > node_->current.size()) {
       return Status::Corruption(
           StrFormat("%s: read past the end of the file (truncated?)", path_.c_str()));
@@ -119,95 +119,102 @@ class TrackingFile final : public File {
     return Status::OK();
   }
   Status Write(uint64_t offset, const void* src, size_t n) override {
-    std::lock_guard lock(fs_->mu_);
+    std::lock_guard lock(fs_->clock_->mu);
     if (offset + n > node_->current.size()) node_->current.resize(offset + n);
     std::memcpy(node_->current.data() + offset, src, n);
     const auto* p = static_cast<const uint8_t*>(src);
-    node_->pending.push_back({offset, std::vector<uint8_t>(p, p + n)});
+    Record(TrackingFileSystem::Event::kWrite, offset, std::vector<uint8_t>(p, p + n));
     return Status::OK();
   }
   Status Sync() override {
-    std::lock_guard lock(fs_->mu_);
-    node_->synced = node_->current;
-    node_->pending.clear();
+    std::lock_guard lock(fs_->clock_->mu);
+    Record(TrackingFileSystem::Event::kSync, 0, {});
     ++fs_->syncs_;
     return Status::OK();
   }
   Status Extend(uint64_t size) override {
-    std::lock_guard lock(fs_->mu_);
-    if (size > node_->current.size()) node_->current.resize(size);
-    // The new length is metadata: like a real file system, it becomes
-    // durable with the next sync, which copies `current`.
+    std::lock_guard lock(fs_->clock_->mu);
+    if (size > node_->current.size()) {
+      node_->current.resize(size);
+      Record(TrackingFileSystem::Event::kExtend, size, {});
+    }
     return Status::OK();
   }
   uint64_t Size() const override {
-    std::lock_guard lock(fs_->mu_);
+    std::lock_guard lock(fs_->clock_->mu);
     return node_->current.size();
   }
   const std::string& path() const override { return path_; }
 
  private:
+  void Record(TrackingFileSystem::Event::Kind kind, uint64_t offset, std::vector<uint8_t> bytes) {
+    fs_->events_.push_back({fs_->clock_->next++, node_->index, kind, offset, std::move(bytes)});
+  }
   TrackingFileSystem* fs_;
   std::string path_;
   std::shared_ptr<TrackingFileSystem::Node> node_;
 };
 
 Result<std::unique_ptr<File>> TrackingFileSystem::Create(const std::string& path) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(clock_->mu);
   if (files_.count(path)) return Status::IOError("cannot create " + path + ": File exists");
   auto node = std::make_shared<Node>();
+  node->index = names_.size();
+  names_.push_back(path);
   files_[path] = node;
   return std::unique_ptr<File>(new TrackingFile(this, path, node));
 }
 
 Result<std::unique_ptr<File>> TrackingFileSystem::Open(const std::string& path) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(clock_->mu);
   auto it = files_.find(path);
   if (it == files_.end()) return Status::IOError("cannot open " + path + ": No such file");
   return std::unique_ptr<File>(new TrackingFile(this, path, it->second));
 }
 
 bool TrackingFileSystem::Exists(const std::string& path) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(clock_->mu);
   return files_.count(path) > 0;
 }
 
-TrackingFileSystem::Image TrackingFileSystem::CrashImage(uint64_t seed, bool keep_random) const {
-  std::lock_guard lock(mu_);
+TrackingFileSystem::Image TrackingFileSystem::ImageAtTime(uint64_t time, uint64_t seed,
+                                                          bool keep_random) const {
+  std::lock_guard lock(clock_->mu);
   std::mt19937_64 rng(seed);
-  Image image;
-  for (const auto& [path, node] : files_) {
-    std::vector<uint8_t> bytes = node->synced;
-    if (keep_random) {
-      for (const Pending& w : node->pending) {
-        if (rng() & 1) continue;
-        // Disks write whole 512-byte sectors or nothing.
-        for (uint64_t s = 0; s < w.bytes.size(); s += 512) {
-          if (rng() & 1) continue;
-          uint64_t n = std::min<uint64_t>(512, w.bytes.size() - s);
-          if (bytes.size() < w.offset + s + n) bytes.resize(w.offset + s + n);
-          std::memcpy(bytes.data() + w.offset + s, w.bytes.data() + s, n);
-        }
+  // Each file as of its last sync before `time`.
+  std::vector<uint64_t> last_sync(names_.size(), 0);
+  std::vector<bool> synced(names_.size(), false);
+  for (const Event& e : events_) {
+    if (e.time >= time) break;
+    if (e.kind == Event::kSync) {
+      last_sync[e.file] = e.time;
+      synced[e.file] = true;
+    }
+  }
+  std::vector<std::vector<uint8_t>> bytes(names_.size());
+  for (const Event& e : events_) {
+    if (e.time >= time) break;
+    std::vector<uint8_t>& b = bytes[e.file];
+    const bool durable = synced[e.file] && e.time < last_sync[e.file];
+    if (e.kind == Event::kExtend) {
+      if (durable && b.size() < e.offset) b.resize(e.offset);
+    } else if (e.kind == Event::kWrite) {
+      for (uint64_t s = 0; s < e.bytes.size(); s += 512) {
+        // Unsynced: each 512-byte sector independently, if asked to.
+        if (!durable && (!keep_random || (rng() & 1))) continue;
+        uint64_t n = std::min<uint64_t>(512, e.bytes.size() - s);
+        if (b.size() < e.offset + s + n) b.resize(e.offset + s + n);
+        std::memcpy(b.data() + e.offset + s, e.bytes.data() + s, n);
       }
     }
-    image[path] = std::move(bytes);
   }
+  Image image;
+  for (size_t i = 0; i < names_.size(); ++i) image[names_[i]] = std::move(bytes[i]);
   return image;
 }
 
-void TrackingFileSystem::Restore(const Image& image) {
-  std::lock_guard lock(mu_);
-  files_.clear();
-  for (const auto& [path, bytes] : image) {
-    auto node = std::make_shared<Node>();
-    node->current = bytes;
-    node->synced = bytes;
-    files_[path] = node;
-  }
-}
-
 uint64_t TrackingFileSystem::syncs() const {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(clock_->mu);
   return syncs_;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "subito/status.h"
+#include "util/crash_clock.h"
 
 namespace subito {
 
@@ -43,35 +44,43 @@ class FileSystem {
 // must then be 4 KiB aligned.
 FileSystem* PosixFileSystem(bool direct_io = false);
 
-// Tests: files live in memory. Each file keeps its synced bytes and the
-// writes since its last Sync; CrashImage() returns the synced bytes only
-// (optionally with a random subset of unsynced writes applied, as a disk
-// may have written some of them).
+// Tests: files live in memory, and every write, extension and sync is
+// recorded on a CrashClock (shared with other trackers if given), so the
+// bytes a power cut at any instant leaves can be rebuilt: each file as of
+// its last sync before that instant (optionally plus a random subset of the
+// 512-byte sectors written since, as a disk may have written some of them).
 class TrackingFileSystem final : public FileSystem {
  public:
+  explicit TrackingFileSystem(std::shared_ptr<CrashClock> clock = std::make_shared<CrashClock>())
+      : clock_(std::move(clock)) {}
   Result<std::unique_ptr<File>> Create(const std::string& path) override;
   Result<std::unique_ptr<File>> Open(const std::string& path) override;
   bool Exists(const std::string& path) override;
 
   using Image = std::map<std::string, std::vector<uint8_t>>;
-  Image CrashImage(uint64_t random_seed = 0, bool keep_random_unsynced = false) const;
-  // Replaces every file's content with `image` (all of it synced).
-  void Restore(const Image& image);
+  Image ImageAtTime(uint64_t time, uint64_t seed = 0, bool keep_random_unsynced = false) const;
+  Image CrashImage(uint64_t seed = 0, bool keep_random_unsynced = false) const {
+    return ImageAtTime(UINT64_MAX, seed, keep_random_unsynced);
+  }
   uint64_t syncs() const;
 
  private:
   friend class TrackingFile;
-  struct Pending {
-    uint64_t offset;
+  struct Node {
+    size_t index;
+    std::vector<uint8_t> current;  // what reads see
+  };
+  struct Event {
+    uint64_t time;
+    size_t file;
+    enum Kind { kWrite, kExtend, kSync } kind;
+    uint64_t offset;  // write offset, or the new size for kExtend
     std::vector<uint8_t> bytes;
   };
-  struct Node {
-    std::vector<uint8_t> current;  // what reads see
-    std::vector<uint8_t> synced;   // what survives a crash
-    std::vector<Pending> pending;  // writes since the last sync, in order
-  };
-  mutable std::mutex mu_;
+  std::shared_ptr<CrashClock> clock_;  // its mutex guards everything below
   std::map<std::string, std::shared_ptr<Node>> files_;
+  std::vector<std::string> names_;  // by Node::index
+  std::vector<Event> events_;
   uint64_t syncs_ = 0;
 };
 

@@ -67,7 +67,7 @@ class TrackingFileSystem final : public FileSystem {
  private:
   friend class TrackingFile;
   struct Node {
-    size_t index;
+    size_t index = 0;
     std::vector<uint8_t> current;  // what reads see
   };
   struct Event {

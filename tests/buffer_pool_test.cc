@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "buffer/mtr.h"
+#include "buffer/page_recovery.h"
 #include "test_util.h"
 #include "util/coding.h"
 
@@ -54,13 +55,7 @@ class Stack {
     return pool->AddSpace(space.get());
   }
   // Repairs torn pages and redoes the log from its checkpoint.
-  Status Recover() {
-    auto repaired = dwb->Repair([this](uint32_t id) { return pool->Space(id); });
-    if (!repaired.ok()) return repaired.status();
-    return log->ForEachRecoveredRecord([this](const log::LogRecordView& r) {
-      return r.type == kRecordPageEdits ? RedoPageEdits(pool.get(), r) : Status::OK();
-    });
-  }
+  Status Recover() { return RecoverPages(pool.get(), dwb.get()).status(); }
   void Close(bool flush) {
     if (flush && pool) {
       EXPECT_TRUE(pool->FlushAll().ok());
@@ -273,6 +268,50 @@ TEST(BufferPool, RedoRebuildsChangesThatNeverReachedThePageFiles) {
   ExpectPoolMatches(st.pool.get(), model);
   st.Close(true);
   ExpectFilesMatch(dir.path(), model);
+}
+
+TEST(BufferPool, TheCheckpointStaysWhileHeld) {
+  test::ScratchDir dir;
+  Stack st(dir.path(), 64 * kPs, 4096 + (1 << 20), /*cleaners=*/0);
+  ASSERT_TRUE(st.Open().ok());
+  auto pages = MakePages(st.pool.get(), 5);
+  for (uint32_t i = 0; i < 50; ++i) ASSERT_TRUE(SetValue(st.pool.get(), pages[i % 5], i, i).ok());
+  const log::Lsn before = st.log->checkpoint_lsn();
+  st.pool->HoldCheckpoint();  // as RecoverPages does during redo
+  ASSERT_TRUE(st.pool->FlushAll().ok());
+  EXPECT_EQ(st.log->checkpoint_lsn(), before);
+  st.pool->ReleaseCheckpoint();
+  ASSERT_TRUE(st.pool->Checkpoint().ok());
+  EXPECT_GT(st.log->checkpoint_lsn(), before);
+  st.Close(true);
+}
+
+TEST(BufferPool, AMtrThatCannotBeLoggedLeavesNoTraceInItsPages) {
+  test::ScratchDir dir;
+  Stack st(dir.path(), 64 * kPs, 4096 + 64 * 1024);
+  ASSERT_TRUE(st.Open().ok());
+  auto pages = MakePages(st.pool.get(), 24);
+  ASSERT_TRUE(st.pool->FlushAll().ok());
+  std::vector<std::vector<uint8_t>> before;
+  std::vector<PageHandle> handles;
+  Mtr mtr(st.pool.get());
+  std::vector<uint8_t> junk(kPs - 64, 0xEE);
+  for (uint32_t p : pages) {  // 24 x 4 KiB of edits: more than the 64 KiB log can take
+    auto h = st.pool->Fetch({1, p}, Latch::kExclusive);
+    ASSERT_TRUE(h.ok());
+    before.emplace_back(h->data(), h->data() + kPs);
+    handles.push_back(std::move(*h));
+    mtr.Write(handles.back(), 64, junk.data(), static_cast<uint32_t>(junk.size()));
+  }
+  auto r = mtr.Commit();
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsInvalidArgument()) << r.status().ToString();
+  for (size_t i = 0; i < handles.size(); ++i) {
+    EXPECT_EQ(std::vector<uint8_t>(handles[i].data(), handles[i].data() + kPs), before[i]);
+  }
+  handles.clear();
+  EXPECT_EQ(st.pool->stats().dirty, 0u);
+  st.Close(true);
 }
 
 TEST(BufferPool, BadSettingsAreRefused) {

@@ -67,6 +67,36 @@ TEST_P(DoubleWriteTest, RepairsATornInPlaceWrite) {
   EXPECT_EQ(buf, v2);
 }
 
+TEST_P(DoubleWriteTest, ATornSpaceHeaderPageDoesNotBlockOpeningAndIsRepaired) {
+  std::vector<uint8_t> h0(kPs);
+  ASSERT_TRUE(space_->ReadPage(0, h0.data()).ok());
+  std::vector<uint8_t> v2 = h0;
+  v2[page::kSpaceMetaOffset] = 0x5A;  // a meta change, as upper layers make
+  page::SetPageLsn(v2.data(), 300);
+  page::SealPage(v2.data(), kPs);
+  {
+    auto dw = Open();
+    ASSERT_TRUE(dw.ok());
+    ASSERT_TRUE((*dw)->WriteBatch({{3, 0, 300, v2.data()}}).ok());
+  }
+  std::vector<uint8_t> torn = h0;
+  std::memcpy(torn.data(), v2.data(), 64);  // the new header made it, the new meta did not
+  ASSERT_TRUE(space_->WritePage(0, torn.data()).ok());
+  space_.reset();
+  auto reopened = page::SpaceFile::Open(PosixFileSystem(), dir_.Sub("s.sbt"));
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  space_ = std::move(*reopened);
+  std::vector<uint8_t> buf(kPs);
+  EXPECT_TRUE(space_->ReadPage(0, buf.data()).IsCorruption());
+  auto dw = Open();
+  ASSERT_TRUE(dw.ok());
+  auto repaired = Repair(**dw);
+  ASSERT_TRUE(repaired.ok());
+  EXPECT_EQ(*repaired, 1u);
+  ASSERT_TRUE(space_->ReadPage(0, buf.data()).ok());
+  EXPECT_EQ(buf, v2);
+}
+
 TEST_P(DoubleWriteTest, NeverReplacesANewerPage) {
   auto v2 = MakePage(2, 200, 0x22), v3 = MakePage(2, 300, 0x33);
   auto dw = Open();

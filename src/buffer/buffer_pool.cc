@@ -277,14 +277,14 @@ Result<PageHandle> BufferPool::Allocate(uint32_t space_id) {
   return Fetch({space_id, *no}, Latch::kExclusive);
 }
 
-void BufferPool::MarkDirty(PageHandle& page, log::Lsn start, log::Lsn end) {
-  page::SetPageLsn(page.data(), end);
+void BufferPool::MarkDirtyFrame(uint32_t frame, uint8_t* data, log::Lsn start, log::Lsn end) {
+  page::SetPageLsn(data, end);
   std::lock_guard lock(mu_);
-  Frame& f = *frames_[page.frame_];
+  Frame& f = *frames_[frame];
   if (!f.dirty) {
     f.dirty = true;
     f.oldest_lsn = start;
-    flush_list_.insert({start, page.frame_});
+    flush_list_.insert({start, frame});
   }
 }
 
@@ -305,6 +305,9 @@ Status BufferPool::LogFreeCheck() {
   const uint64_t limit = log_->capacity() / 4 * 3;
   for (int spins = 0; log_->reserved_lsn() - log_->checkpoint_lsn() > limit; ++spins) {
     OnLogFull();
+    // Write the oldest pages here too: there may be no cleaner thread, and
+    // this thread holds no latch.
+    SUBITO_RETURN_IF_ERROR(CleanBatch());
     SUBITO_RETURN_IF_ERROR(Checkpoint());
     if (log_->reserved_lsn() - log_->checkpoint_lsn() <= limit) break;
     std::this_thread::sleep_for(std::chrono::microseconds(spins < 100 ? 50 : 1000));
@@ -401,6 +404,7 @@ Status BufferPool::CleanBatch() {
 
 Status BufferPool::Checkpoint() {
   std::lock_guard serial(flush_mu_);
+  if (checkpoint_holds_.load() > 0) return Status::OK();
   // C1. The order of the reads matters: any change that starts after the
   // first read appends at or after `bound`; any change that started before
   // is in active_changes_, or its page is in the flush list (read last).

@@ -90,6 +90,7 @@ class PageHandle {
 
  private:
   friend class BufferPool;
+  friend class Mtr;
   BufferPool* pool_ = nullptr;
   uint32_t frame_ = 0;
   PageId id_;
@@ -116,7 +117,10 @@ class BufferPool {
 
   // Used by Mtr: the page (exclusively latched) now holds a change logged at
   // [start, end).
-  void MarkDirty(PageHandle& page, log::Lsn start, log::Lsn end);
+  void MarkDirty(PageHandle& page, log::Lsn start, log::Lsn end) {
+    MarkDirtyFrame(page.frame_, page.data(), start, end);
+  }
+  void MarkDirtyFrame(uint32_t frame, uint8_t* data, log::Lsn start, log::Lsn end);
   uint64_t BeginChange();
   void EndChange(uint64_t token);
   // Waits, holding no latch, until the log has room for a Mtr.
@@ -129,6 +133,10 @@ class BufferPool {
   Status FlushAll();
   // Advances the log checkpoint as far as C1 allows.
   Status Checkpoint();
+  // While held, the checkpoint does not move (recovery: pages being redone
+  // are not all in the flush list yet). Nests.
+  void HoldCheckpoint() { checkpoint_holds_.fetch_add(1); }
+  void ReleaseCheckpoint() { checkpoint_holds_.fetch_sub(1); }
 
   BufferPoolStats stats() const;
   uint32_t page_size() const { return options_.page_size; }
@@ -171,6 +179,7 @@ class BufferPool {
   bool urgent_ = false;  // guarded by cleaner_mu_
   std::vector<std::thread> cleaners_;
 
+  std::atomic<int> checkpoint_holds_{0};
   std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, foreground_flushes_{0},
       checkpoints_{0};
 };

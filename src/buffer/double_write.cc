@@ -1,5 +1,6 @@
 #include "buffer/double_write.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -148,6 +149,11 @@ Result<uint32_t> DoubleWrite::Repair(const std::function<page::SpaceFile*(uint32
     const uint32_t space_id = DecodeFixed32(e), page_no = DecodeFixed32(e + 4);
     page::SpaceFile* space = space_of(space_id);
     if (space == nullptr) continue;
+    // The image must be the page the entry names (P1), whatever the crcs say.
+    if (page::IsZeroPage(img, page_size_) ||
+        !page::CheckPage(img, page_size_, space_id, page_no, "double-write slot").ok()) {
+      continue;
+    }
     st = space->EnsurePages(page_no + 1);
     if (!st.ok()) break;
     Status in_place = space->ReadPage(page_no, cur);
@@ -163,32 +169,64 @@ Result<uint32_t> DoubleWrite::Repair(const std::function<page::SpaceFile*(uint32
   return repaired;
 }
 
+// Both backends are created under a temporary name, formatted durably, and
+// renamed into place (then the directory is synced): a crash during creation
+// never leaves a half-formatted area under the real name.
+
 Result<std::unique_ptr<DoubleWrite>> DoubleWrite::OpenPm(const std::string& path,
                                                          uint32_t page_size, uint32_t slots,
                                                          pmem::Persistence* persistence) {
-  bool fresh = ::access(path.c_str(), F_OK) != 0;
-  auto f = fresh ? pmem::PmFile::Create(path, DoubleWriteFileSize(page_size, slots))
-                 : pmem::PmFile::Open(path);
+  const uint64_t size = DoubleWriteFileSize(page_size, slots);
+  if (!PosixFileSystem()->Exists(path)) {
+    const std::string tmp = path + ".tmp";
+    std::remove(tmp.c_str());
+    {
+      auto f = pmem::PmFile::Create(tmp, size);
+      if (!f.ok()) return f.status();
+      pmem::Persistence* p = (*f)->DefaultPersistence();  // creation is not a crash point
+      PmDoubleWrite fresh(std::move(*f), p, page_size, slots);
+      SUBITO_RETURN_IF_ERROR(fresh.Init(true));
+    }
+    SUBITO_RETURN_IF_ERROR(PosixFileSystem()->Rename(tmp, path));
+    SUBITO_RETURN_IF_ERROR(PosixFileSystem()->SyncDirOf(path));
+  }
+  auto f = pmem::PmFile::Open(path);
   if (!f.ok()) return f.status();
-  if ((*f)->size() != DoubleWriteFileSize(page_size, slots)) {
-    return Status::InvalidArgument(StrFormat(
+  if ((*f)->size() != size) {
+    return Status::Corruption(StrFormat(
         "%s: %zu bytes, expected %llu for %u slots of %u bytes (truncated?)", path.c_str(),
-        (*f)->size(), static_cast<unsigned long long>(DoubleWriteFileSize(page_size, slots)), slots,
-        page_size));
+        (*f)->size(), static_cast<unsigned long long>(size), slots, page_size));
   }
   pmem::Persistence* p = persistence ? persistence : (*f)->DefaultPersistence();
   auto dw = std::make_unique<PmDoubleWrite>(std::move(*f), p, page_size, slots);
-  SUBITO_RETURN_IF_ERROR(dw->Init(fresh));
+  SUBITO_RETURN_IF_ERROR(dw->Init(false));
   return std::unique_ptr<DoubleWrite>(std::move(dw));
 }
 
 Result<std::unique_ptr<DoubleWrite>> DoubleWrite::OpenFile(FileSystem* fs, const std::string& path,
                                                            uint32_t page_size, uint32_t slots) {
-  bool fresh = !fs->Exists(path);
-  auto f = fresh ? fs->Create(path) : fs->Open(path);
+  const uint64_t size = DoubleWriteFileSize(page_size, slots);
+  if (!fs->Exists(path)) {
+    const std::string tmp = path + ".tmp";
+    {
+      auto f = fs->Exists(tmp) ? fs->Open(tmp) : fs->Create(tmp);
+      if (!f.ok()) return f.status();
+      FileDoubleWrite fresh(std::move(*f), page_size, slots);
+      SUBITO_RETURN_IF_ERROR(fresh.Init(true));
+    }
+    SUBITO_RETURN_IF_ERROR(fs->Rename(tmp, path));
+    SUBITO_RETURN_IF_ERROR(fs->SyncDirOf(path));
+  }
+  auto f = fs->Open(path);
   if (!f.ok()) return f.status();
+  if ((*f)->Size() != size) {
+    return Status::Corruption(
+        StrFormat("%s: %llu bytes, expected %llu for %u slots of %u bytes (truncated?)",
+                  path.c_str(), static_cast<unsigned long long>((*f)->Size()),
+                  static_cast<unsigned long long>(size), slots, page_size));
+  }
   auto dw = std::make_unique<FileDoubleWrite>(std::move(*f), page_size, slots);
-  SUBITO_RETURN_IF_ERROR(dw->Init(fresh));
+  SUBITO_RETURN_IF_ERROR(dw->Init(false));
   return std::unique_ptr<DoubleWrite>(std::move(dw));
 }
 

@@ -1,7 +1,7 @@
 #include "buffer/mtr.h"
 
 #include <algorithm>
-#include <cassert>
+#include <cstdlib>
 #include <cstring>
 
 #include "page/page_format.h"
@@ -11,7 +11,12 @@
 namespace subito::buffer {
 
 void Mtr::Write(PageHandle& page, uint32_t offset, const void* src, uint32_t n) {
-  assert(page.latch() == Latch::kExclusive && offset + n <= pool_->page_size());
+  // Programmer errors, checked in every build: a write outside the page or
+  // without the exclusive latch would corrupt memory or race with readers.
+  if (page.latch() != Latch::kExclusive || uint64_t{offset} + n > pool_->page_size()) {
+    std::abort();
+  }
+  before_.push_back({page.data(), offset, {page.data() + offset, page.data() + offset + n}});
   std::memcpy(page.data() + offset, src, n);
   uint8_t h[12];
   EncodeFixed32(h, page.id().space);
@@ -21,7 +26,10 @@ void Mtr::Write(PageHandle& page, uint32_t offset, const void* src, uint32_t n) 
   payload_.insert(payload_.end(), h, h + sizeof h);
   const auto* p = static_cast<const uint8_t*>(src);
   payload_.insert(payload_.end(), p, p + n);
-  if (std::find(edits_.begin(), edits_.end(), &page) == edits_.end()) edits_.push_back(&page);
+  if (std::none_of(edits_.begin(), edits_.end(),
+                   [&](const PageRef& r) { return r.frame == page.frame_; })) {
+    edits_.push_back({page.frame_, page.data()});
+  }
 }
 
 Result<log::AppendResult> Mtr::Commit() {
@@ -30,11 +38,16 @@ Result<log::AppendResult> Mtr::Commit() {
   Result<log::AppendResult> r = pool_->log()->Append(kRecordPageEdits, payload_.data(),
                                                      static_cast<uint32_t>(payload_.size()));
   if (r.ok()) {
-    for (PageHandle* page : edits_) pool_->MarkDirty(*page, r->start, r->end);
+    for (const PageRef& p : edits_) pool_->MarkDirtyFrame(p.frame, p.data, r->start, r->end);
+  } else {
+    for (auto it = before_.rbegin(); it != before_.rend(); ++it) {
+      std::memcpy(it->data + it->offset, it->bytes.data(), it->bytes.size());
+    }
   }
   pool_->EndChange(token);
   edits_.clear();
   payload_.clear();
+  before_.clear();
   return r;
 }
 

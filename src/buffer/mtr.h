@@ -31,19 +31,32 @@ class Mtr {
   Mtr(const Mtr&) = delete;
   Mtr& operator=(const Mtr&) = delete;
 
-  // Writes n bytes at offset of the page (which must be exclusively latched
-  // by the caller until Commit returns) and records the edit.
+  // Writes n bytes at offset of the page (which must stay exclusively
+  // latched by the caller until Commit returns) and records the edit.
   void Write(PageHandle& page, uint32_t offset, const void* src, uint32_t n);
   bool empty() const { return edits_.empty(); }
   // Appends the record, stamps every edited page's page_lsn with its end and
   // marks them dirty. Does not wait for durability (a transaction commit
-  // does, once, for all its Mtrs).
+  // does, once, for all its Mtrs). If the record cannot be appended, every
+  // edit is undone in the pages: no page ever holds an unlogged change.
   Result<log::AppendResult> Commit();
 
  private:
+  // What the Mtr keeps of a page: its frame and bytes, which stay put while
+  // the caller holds the latch, even if the PageHandle object itself moves.
+  struct PageRef {
+    uint32_t frame;
+    uint8_t* data;
+  };
+  struct Before {
+    uint8_t* data;
+    uint32_t offset;
+    std::vector<uint8_t> bytes;
+  };
   BufferPool* const pool_;
   std::vector<uint8_t> payload_;
-  std::vector<PageHandle*> edits_;  // one per distinct page
+  std::vector<PageRef> edits_;  // one per distinct page
+  std::vector<Before> before_;  // restored if the record cannot be logged
 };
 
 // Recovery: applies a kRecordPageEdits record to its pages where their

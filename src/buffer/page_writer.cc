@@ -15,6 +15,7 @@ Status PageWriter::Write(const std::vector<PageImage>& batch,
         StrFormat("page write batch of %zu pages exceeds %u", batch.size(), max_batch()));
   }
   std::lock_guard lock(mu_);
+  if (!failed_.ok()) return failed_;
   uint64_t max_lsn = 0;
   for (const PageImage& p : batch) max_lsn = std::max(max_lsn, p.page_lsn);
   // 1. WAL (P2).
@@ -28,13 +29,22 @@ Status PageWriter::Write(const std::vector<PageImage>& batch,
   if (dwb_) SUBITO_RETURN_IF_ERROR(dwb_->WriteBatch(batch));
   // 3. In place, then 4. sync.
   std::set<page::SpaceFile*> touched;
+  Status st;
   for (const PageImage& p : batch) {
     page::SpaceFile* space = space_of(p.space_id);
     if (space == nullptr) continue;  // dropped meanwhile
-    SUBITO_RETURN_IF_ERROR(space->WritePage(p.page_no, p.data));
+    st = space->WritePage(p.page_no, p.data);
+    if (!st.ok()) break;
     touched.insert(space);
   }
-  for (page::SpaceFile* s : touched) SUBITO_RETURN_IF_ERROR(s->Sync());
+  for (page::SpaceFile* s : touched) {
+    if (!st.ok()) break;
+    st = s->Sync();
+  }
+  if (!st.ok()) {
+    failed_ = st;
+    return st;
+  }
   pages_.fetch_add(batch.size(), std::memory_order_relaxed);
   batches_.fetch_add(1, std::memory_order_relaxed);
   return Status::OK();

@@ -38,6 +38,10 @@ class PageWriter {
   log::RedoLog* const log_;
   DoubleWrite* const dwb_;
   std::mutex mu_;
+  // After a failure past the double-write step, pages may be written in
+  // place without a sync; reusing the slots would break D2. Every later
+  // batch fails with the first error (an I/O error on data files is fatal).
+  Status failed_;  // guarded by mu_
   std::atomic<uint64_t> pages_{0}, batches_{0};
 };
 

@@ -33,6 +33,7 @@ namespace subito::page {
 inline constexpr size_t kSpaceMetaOffset = 128;
 inline constexpr size_t kSpaceMetaSize = 256;
 inline constexpr uint32_t kExtendPages = 16;
+inline constexpr uint32_t kMaxPages = 1u << 28;  // 4 TiB of 16 KiB pages per space
 
 struct SpaceIoStats {
   uint64_t pages_read = 0, pages_written = 0, bytes_read = 0, bytes_written = 0;

@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "util/strings.h"
@@ -21,6 +23,8 @@ class PosixFile final : public File {
  public:
   PosixFile(std::string path, int fd, uint64_t size)
       : path_(std::move(path)), fd_(fd), size_(size) {}
+  PosixFile(const PosixFile&) = delete;
+  PosixFile& operator=(const PosixFile&) = delete;
   ~PosixFile() override { ::close(fd_); }
 
   Status Read(uint64_t offset, void* dst, size_t n) override {
@@ -48,7 +52,9 @@ class PosixFile final : public File {
       if (w <= 0) return Errno("write", path_);
       done += static_cast<size_t>(w);
     }
-    if (offset + n > size_) size_ = offset + n;
+    uint64_t cur = size_.load(std::memory_order_relaxed);
+    while (offset + n > cur && !size_.compare_exchange_weak(cur, offset + n)) {
+    }
     return Status::OK();
   }
   Status Sync() override {
@@ -56,18 +62,20 @@ class PosixFile final : public File {
     return Status::OK();
   }
   Status Extend(uint64_t size) override {
-    if (size <= size_) return Status::OK();
+    if (size <= Size()) return Status::OK();
     if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) return Errno("extend", path_);
-    size_ = size;
+    uint64_t cur = size_.load(std::memory_order_relaxed);
+    while (size > cur && !size_.compare_exchange_weak(cur, size)) {
+    }
     return Status::OK();
   }
-  uint64_t Size() const override { return size_; }
+  uint64_t Size() const override { return size_.load(std::memory_order_acquire); }
   const std::string& path() const override { return path_; }
 
  private:
   const std::string path_;
   const int fd_;
-  uint64_t size_;
+  std::atomic<uint64_t> size_;  // read by readers while writers grow the file
 };
 
 class PosixFs final : public FileSystem {
@@ -78,6 +86,20 @@ class PosixFs final : public FileSystem {
   }
   Result<std::unique_ptr<File>> Open(const std::string& path) override { return OpenWith(path, 0); }
   bool Exists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
+  Status SyncDirOf(const std::string& path) override {
+    const std::string parent = std::filesystem::path(path).parent_path().string();
+    const std::string dir = parent.empty() ? std::string(1, '.') : parent;
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return Errno("cannot open directory", dir);
+    int rc = ::fsync(fd);
+    ::close(fd);
+    if (rc != 0) return Errno("fsync of directory", dir);
+    return Status::OK();
+  }
+  Status Rename(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) return Errno("cannot rename", from);
+    return Status::OK();
+  }
 
  private:
   Result<std::unique_ptr<File>> OpenWith(const std::string& path, int extra) {
@@ -211,6 +233,16 @@ TrackingFileSystem::Image TrackingFileSystem::ImageAtTime(uint64_t time, uint64_
   Image image;
   for (size_t i = 0; i < names_.size(); ++i) image[names_[i]] = std::move(bytes[i]);
   return image;
+}
+
+Status TrackingFileSystem::Rename(const std::string& from, const std::string& to) {
+  std::lock_guard lock(clock_->mu);
+  auto it = files_.find(from);
+  if (it == files_.end()) return Status::IOError("cannot rename " + from + ": No such file");
+  files_[to] = it->second;
+  names_[it->second->index] = to;
+  files_.erase(it);
+  return Status::OK();
 }
 
 uint64_t TrackingFileSystem::syncs() const {

@@ -37,6 +37,9 @@ class FileSystem {
   virtual Result<std::unique_ptr<File>> Create(const std::string& path) = 0;
   virtual Result<std::unique_ptr<File>> Open(const std::string& path) = 0;
   virtual bool Exists(const std::string& path) = 0;
+  // Makes the directory entry of `path` durable (fsync of its directory).
+  virtual Status SyncDirOf(const std::string& path) = 0;
+  virtual Status Rename(const std::string& from, const std::string& to) = 0;
 };
 
 // pread/pwrite/fdatasync. With direct_io, O_DIRECT is asked for and dropped
@@ -56,6 +59,8 @@ class TrackingFileSystem final : public FileSystem {
   Result<std::unique_ptr<File>> Create(const std::string& path) override;
   Result<std::unique_ptr<File>> Open(const std::string& path) override;
   bool Exists(const std::string& path) override;
+  Status SyncDirOf(const std::string&) override { return Status::OK(); }
+  Status Rename(const std::string& from, const std::string& to) override;
 
   using Image = std::map<std::string, std::vector<uint8_t>>;
   Image ImageAtTime(uint64_t time, uint64_t seed = 0, bool keep_random_unsynced = false) const;

@@ -32,6 +32,28 @@ void Mtr::Write(PageHandle& page, uint32_t offset, const void* src, uint32_t n) 
   }
 }
 
+void Mtr::WriteDiff(PageHandle& page, const uint8_t* image) {
+  const uint32_t ps = pool_->page_size();
+  const uint8_t* cur = page.data();
+  // Bytes [0, 4) are the crc (computed at write time), [8, 16) the page_lsn
+  // (set by Commit): never logged as edits.
+  auto skip = [](uint32_t i) { return i < 4 || (i >= 8 && i < 16); };
+  for (uint32_t i = 0; i < ps;) {
+    if (skip(i) || cur[i] == image[i]) {
+      ++i;
+      continue;
+    }
+    // Extend over short equal gaps: one edit header costs 12 bytes.
+    uint32_t end = i + 1, last_diff = i;
+    while (end < ps && !skip(end) && end - last_diff <= 12) {
+      if (cur[end] != image[end]) last_diff = end;
+      ++end;
+    }
+    Write(page, i, image + i, last_diff + 1 - i);
+    i = last_diff + 1;
+  }
+}
+
 Result<log::AppendResult> Mtr::Commit() {
   if (edits_.empty()) return Status::InvalidArgument("empty mini-transaction");
   const uint64_t token = pool_->BeginChange();

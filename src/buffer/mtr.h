@@ -34,6 +34,10 @@ class Mtr {
   // Writes n bytes at offset of the page (which must stay exclusively
   // latched by the caller until Commit returns) and records the edit.
   void Write(PageHandle& page, uint32_t offset, const void* src, uint32_t n);
+  // Makes the page equal to `image` (page-size bytes), logging only the
+  // byte ranges that differ (the page header's crc and page_lsn are left
+  // alone). Lets callers build a new page in scratch memory.
+  void WriteDiff(PageHandle& page, const uint8_t* image);
   bool empty() const { return edits_.empty(); }
   // Appends the record, stamps every edited page's page_lsn with its end and
   // marks them dirty. Does not wait for durability (a transaction commit

@@ -1,0 +1,96 @@
+// BTree: a B+-tree in one space, keys and values as byte strings, keys
+// ordered by memcmp (see key_encoding.h). Rows live in the leaves; leaves
+// are linked both ways for scans.
+//
+// Every change is one mini-transaction (buffer/mtr.h): a split rewrites the
+// node, its new sibling, the sibling links and the parent in ONE log record,
+// so a crash leaves the whole split or none of it. The root never moves (a
+// root split moves the root's records into two new children), so the root
+// page number, kept in the space header's meta area, is written once.
+//
+// Stage (docs/architecture.md): concurrent readers share a tree latch and
+// writers hold it exclusively; empty leaves are unlinked and their
+// separators removed, while underfull non-empty nodes are not yet merged and
+// freed pages are not yet reused; a record must fit in a quarter page
+// (overflow pages come next).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "buffer/buffer_pool.h"
+#include "buffer/mtr.h"
+
+namespace subito::btree {
+
+enum class SeekMode { kFirst, kLast, kGE, kGT, kLE, kLT };
+
+class BTree {
+ public:
+  // Makes a new, empty tree in a space that has no tree yet.
+  static Result<std::unique_ptr<BTree>> Create(buffer::BufferPool* pool, uint32_t space_id);
+  static Result<std::unique_ptr<BTree>> Open(buffer::BufferPool* pool, uint32_t space_id);
+
+  Result<std::optional<std::string>> Get(std::string_view key);
+  // Inserts, or replaces the value of an existing key.
+  Status Put(std::string_view key, std::string_view value);
+  // Returns false if the key was absent.
+  Result<bool> Delete(std::string_view key);
+  // Largest key + value a record may hold.
+  uint32_t max_record() const;
+  uint32_t root() const { return root_; }
+
+  class Cursor;
+
+ private:
+  BTree(buffer::BufferPool* pool, uint32_t space_id, uint32_t root)
+      : pool_(pool), space_(space_id), root_(root) {}
+  struct Entry {
+    std::string key, value;
+  };
+  Result<buffer::PageHandle> Fetch(uint32_t page_no, buffer::Latch latch);
+  // Root-to-leaf page numbers for key.
+  Result<std::vector<uint32_t>> Path(std::string_view key);
+  Status InsertAt(std::vector<uint32_t> path, Entry entry);
+  Status RemoveEmptyLeaf(std::vector<uint32_t> path, uint32_t prev, uint32_t next, buffer::Mtr& mtr,
+                         std::vector<buffer::PageHandle>& held);
+
+  buffer::BufferPool* const pool_;
+  const uint32_t space_;
+  const uint32_t root_;
+  std::shared_mutex latch_;  // readers shared, writers exclusive (this stage)
+  friend class Cursor;
+};
+
+// A position in the tree. It holds no latch between calls: each call
+// re-checks its leaf and, if the leaf changed meanwhile, re-seeks from the
+// last key, so it stays correct under concurrent inserts and deletes.
+class BTree::Cursor {
+ public:
+  explicit Cursor(BTree* tree) : tree_(tree) {}
+  Status Seek(SeekMode mode, std::string_view key = {});
+  Status Next();
+  Status Prev();
+  bool Valid() const { return valid_; }
+  const std::string& key() const { return key_; }
+  const std::string& value() const { return value_; }
+
+ private:
+  Status SeekLocked(SeekMode mode, std::string_view key);
+  Status Load(const uint8_t* page, uint16_t slot);
+  Status Step(bool forward);
+
+  BTree* const tree_;
+  bool valid_ = false;
+  uint32_t leaf_ = 0;
+  uint16_t slot_ = 0;
+  uint64_t leaf_lsn_ = 0;
+  std::string key_, value_;
+};
+
+}  // namespace subito::btree

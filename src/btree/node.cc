@@ -1,0 +1,187 @@
+#include "btree/node.h"
+
+#include <cstring>
+#include <vector>
+
+#include "page/page_format.h"
+#include "util/coding.h"
+#include "util/strings.h"
+
+namespace subito::btree {
+
+int CompareKeys(std::string_view a, std::string_view b) {
+  const size_t n = std::min(a.size(), b.size());
+  int c = n ? std::memcmp(a.data(), b.data(), n) : 0;
+  if (c != 0) return c;
+  return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
+}
+
+uint16_t NodeView::Get16(uint32_t off) const {
+  return DecodeFixed16(p_ + off);
+}
+void NodeView::Put16(uint32_t off, uint16_t v) {
+  EncodeFixed16(p_ + off, v);
+}
+
+void NodeView::Init(uint32_t space_id, uint32_t page_no, uint16_t level) {
+  page::InitPage(p_, ps_, level == 0 ? page::kPageBtreeLeaf : page::kPageBtreeInternal, space_id,
+                 page_no);
+  Put16(32, level);
+  Put16(34, 0);
+  Put16(36, static_cast<uint16_t>(ps_ == 65536 ? 0 : ps_));
+  Put16(38, 0);
+}
+
+uint16_t NodeView::level() const {
+  return Get16(32);
+}
+uint16_t NodeView::count() const {
+  return Get16(34);
+}
+uint32_t NodeView::prev() const {
+  return DecodeFixed32(p_ + 40);
+}
+uint32_t NodeView::next() const {
+  return DecodeFixed32(p_ + 44);
+}
+uint32_t NodeView::leftmost() const {
+  return DecodeFixed32(p_ + 48);
+}
+void NodeView::set_prev(uint32_t v) {
+  EncodeFixed32(p_ + 40, v);
+}
+void NodeView::set_next(uint32_t v) {
+  EncodeFixed32(p_ + 44, v);
+}
+void NodeView::set_leftmost(uint32_t v) {
+  EncodeFixed32(p_ + 48, v);
+}
+
+std::string_view NodeView::Key(uint16_t i) const {
+  const uint16_t off = Slot(i);
+  return {reinterpret_cast<const char*>(p_ + off + 4), Get16(off)};
+}
+
+std::string_view NodeView::Value(uint16_t i) const {
+  const uint16_t off = Slot(i);
+  return {reinterpret_cast<const char*>(p_ + off + 4 + Get16(off)), Get16(off + 2)};
+}
+
+uint32_t NodeView::Child(uint16_t i) const {
+  return DecodeFixed32(Value(i).data());
+}
+
+Status NodeView::Check(const std::string& where) const {
+  auto bad = [&](const std::string& what) {
+    return Status::Corruption(where + ": B-tree node " + what);
+  };
+  const uint32_t n = count(), heap = Get16(36) == 0 && ps_ == 65536 ? ps_ : Get16(36);
+  if (page::TypeOf(p_) != page::kPageBtreeLeaf && page::TypeOf(p_) != page::kPageBtreeInternal) {
+    return bad("has the wrong page type");
+  }
+  if (kNodeHeaderEnd + 2 * n > heap || heap > ps_) return bad("has an impossible slot count");
+  std::string_view last;
+  for (uint16_t i = 0; i < n; ++i) {
+    const uint32_t off = Slot(i);
+    if (off < heap || off + 4 > ps_) return bad(StrFormat("slot %u points outside the heap", i));
+    const uint32_t len = 4u + Get16(off) + Get16(off + 2);
+    if (off + len > ps_) return bad(StrFormat("record %u runs past the page", i));
+    if (!leaf() && Get16(off + 2) != 4) return bad(StrFormat("child pointer %u is malformed", i));
+    if (i > 0 && CompareKeys(last, Key(i)) >= 0) return bad("keys are out of order");
+    last = Key(i);
+  }
+  return Status::OK();
+}
+
+uint16_t NodeView::LowerBound(std::string_view key) const {
+  uint16_t lo = 0, hi = count();
+  while (lo < hi) {
+    uint16_t mid = static_cast<uint16_t>((lo + hi) / 2);
+    if (CompareKeys(Key(mid), key) < 0) {
+      lo = static_cast<uint16_t>(mid + 1);
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+uint16_t NodeView::UpperBound(std::string_view key) const {
+  uint16_t lo = 0, hi = count();
+  while (lo < hi) {
+    uint16_t mid = static_cast<uint16_t>((lo + hi) / 2);
+    if (CompareKeys(Key(mid), key) <= 0) {
+      lo = static_cast<uint16_t>(mid + 1);
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+uint32_t NodeView::ChildFor(std::string_view key) const {
+  const uint16_t i = UpperBound(key);
+  return i == 0 ? leftmost() : Child(static_cast<uint16_t>(i - 1));
+}
+
+uint32_t NodeView::UsedBytes() const {
+  uint32_t used = 2u * count();
+  for (uint16_t i = 0; i < count(); ++i) used += 4u + Get16(Slot(i)) + Get16(Slot(i) + 2);
+  return used;
+}
+
+void NodeView::Compact() {
+  std::vector<uint8_t> heap;
+  const uint16_t n = count();
+  std::vector<uint16_t> offs(n);
+  uint32_t top = ps_;
+  std::vector<uint8_t> copy(p_, p_ + ps_);
+  for (uint16_t i = 0; i < n; ++i) {
+    const uint16_t off = Slot(i);
+    const uint32_t len =
+        4u + DecodeFixed16(copy.data() + off) + DecodeFixed16(copy.data() + off + 2);
+    top -= len;
+    std::memcpy(p_ + top, copy.data() + off, len);
+    Put16(kNodeHeaderEnd + 2 * i, static_cast<uint16_t>(top));
+  }
+  Put16(36, static_cast<uint16_t>(top));
+  Put16(38, 0);
+  std::memset(p_ + kNodeHeaderEnd + 2 * n, 0, top - (kNodeHeaderEnd + 2 * n));
+}
+
+bool NodeView::Insert(uint16_t i, std::string_view key, std::string_view value) {
+  const uint32_t len = 4u + static_cast<uint32_t>(key.size() + value.size());
+  const uint16_t n = count();
+  uint32_t heap = Get16(36);
+  uint32_t free_bytes = heap - (kNodeHeaderEnd + 2u * n);
+  if (free_bytes < len + 2) {
+    if (free_bytes + Get16(38) < len + 2) return false;
+    Compact();
+    heap = Get16(36);
+  }
+  const uint32_t off = heap - len;
+  Put16(off, static_cast<uint16_t>(key.size()));
+  Put16(off + 2, static_cast<uint16_t>(value.size()));
+  std::memcpy(p_ + off + 4, key.data(), key.size());
+  std::memcpy(p_ + off + 4 + key.size(), value.data(), value.size());
+  uint8_t* slots = p_ + kNodeHeaderEnd;
+  std::memmove(slots + 2 * (i + 1), slots + 2 * i, 2u * (n - i));
+  Put16(kNodeHeaderEnd + 2 * i, static_cast<uint16_t>(off));
+  Put16(34, static_cast<uint16_t>(n + 1));
+  Put16(36, static_cast<uint16_t>(off));
+  return true;
+}
+
+void NodeView::Remove(uint16_t i) {
+  const uint16_t n = count();
+  const uint16_t off = Slot(i);
+  const uint32_t len = 4u + Get16(off) + Get16(off + 2);
+  std::memset(p_ + off, 0, len);  // no stale bytes left in the page
+  uint8_t* slots = p_ + kNodeHeaderEnd;
+  std::memmove(slots + 2 * i, slots + 2 * (i + 1), 2u * (n - i - 1));
+  Put16(kNodeHeaderEnd + 2 * (n - 1), 0);
+  Put16(34, static_cast<uint16_t>(n - 1));
+  Put16(38, static_cast<uint16_t>(Get16(38) + len));
+}
+
+}  // namespace subito::btree

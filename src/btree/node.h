@@ -1,0 +1,79 @@
+// B+-tree node pages: a slotted page on top of the common page header.
+//
+//   +32 u16 level        0 = leaf
+//   +34 u16 count        records (slots)
+//   +36 u16 heap_start   records occupy [heap_start, page_size)
+//   +38 u16 garbage      bytes of removed records inside the heap
+//   +40 u32 prev         leaf: left sibling page (0: none)
+//   +44 u32 next         leaf: right sibling page (0: none)
+//   +48 u32 leftmost     internal: child for keys below the first key
+//   +52 u8[12] reserved
+//   +64 u16 slots[count] record offsets, in key order
+//   record: u16 key_len, u16 value_len, key, value
+//           (internal nodes: value = u32 child page number)
+//
+// Keys are memcomparable byte strings (key_encoding.h) compared with
+// memcmp, shorter-is-smaller on a common prefix. NodeView works on page
+// bytes (usually a scratch copy later logged with Mtr::WriteDiff); reading a
+// damaged node is bounds-checked by Check().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "subito/status.h"
+
+namespace subito::btree {
+
+inline constexpr uint32_t kNodeHeaderEnd = 64;
+
+int CompareKeys(std::string_view a, std::string_view b);
+
+class NodeView {
+ public:
+  NodeView(uint8_t* page, uint32_t page_size) : p_(page), ps_(page_size) {}
+
+  // Formats an empty node (page header fields included).
+  void Init(uint32_t space_id, uint32_t page_no, uint16_t level);
+  // Bounds of every slot and record (the page came from disk).
+  Status Check(const std::string& where) const;
+
+  uint16_t level() const;
+  uint16_t count() const;
+  bool leaf() const { return level() == 0; }
+  uint32_t prev() const;
+  uint32_t next() const;
+  uint32_t leftmost() const;
+  void set_prev(uint32_t v);
+  void set_next(uint32_t v);
+  void set_leftmost(uint32_t v);
+
+  std::string_view Key(uint16_t i) const;
+  std::string_view Value(uint16_t i) const;
+  uint32_t Child(uint16_t i) const;  // internal nodes
+  // First slot whose key is >= key (count() if none).
+  uint16_t LowerBound(std::string_view key) const;
+  // First slot whose key is > key.
+  uint16_t UpperBound(std::string_view key) const;
+  // The child to follow for `key` in an internal node.
+  uint32_t ChildFor(std::string_view key) const;
+
+  // Inserts at slot i; false if the record does not fit even after
+  // compaction.
+  bool Insert(uint16_t i, std::string_view key, std::string_view value);
+  void Remove(uint16_t i);
+  uint32_t UsedBytes() const;  // slots + live records
+  uint32_t Capacity() const { return ps_ - kNodeHeaderEnd; }
+
+ private:
+  uint16_t Get16(uint32_t off) const;
+  void Put16(uint32_t off, uint16_t v);
+  uint16_t Slot(uint16_t i) const { return Get16(kNodeHeaderEnd + 2 * i); }
+  void Compact();
+
+  uint8_t* p_;
+  uint32_t ps_;
+};
+
+}  // namespace subito::btree

@@ -245,6 +245,15 @@ Status TrackingFileSystem::Rename(const std::string& from, const std::string& to
   return Status::OK();
 }
 
+std::vector<uint64_t> TrackingFileSystem::TimesAfterWrites() const {
+  std::lock_guard lock(clock_->mu);
+  std::vector<uint64_t> times;
+  for (const Event& e : events_) {
+    if (e.kind == Event::kWrite) times.push_back(e.time + 1);
+  }
+  return times;
+}
+
 uint64_t TrackingFileSystem::syncs() const {
   std::lock_guard lock(clock_->mu);
   return syncs_;

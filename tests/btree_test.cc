@@ -181,6 +181,37 @@ TEST(BTree, RandomOperationsMatchAMap) {
   h.Close(true);
 }
 
+TEST(BTree, MergedAndFreedPagesAreReused) {
+  test::ScratchDir dir;
+  Harness h(dir.path(), 64);
+  ASSERT_TRUE(h.Open(true).ok());
+  Model m;
+  auto key = [](uint32_t range, uint32_t i) {
+    return KeyEncoder().Unsigned(range, 1).Unsigned(i, 4).Release();
+  };
+  const std::string v(100, 'v');
+  for (uint32_t i = 0; i < 3000; ++i) {
+    ASSERT_TRUE(h.tree->Put(key(1, i), v).ok());
+    m[key(1, i)] = v;
+  }
+  const uint32_t pages_full = h.space->page_count();
+  for (uint32_t i = 0; i < 3000; ++i) {  // 90% gone: leaves underfull, merged, freed
+    if (i % 10 == 0) continue;
+    ASSERT_TRUE(*h.tree->Delete(key(1, i)));
+    m.erase(key(1, i));
+  }
+  ExpectScansMatch(*h.tree, m);
+  for (uint32_t i = 0; i < 2700; ++i) {  // as much data again, elsewhere in the key space
+    ASSERT_TRUE(h.tree->Put(key(2, i), v).ok());
+    m[key(2, i)] = v;
+  }
+  ExpectScansMatch(*h.tree, m);
+  // Without merging and reuse the space would need ~90% more pages.
+  EXPECT_LT(h.space->page_count(), pages_full + pages_full / 5)
+      << "before: " << pages_full << " pages";
+  h.Close(true);
+}
+
 TEST(BTree, ChangesSurviveACrashThroughRedo) {
   test::ScratchDir dir;
   Model m;

@@ -1,6 +1,8 @@
 #include "btree/btree.h"
 
 #include <cstring>
+#include <deque>
+#include <map>
 
 #include "btree/node.h"
 #include "page/space_file.h"
@@ -18,6 +20,9 @@ constexpr char kTreeMagic[4] = {'B', 'T', 'R', 'E'};
 // In the space header meta: magic, root page.
 constexpr uint32_t kMetaMagic = page::kSpaceMetaOffset;
 constexpr uint32_t kMetaRoot = page::kSpaceMetaOffset + 4;
+constexpr uint32_t kMetaFreeHead = page::kSpaceMetaOffset + 8;  // first free page, 0: none
+// A free page: page header (type kPageFree), then the next free page.
+constexpr uint32_t kFreeNext = page::kPageHeaderSize;
 
 std::string ChildValue(uint32_t child) {
   std::string v(4, '\0');
@@ -109,36 +114,108 @@ Status BTree::Put(std::string_view key, std::string_view value) {
   return InsertAt(std::move(*path), {std::string(key), std::string(value)});
 }
 
+// One write operation: the pages it holds (latched exclusively until the
+// Mtr commits, each latched once however often it is touched) and its Mtr.
+// New nodes come from the space's free-page list when it has any.
+class BTree::Op {
+ public:
+  explicit Op(BTree* t) : t_(t), ps_(t->pool_->page_size()), mtr_(t->pool_) {}
+
+  // A node page of the tree (checked), or with node=false any page (the
+  // space header, a free page).
+  Result<PageHandle*> Page(uint32_t page_no, bool node = true) {
+    auto it = by_page_.find(page_no);
+    if (it != by_page_.end()) return it->second;
+    Result<PageHandle> h = node ? t_->Fetch(page_no, Latch::kExclusive)
+                                : t_->pool_->Fetch({t_->space_, page_no}, Latch::kExclusive);
+    if (!h.ok()) return h.status();
+    return Keep(std::move(*h));
+  }
+  std::vector<uint8_t> Image(PageHandle* h) const { return {h->data(), h->data() + ps_}; }
+  void Put(PageHandle* h, const std::vector<uint8_t>& img) { mtr_.WriteDiff(*h, img.data()); }
+
+  // A page for a new node (its image is the caller's to write).
+  Result<PageHandle*> NewPage() {
+    Result<PageHandle*> meta = Page(0, false);
+    if (!meta.ok()) return meta.status();
+    const uint32_t head = DecodeFixed32((*meta)->data() + kMetaFreeHead);
+    if (head != 0) {
+      Result<PageHandle*> h = Page(head, false);
+      if (!h.ok()) return h.status();
+      if (page::TypeOf((*h)->data()) != page::kPageFree) {
+        return Status::Corruption(
+            StrFormat("space %u page %u is on the free list but is not free", t_->space_, head));
+      }
+      uint8_t next[4];
+      std::memcpy(next, (*h)->data() + kFreeNext, 4);
+      mtr_.Write(**meta, kMetaFreeHead, next, 4);
+      return h;
+    }
+    Result<PageHandle> h = t_->pool_->Allocate(t_->space_);
+    if (!h.ok()) return h.status();
+    return Keep(std::move(*h));
+  }
+
+  // Puts a page (no longer referenced by the tree) on the free list.
+  Status Free(uint32_t page_no) {
+    Result<PageHandle*> meta = Page(0, false);
+    if (!meta.ok()) return meta.status();
+    Result<PageHandle*> h = Page(page_no, false);
+    if (!h.ok()) return h.status();
+    std::vector<uint8_t> img(ps_);
+    page::InitPage(img.data(), ps_, page::kPageFree, t_->space_, page_no);
+    std::memcpy(img.data() + kFreeNext, (*meta)->data() + kMetaFreeHead, 4);
+    Put(*h, img);
+    uint8_t head[4];
+    EncodeFixed32(head, page_no);
+    mtr_.Write(**meta, kMetaFreeHead, head, 4);
+    return Status::OK();
+  }
+
+  Status Commit() { return mtr_.empty() ? Status::OK() : mtr_.Commit().status(); }
+  uint32_t page_size() const { return ps_; }
+
+ private:
+  PageHandle* Keep(PageHandle h) {
+    const uint32_t no = h.id().page_no;
+    held_.push_back(std::move(h));
+    by_page_[no] = &held_.back();
+    return &held_.back();
+  }
+  BTree* const t_;
+  const uint32_t ps_;
+  Mtr mtr_;
+  std::deque<PageHandle> held_;  // stable addresses
+  std::map<uint32_t, PageHandle*> by_page_;
+};
+
 // Inserts entry into the node at the end of path, splitting upward as
 // needed; everything in one Mtr.
 Status BTree::InsertAt(std::vector<uint32_t> path, Entry entry) {
-  const uint32_t ps = pool_->page_size();
-  Mtr mtr(pool_);
-  std::vector<PageHandle> held;  // latched until the Mtr commits
-  held.reserve(3 * path.size() + 3);
+  Op op(this);
+  const uint32_t ps = op.page_size();
   bool replacing = true;   // the first level may replace an existing key
   uint32_t new_child = 0;  // internal levels: the right half created below
   while (!path.empty()) {
     const uint32_t page_no = path.back();
     path.pop_back();
-    Result<PageHandle> h = Fetch(page_no, Latch::kExclusive);
-    if (!h.ok()) return h.status();
-    held.push_back(std::move(*h));
-    PageHandle& node_h = held.back();
-    std::vector<uint8_t> img(node_h.data(), node_h.data() + ps);
+    Result<PageHandle*> node_h = op.Page(page_no);
+    if (!node_h.ok()) return node_h.status();
+    std::vector<uint8_t> img = op.Image(*node_h);
     NodeView n(img.data(), ps);
     uint16_t i = n.LowerBound(entry.key);
     if (replacing && i < n.count() && n.Key(i) == entry.key) n.Remove(i);
     replacing = false;
     std::string value = new_child ? ChildValue(new_child) : entry.value;
     if (n.Insert(i, entry.key, value)) {
-      mtr.WriteDiff(node_h, img.data());
-      return mtr.Commit().status();
+      op.Put(*node_h, img);
+      return op.Commit();
     }
     // Split: all entries in order, cut in two halves by bytes.
     std::vector<Entry> all;
-    for (uint16_t k = 0; k < n.count(); ++k)
+    for (uint16_t k = 0; k < n.count(); ++k) {
       all.push_back({std::string(n.Key(k)), std::string(n.Value(k))});
+    }
     all.insert(all.begin() + i, Entry{entry.key, value});
     size_t total = 0, half = 0, cut = 0;
     for (auto& e : all) total += e.key.size() + e.value.size() + 6;
@@ -149,7 +226,6 @@ Status BTree::InsertAt(std::vector<uint32_t> path, Entry entry) {
     }
     if (cut == 0) cut = 1;
     const uint16_t level = n.level();
-    const bool is_root = page_no == root_;
     auto fill = [&](NodeView& dst, size_t from, size_t to) {
       for (size_t k = from; k < to; ++k) {
         if (!dst.Insert(dst.count(), all[k].key, all[k].value)) return false;
@@ -160,39 +236,36 @@ Status BTree::InsertAt(std::vector<uint32_t> path, Entry entry) {
     // right node's leftmost.
     const size_t right_from = level == 0 ? cut : cut + 1;
     std::string separator = all[cut].key;
-    Result<PageHandle> rh = pool_->Allocate(space_);
-    if (!rh.ok()) return rh.status();
-    held.push_back(std::move(*rh));
-    PageHandle& right_h = held.back();
-    const uint32_t right_no = right_h.id().page_no;
+    Result<PageHandle*> right_h = op.NewPage();
+    if (!right_h.ok()) return right_h.status();
+    const uint32_t right_no = (*right_h)->id().page_no;
     std::vector<uint8_t> rimg(ps);
     NodeView r(rimg.data(), ps);
     r.Init(space_, right_no, level);
     if (level > 0) r.set_leftmost(DecodeFixed32(all[cut].value.data()));
     if (!fill(r, right_from, all.size())) return Status::Corruption("B-tree split overflow");
-    if (is_root) {
+    if (page_no == root_) {
       // The root keeps its page: its left half goes to a new page too.
-      Result<PageHandle> lh = pool_->Allocate(space_);
-      if (!lh.ok()) return lh.status();
-      held.push_back(std::move(*lh));
-      PageHandle& left_h = held.back();
+      Result<PageHandle*> left_h = op.NewPage();
+      if (!left_h.ok()) return left_h.status();
+      const uint32_t left_no = (*left_h)->id().page_no;
       std::vector<uint8_t> limg(ps);
       NodeView l(limg.data(), ps);
-      l.Init(space_, left_h.id().page_no, level);
+      l.Init(space_, left_no, level);
       if (level > 0) l.set_leftmost(n.leftmost());
       if (!fill(l, 0, cut)) return Status::Corruption("B-tree split overflow");
       if (level == 0) {
         l.set_next(right_no);
-        r.set_prev(left_h.id().page_no);
+        r.set_prev(left_no);
       }
       NodeView root(img.data(), ps);
       root.Init(space_, root_, static_cast<uint16_t>(level + 1));
-      root.set_leftmost(left_h.id().page_no);
+      root.set_leftmost(left_no);
       root.Insert(0, separator, ChildValue(right_no));
-      mtr.WriteDiff(left_h, limg.data());
-      mtr.WriteDiff(right_h, rimg.data());
-      mtr.WriteDiff(node_h, img.data());
-      return mtr.Commit().status();
+      op.Put(*left_h, limg);
+      op.Put(*right_h, rimg);
+      op.Put(*node_h, img);
+      return op.Commit();
     }
     std::vector<uint8_t> left(ps);
     NodeView l(left.data(), ps);
@@ -206,16 +279,15 @@ Status BTree::InsertAt(std::vector<uint32_t> path, Entry entry) {
       r.set_prev(page_no);
       r.set_next(old_next);
       if (old_next != 0) {
-        Result<PageHandle> nh = Fetch(old_next, Latch::kExclusive);
+        Result<PageHandle*> nh = op.Page(old_next);
         if (!nh.ok()) return nh.status();
-        held.push_back(std::move(*nh));
-        std::vector<uint8_t> nimg(held.back().data(), held.back().data() + ps);
+        std::vector<uint8_t> nimg = op.Image(*nh);
         NodeView(nimg.data(), ps).set_prev(right_no);
-        mtr.WriteDiff(held.back(), nimg.data());
+        op.Put(*nh, nimg);
       }
     }
-    mtr.WriteDiff(node_h, left.data());
-    mtr.WriteDiff(right_h, rimg.data());
+    op.Put(*node_h, left);
+    op.Put(*right_h, rimg);
     entry.key = std::move(separator);
     new_child = right_no;
   }
@@ -227,43 +299,107 @@ Result<bool> BTree::Delete(std::string_view key) {
   std::unique_lock tree(latch_);
   Result<std::vector<uint32_t>> path = Path(key);
   if (!path.ok()) return path.status();
-  const uint32_t ps = pool_->page_size();
-  Mtr mtr(pool_);
-  std::vector<PageHandle> held;
-  held.reserve(3 * path->size() + 3);
-  Result<PageHandle> h = Fetch(path->back(), Latch::kExclusive);
-  if (!h.ok()) return h.status();
-  held.push_back(std::move(*h));
-  std::vector<uint8_t> img(held.back().data(), held.back().data() + ps);
+  Op op(this);
+  const uint32_t ps = op.page_size();
+  Result<PageHandle*> leaf = op.Page(path->back());
+  if (!leaf.ok()) return leaf.status();
+  std::vector<uint8_t> img = op.Image(*leaf);
   NodeView n(img.data(), ps);
   const uint16_t i = n.LowerBound(key);
   if (i >= n.count() || n.Key(i) != key) return false;
   n.Remove(i);
-  mtr.WriteDiff(held.back(), img.data());
-  if (n.count() == 0 && path->size() > 1) {
-    SUBITO_RETURN_IF_ERROR(RemoveEmptyLeaf(std::move(*path), n.prev(), n.next(), mtr, held));
+  op.Put(*leaf, img);
+  if (path->size() > 1 && n.UsedBytes() < n.Capacity() / 4) {
+    SUBITO_RETURN_IF_ERROR(Rebalance(op, std::move(*path)));
   }
-  SUBITO_RETURN_IF_ERROR(mtr.Commit().status());
+  SUBITO_RETURN_IF_ERROR(op.Commit());
   return true;
 }
 
-// Unlinks the empty node at the end of path from its siblings (leaves) and
-// removes its entry from the parent, upward while parents empty out. The
-// page itself is abandoned (no free-page reuse yet).
-Status BTree::RemoveEmptyLeaf(std::vector<uint32_t> path, uint32_t prev, uint32_t next, Mtr& mtr,
-                              std::vector<PageHandle>& held) {
-  const uint32_t ps = pool_->page_size();
+// The leaf at the end of path is underfull (or empty). Merge it with a
+// sibling under the same parent when both fit in 3/4 of a page; an empty
+// leaf with no such sibling is unlinked and its parent entry removed, upward
+// while parents empty out. Freed pages go to the free list; a root left with
+// a single child takes that child's place (the tree gets lower).
+Status BTree::Rebalance(Op& op, std::vector<uint32_t> path) {
+  const uint32_t ps = op.page_size();
+  const uint32_t leaf_no = path.back();
+  path.pop_back();
+  const uint32_t parent_no = path.back();
+  Result<PageHandle*> ph = op.Page(parent_no);
+  if (!ph.ok()) return ph.status();
+  std::vector<uint8_t> pimg = op.Image(*ph);
+  NodeView parent(pimg.data(), ps);
+  // Position of the leaf among the parent's children: -1 is leftmost.
+  int pos = -2;
+  if (parent.leftmost() == leaf_no) pos = -1;
+  for (uint16_t k = 0; k < parent.count() && pos == -2; ++k) {
+    if (parent.Child(k) == leaf_no) pos = k;
+  }
+  if (pos == -2) return Status::Corruption("B-tree parent does not point to its child");
+  // The pair to merge: left absorbs right; the parent entry of right goes.
+  uint32_t left_no, right_no;
+  uint16_t right_entry;
+  if (pos >= 0) {
+    left_no = pos == 0 ? parent.leftmost() : parent.Child(static_cast<uint16_t>(pos - 1));
+    right_no = leaf_no;
+    right_entry = static_cast<uint16_t>(pos);
+  } else if (parent.count() > 0) {
+    left_no = leaf_no;
+    right_no = parent.Child(0);
+    right_entry = 0;
+  } else {
+    left_no = right_no = 0;  // an only child
+    right_entry = 0;
+  }
+  if (left_no != 0) {
+    Result<PageHandle*> lh = op.Page(left_no);
+    if (!lh.ok()) return lh.status();
+    Result<PageHandle*> rh = op.Page(right_no);
+    if (!rh.ok()) return rh.status();
+    std::vector<uint8_t> limg = op.Image(*lh), rimg = op.Image(*rh);
+    NodeView l(limg.data(), ps), r(rimg.data(), ps);
+    if (l.leaf() && r.leaf() && l.UsedBytes() + r.UsedBytes() <= l.Capacity() / 4 * 3) {
+      for (uint16_t k = 0; k < r.count(); ++k) {
+        if (!l.Insert(l.count(), r.Key(k), r.Value(k))) return Status::Corruption("merge overflow");
+      }
+      l.set_next(r.next());
+      if (r.next() != 0) {
+        Result<PageHandle*> nh = op.Page(r.next());
+        if (!nh.ok()) return nh.status();
+        std::vector<uint8_t> nimg = op.Image(*nh);
+        NodeView(nimg.data(), ps).set_prev(left_no);
+        op.Put(*nh, nimg);
+      }
+      op.Put(*lh, limg);
+      parent.Remove(right_entry);
+      op.Put(*ph, pimg);
+      SUBITO_RETURN_IF_ERROR(op.Free(right_no));
+      return CollapseRoot(op);
+    }
+  }
+  // No merge. Only an empty leaf needs more: unlink it and remove it upward.
+  Result<PageHandle*> self = op.Page(leaf_no);
+  if (!self.ok()) return self.status();
+  NodeView me((*self)->data(), ps);
+  if (me.count() > 0) return Status::OK();
+  path.push_back(leaf_no);
+  return RemoveEmptyLeaf(op, std::move(path), me.prev(), me.next());
+}
+
+// Unlinks the empty leaf at the end of path from its siblings and removes
+// its entry from the parent, upward while parents empty out; frees them.
+Status BTree::RemoveEmptyLeaf(Op& op, std::vector<uint32_t> path, uint32_t prev, uint32_t next) {
+  const uint32_t ps = op.page_size();
   auto edit = [&](uint32_t page_no, const auto& change) -> Status {
-    Result<PageHandle> h = Fetch(page_no, Latch::kExclusive);
+    Result<PageHandle*> h = op.Page(page_no);
     if (!h.ok()) return h.status();
-    held.push_back(std::move(*h));
-    std::vector<uint8_t> img(held.back().data(), held.back().data() + ps);
+    std::vector<uint8_t> img = op.Image(*h);
     NodeView v(img.data(), ps);
     change(v);
-    mtr.WriteDiff(held.back(), img.data());
+    op.Put(*h, img);
     return Status::OK();
   };
-  // The leaf itself is already latched by the caller: its links come in.
   uint32_t gone = path.back();
   path.pop_back();
   if (prev) SUBITO_RETURN_IF_ERROR(edit(prev, [&](NodeView& v) { v.set_next(next); }));
@@ -293,10 +429,38 @@ Status BTree::RemoveEmptyLeaf(std::vector<uint32_t> path, uint32_t prev, uint32_
         }
       }
     }));
-    if (!parent_empty) return Status::OK();
+    SUBITO_RETURN_IF_ERROR(op.Free(gone));
+    if (!parent_empty) return CollapseRoot(op);
     gone = parent;
   }
   return Status::OK();
+}
+
+// While the root is an internal node with a single child, the child's
+// content moves into the root page and the child is freed.
+Status BTree::CollapseRoot(Op& op) {
+  const uint32_t ps = op.page_size();
+  for (;;) {
+    Result<PageHandle*> rh = op.Page(root_);
+    if (!rh.ok()) return rh.status();
+    NodeView root((*rh)->data(), ps);
+    if (root.leaf() || root.count() > 0) return Status::OK();
+    const uint32_t only = root.leftmost();
+    Result<PageHandle*> ch = op.Page(only);
+    if (!ch.ok()) return ch.status();
+    std::vector<uint8_t> img = op.Image(*ch);
+    NodeView child(img.data(), ps);
+    std::vector<uint8_t> rimg(ps);
+    NodeView nr(rimg.data(), ps);
+    nr.Init(space_, root_, child.level());
+    nr.set_leftmost(child.leftmost());  // the root has no siblings
+    for (uint16_t k = 0; k < child.count(); ++k) {
+      if (!nr.Insert(k, child.Key(k), child.Value(k)))
+        return Status::Corruption("collapse overflow");
+    }
+    op.Put(*rh, rimg);
+    SUBITO_RETURN_IF_ERROR(op.Free(only));
+  }
 }
 
 // ---- Cursor ----
@@ -364,7 +528,9 @@ Status BTree::Cursor::Step(bool forward) {
   if (!valid_) return Status::InvalidArgument("cursor is not positioned");
   std::shared_lock tree(tree_->latch_);
   const uint32_t ps = tree_->pool_->page_size();
-  Result<PageHandle> h = tree_->Fetch(leaf_, Latch::kShared);
+  // Raw fetch: the leaf may have been merged away and freed (or reused)
+  // since; its page_lsn then differs, and nothing else of it is trusted.
+  Result<PageHandle> h = tree_->pool_->Fetch({tree_->space_, leaf_}, Latch::kShared);
   if (!h.ok()) return h.status();
   if (page::PageLsn(h->data()) != leaf_lsn_) {
     // The leaf changed since we were here: find our place again by key.

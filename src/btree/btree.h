@@ -8,11 +8,14 @@
 // root split moves the root's records into two new children), so the root
 // page number, kept in the space header's meta area, is written once.
 //
+// Space: a leaf under a quarter full is merged with a sibling under the same
+// parent when both fit in 3/4 of a page; an emptied leaf is unlinked and its
+// entry removed upward; a root with one child takes that child's place.
+// Freed pages go on a free list in the space header and are reused first.
+//
 // Stage (docs/architecture.md): concurrent readers share a tree latch and
-// writers hold it exclusively; empty leaves are unlinked and their
-// separators removed, while underfull non-empty nodes are not yet merged and
-// freed pages are not yet reused; a record must fit in a quarter page
-// (overflow pages come next).
+// writers hold it exclusively; internal nodes are not merged (only removed
+// when empty); a record must fit in a quarter page (overflow pages next).
 #pragma once
 
 #include <cstdint>
@@ -56,9 +59,11 @@ class BTree {
   Result<buffer::PageHandle> Fetch(uint32_t page_no, buffer::Latch latch);
   // Root-to-leaf page numbers for key.
   Result<std::vector<uint32_t>> Path(std::string_view key);
+  class Op;
   Status InsertAt(std::vector<uint32_t> path, Entry entry);
-  Status RemoveEmptyLeaf(std::vector<uint32_t> path, uint32_t prev, uint32_t next, buffer::Mtr& mtr,
-                         std::vector<buffer::PageHandle>& held);
+  Status Rebalance(Op& op, std::vector<uint32_t> path);
+  Status RemoveEmptyLeaf(Op& op, std::vector<uint32_t> path, uint32_t prev, uint32_t next);
+  Status CollapseRoot(Op& op);
 
   buffer::BufferPool* const pool_;
   const uint32_t space_;

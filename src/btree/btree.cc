@@ -23,6 +23,15 @@ constexpr uint32_t kMetaRoot = page::kSpaceMetaOffset + 4;
 constexpr uint32_t kMetaFreeHead = page::kSpaceMetaOffset + 8;  // first free page, 0: none
 // A free page: page header (type kPageFree), then the next free page.
 constexpr uint32_t kFreeNext = page::kPageHeaderSize;
+// Leaf values start with a tag: inline bytes follow, or a reference to a
+// chain of overflow pages (u32 total length, u32 first page).
+constexpr char kInline = 0, kOverflow = 1;
+constexpr uint32_t kOverflowRefSize = 9;
+// An overflow page: page header (type kPageOverflow), u32 next page (0:
+// last), u32 bytes used, data.
+constexpr uint32_t kOverflowNext = page::kPageHeaderSize;
+constexpr uint32_t kOverflowLen = page::kPageHeaderSize + 4;
+constexpr uint32_t kOverflowData = page::kPageHeaderSize + 8;
 
 std::string ChildValue(uint32_t child) {
   std::string v(4, '\0');
@@ -31,88 +40,6 @@ std::string ChildValue(uint32_t child) {
 }
 
 }  // namespace
-
-Result<std::unique_ptr<BTree>> BTree::Create(buffer::BufferPool* pool, uint32_t space_id) {
-  SUBITO_RETURN_IF_ERROR(pool->LogFreeCheck());
-  Result<PageHandle> header = pool->Fetch({space_id, 0}, Latch::kExclusive);
-  if (!header.ok()) return header.status();
-  if (std::memcmp(header->data() + kMetaMagic, kTreeMagic, 4) == 0) {
-    return Status::InvalidArgument(StrFormat("space %u already holds a B-tree", space_id));
-  }
-  Result<PageHandle> root = pool->Allocate(space_id);
-  if (!root.ok()) return root.status();
-  const uint32_t ps = pool->page_size();
-  std::vector<uint8_t> img(ps);
-  NodeView(img.data(), ps).Init(space_id, root->id().page_no, 0);
-  Mtr mtr(pool);
-  mtr.WriteDiff(*root, img.data());
-  uint8_t meta[8];
-  std::memcpy(meta, kTreeMagic, 4);
-  EncodeFixed32(meta + 4, root->id().page_no);
-  mtr.Write(*header, kMetaMagic, meta, sizeof meta);
-  SUBITO_RETURN_IF_ERROR(mtr.Commit().status());
-  return std::unique_ptr<BTree>(new BTree(pool, space_id, root->id().page_no));
-}
-
-Result<std::unique_ptr<BTree>> BTree::Open(buffer::BufferPool* pool, uint32_t space_id) {
-  Result<PageHandle> header = pool->Fetch({space_id, 0}, Latch::kShared);
-  if (!header.ok()) return header.status();
-  if (std::memcmp(header->data() + kMetaMagic, kTreeMagic, 4) != 0) {
-    return Status::NotFound(StrFormat("space %u holds no B-tree", space_id));
-  }
-  return std::unique_ptr<BTree>(
-      new BTree(pool, space_id, DecodeFixed32(header->data() + kMetaRoot)));
-}
-
-uint32_t BTree::max_record() const {
-  return pool_->page_size() / 4 - 8;
-}
-
-Result<PageHandle> BTree::Fetch(uint32_t page_no, Latch latch) {
-  Result<PageHandle> h = pool_->Fetch({space_, page_no}, latch);
-  if (!h.ok()) return h;
-  SUBITO_RETURN_IF_ERROR(NodeView(h->data(), pool_->page_size())
-                             .Check(StrFormat("space %u page %u", space_, page_no)));
-  return h;
-}
-
-Result<std::vector<uint32_t>> BTree::Path(std::string_view key) {
-  std::vector<uint32_t> path{root_};
-  for (int depth = 0;; ++depth) {
-    Result<PageHandle> h = Fetch(path.back(), Latch::kShared);
-    if (!h.ok()) return h.status();
-    NodeView n(h->data(), pool_->page_size());
-    if (n.leaf()) return path;
-    if (depth > 64) return Status::Corruption("B-tree deeper than 64 levels (a cycle?)");
-    path.push_back(n.ChildFor(key));
-  }
-}
-
-Result<std::optional<std::string>> BTree::Get(std::string_view key) {
-  std::shared_lock tree(latch_);
-  Result<std::vector<uint32_t>> path = Path(key);
-  if (!path.ok()) return path.status();
-  Result<PageHandle> leaf = Fetch(path->back(), Latch::kShared);
-  if (!leaf.ok()) return leaf.status();
-  NodeView n(leaf->data(), pool_->page_size());
-  const uint16_t i = n.LowerBound(key);
-  if (i < n.count() && n.Key(i) == key) return std::optional<std::string>(std::string(n.Value(i)));
-  return std::optional<std::string>();
-}
-
-Status BTree::Put(std::string_view key, std::string_view value) {
-  if (key.size() + value.size() > max_record()) {
-    return Status::NotSupported(
-        StrFormat("record of %zu bytes exceeds %u (overflow pages are "
-                  "not implemented yet)",
-                  key.size() + value.size(), max_record()));
-  }
-  SUBITO_RETURN_IF_ERROR(pool_->LogFreeCheck());
-  std::unique_lock tree(latch_);
-  Result<std::vector<uint32_t>> path = Path(key);
-  if (!path.ok()) return path.status();
-  return InsertAt(std::move(*path), {std::string(key), std::string(value)});
-}
 
 // One write operation: the pages it holds (latched exclusively until the
 // Mtr commits, each latched once however often it is touched) and its Mtr.
@@ -189,10 +116,185 @@ class BTree::Op {
   std::map<uint32_t, PageHandle*> by_page_;
 };
 
+Result<std::unique_ptr<BTree>> BTree::Create(buffer::BufferPool* pool, uint32_t space_id) {
+  SUBITO_RETURN_IF_ERROR(pool->LogFreeCheck());
+  Result<PageHandle> header = pool->Fetch({space_id, 0}, Latch::kExclusive);
+  if (!header.ok()) return header.status();
+  if (std::memcmp(header->data() + kMetaMagic, kTreeMagic, 4) == 0) {
+    return Status::InvalidArgument(StrFormat("space %u already holds a B-tree", space_id));
+  }
+  Result<PageHandle> root = pool->Allocate(space_id);
+  if (!root.ok()) return root.status();
+  const uint32_t ps = pool->page_size();
+  std::vector<uint8_t> img(ps);
+  NodeView(img.data(), ps).Init(space_id, root->id().page_no, 0);
+  Mtr mtr(pool);
+  mtr.WriteDiff(*root, img.data());
+  uint8_t meta[8];
+  std::memcpy(meta, kTreeMagic, 4);
+  EncodeFixed32(meta + 4, root->id().page_no);
+  mtr.Write(*header, kMetaMagic, meta, sizeof meta);
+  SUBITO_RETURN_IF_ERROR(mtr.Commit().status());
+  return std::unique_ptr<BTree>(new BTree(pool, space_id, root->id().page_no));
+}
+
+Result<std::unique_ptr<BTree>> BTree::Open(buffer::BufferPool* pool, uint32_t space_id) {
+  Result<PageHandle> header = pool->Fetch({space_id, 0}, Latch::kShared);
+  if (!header.ok()) return header.status();
+  if (std::memcmp(header->data() + kMetaMagic, kTreeMagic, 4) != 0) {
+    return Status::NotFound(StrFormat("space %u holds no B-tree", space_id));
+  }
+  return std::unique_ptr<BTree>(
+      new BTree(pool, space_id, DecodeFixed32(header->data() + kMetaRoot)));
+}
+
+uint32_t BTree::max_record() const {
+  return pool_->page_size() / 4 - 8;
+}
+
+uint32_t BTree::max_value() const {
+  // A value and its overflow pages are logged in one record.
+  return pool_->log()->max_payload() / 2;
+}
+
+Result<std::string> BTree::ReadValue(std::string_view stored) {
+  if (stored.empty()) return Status::Corruption(StrFormat("space %u: empty stored value", space_));
+  if (stored[0] == kInline) return std::string(stored.substr(1));
+  if (stored[0] != kOverflow || stored.size() != kOverflowRefSize) {
+    return Status::Corruption(StrFormat("space %u: unknown stored value tag", space_));
+  }
+  const uint32_t total = DecodeFixed32(stored.data() + 1);
+  uint32_t page_no = DecodeFixed32(stored.data() + 5);
+  const uint32_t ps = pool_->page_size(), cap = ps - kOverflowData;
+  std::string out;
+  out.reserve(total);
+  for (uint32_t pages = 0; out.size() < total; ++pages) {
+    if (page_no == 0 || pages > total / cap + 1) {
+      return Status::Corruption(
+          StrFormat("space %u: overflow chain of a %u-byte value ends early", space_, total));
+    }
+    Result<PageHandle> h = pool_->Fetch({space_, page_no}, Latch::kShared);
+    if (!h.ok()) return h.status();
+    const uint8_t* d = h->data();
+    const uint32_t len = DecodeFixed32(d + kOverflowLen);
+    if (page::TypeOf(d) != page::kPageOverflow || len > cap || len > total - out.size()) {
+      return Status::Corruption(
+          StrFormat("space %u page %u: not a valid overflow page", space_, page_no));
+    }
+    out.append(reinterpret_cast<const char*>(d + kOverflowData), len);
+    page_no = DecodeFixed32(d + kOverflowNext);
+  }
+  return out;
+}
+
+Result<PageHandle> BTree::Fetch(uint32_t page_no, Latch latch) {
+  Result<PageHandle> h = pool_->Fetch({space_, page_no}, latch);
+  if (!h.ok()) return h;
+  SUBITO_RETURN_IF_ERROR(NodeView(h->data(), pool_->page_size())
+                             .Check(StrFormat("space %u page %u", space_, page_no)));
+  return h;
+}
+
+Result<std::vector<uint32_t>> BTree::Path(std::string_view key) {
+  std::vector<uint32_t> path{root_};
+  for (int depth = 0;; ++depth) {
+    Result<PageHandle> h = Fetch(path.back(), Latch::kShared);
+    if (!h.ok()) return h.status();
+    NodeView n(h->data(), pool_->page_size());
+    if (n.leaf()) return path;
+    if (depth > 64) return Status::Corruption("B-tree deeper than 64 levels (a cycle?)");
+    path.push_back(n.ChildFor(key));
+  }
+}
+
+Result<std::optional<std::string>> BTree::Get(std::string_view key) {
+  std::shared_lock tree(latch_);
+  Result<std::vector<uint32_t>> path = Path(key);
+  if (!path.ok()) return path.status();
+  Result<PageHandle> leaf = Fetch(path->back(), Latch::kShared);
+  if (!leaf.ok()) return leaf.status();
+  NodeView n(leaf->data(), pool_->page_size());
+  const uint16_t i = n.LowerBound(key);
+  if (i >= n.count() || n.Key(i) != key) return std::optional<std::string>();
+  Result<std::string> v = ReadValue(n.Value(i));
+  if (!v.ok()) return v.status();
+  return std::optional<std::string>(std::move(*v));
+}
+
+Status BTree::Put(std::string_view key, std::string_view value) {
+  if (key.size() + kOverflowRefSize > max_record()) {
+    return Status::InvalidArgument(StrFormat("key of %zu bytes exceeds the limit of %u", key.size(),
+                                             max_record() - kOverflowRefSize));
+  }
+  if (value.size() > max_value()) {
+    return Status::NotSupported(
+        StrFormat("value of %zu bytes exceeds the limit of %u", value.size(), max_value()));
+  }
+  SUBITO_RETURN_IF_ERROR(pool_->LogFreeCheck());
+  std::unique_lock tree(latch_);
+  Result<std::vector<uint32_t>> path = Path(key);
+  if (!path.ok()) return path.status();
+  Op op(this);
+  std::string stored;
+  if (key.size() + 1 + value.size() <= max_record()) {
+    stored.reserve(1 + value.size());
+    stored.push_back(kInline);
+    stored.append(value);
+  } else {
+    Result<uint32_t> first = WriteOverflow(op, value);
+    if (!first.ok()) return first.status();
+    stored.resize(kOverflowRefSize);
+    stored[0] = kOverflow;
+    EncodeFixed32(stored.data() + 1, static_cast<uint32_t>(value.size()));
+    EncodeFixed32(stored.data() + 5, *first);
+  }
+  return InsertAt(op, std::move(*path), {std::string(key), std::move(stored)});
+}
+
+Result<uint32_t> BTree::WriteOverflow(Op& op, std::string_view value) {
+  const uint32_t ps = pool_->page_size(), cap = ps - kOverflowData;
+  std::vector<PageHandle*> pages;
+  for (size_t done = 0; done < value.size(); done += cap) {
+    Result<PageHandle*> h = op.NewPage();
+    if (!h.ok()) return h.status();
+    pages.push_back(*h);
+  }
+  for (size_t k = 0; k < pages.size(); ++k) {
+    std::vector<uint8_t> img(ps);
+    page::InitPage(img.data(), ps, page::kPageOverflow, space_, pages[k]->id().page_no);
+    const size_t off = k * cap, len = std::min<size_t>(cap, value.size() - off);
+    EncodeFixed32(img.data() + kOverflowNext,
+                  k + 1 < pages.size() ? pages[k + 1]->id().page_no : 0);
+    EncodeFixed32(img.data() + kOverflowLen, static_cast<uint32_t>(len));
+    std::memcpy(img.data() + kOverflowData, value.data() + off, len);
+    op.Put(pages[k], img);
+  }
+  return pages.front()->id().page_no;
+}
+
+Status BTree::FreeOverflow(Op& op, std::string_view stored) {
+  if (stored.empty() || stored[0] != kOverflow || stored.size() != kOverflowRefSize) {
+    return Status::OK();  // inline
+  }
+  uint32_t page_no = DecodeFixed32(stored.data() + 5);
+  for (int pages = 0; page_no != 0; ++pages) {
+    if (pages > 1 << 20) return Status::Corruption("overflow chain does not end");
+    Result<PageHandle*> h = op.Page(page_no, /*node=*/false);
+    if (!h.ok()) return h.status();
+    if (page::TypeOf((*h)->data()) != page::kPageOverflow) {
+      return Status::Corruption(
+          StrFormat("space %u page %u: not a valid overflow page", space_, page_no));
+    }
+    const uint32_t next = DecodeFixed32((*h)->data() + kOverflowNext);
+    SUBITO_RETURN_IF_ERROR(op.Free(page_no));
+    page_no = next;
+  }
+  return Status::OK();
+}
+
 // Inserts entry into the node at the end of path, splitting upward as
 // needed; everything in one Mtr.
-Status BTree::InsertAt(std::vector<uint32_t> path, Entry entry) {
-  Op op(this);
+Status BTree::InsertAt(Op& op, std::vector<uint32_t> path, Entry entry) {
   const uint32_t ps = op.page_size();
   bool replacing = true;   // the first level may replace an existing key
   uint32_t new_child = 0;  // internal levels: the right half created below
@@ -204,7 +306,10 @@ Status BTree::InsertAt(std::vector<uint32_t> path, Entry entry) {
     std::vector<uint8_t> img = op.Image(*node_h);
     NodeView n(img.data(), ps);
     uint16_t i = n.LowerBound(entry.key);
-    if (replacing && i < n.count() && n.Key(i) == entry.key) n.Remove(i);
+    if (replacing && i < n.count() && n.Key(i) == entry.key) {
+      SUBITO_RETURN_IF_ERROR(FreeOverflow(op, n.Value(i)));  // the old value's pages
+      n.Remove(i);
+    }
     replacing = false;
     std::string value = new_child ? ChildValue(new_child) : entry.value;
     if (n.Insert(i, entry.key, value)) {
@@ -307,6 +412,7 @@ Result<bool> BTree::Delete(std::string_view key) {
   NodeView n(img.data(), ps);
   const uint16_t i = n.LowerBound(key);
   if (i >= n.count() || n.Key(i) != key) return false;
+  SUBITO_RETURN_IF_ERROR(FreeOverflow(op, n.Value(i)));
   n.Remove(i);
   op.Put(*leaf, img);
   if (path->size() > 1 && n.UsedBytes() < n.Capacity() / 4) {
@@ -468,7 +574,12 @@ Status BTree::CollapseRoot(Op& op) {
 Status BTree::Cursor::Load(const uint8_t* page, uint16_t slot) {
   NodeView n(const_cast<uint8_t*>(page), tree_->pool_->page_size());
   key_.assign(n.Key(slot));
-  value_.assign(n.Value(slot));
+  Result<std::string> v = tree_->ReadValue(n.Value(slot));
+  if (!v.ok()) {
+    valid_ = false;
+    return v.status();
+  }
+  value_ = std::move(*v);
   slot_ = slot;
   leaf_lsn_ = page::PageLsn(page);
   valid_ = true;

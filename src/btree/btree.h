@@ -15,7 +15,9 @@
 //
 // Stage (docs/architecture.md): concurrent readers share a tree latch and
 // writers hold it exclusively; internal nodes are not merged (only removed
-// when empty); a record must fit in a quarter page (overflow pages next).
+// when empty). Values longer than fit inline (a quarter page per record) go
+// to a chain of overflow pages written, replaced and freed in the same
+// mini-transaction as the leaf record that points to them.
 #pragma once
 
 #include <cstdint>
@@ -44,8 +46,11 @@ class BTree {
   Status Put(std::string_view key, std::string_view value);
   // Returns false if the key was absent.
   Result<bool> Delete(std::string_view key);
-  // Largest key + value a record may hold.
+  // Largest key + value stored inline in a leaf; longer values go to a chain
+  // of overflow pages.
   uint32_t max_record() const;
+  // Largest value (one operation is logged as one record).
+  uint32_t max_value() const;
   uint32_t root() const { return root_; }
 
   class Cursor;
@@ -60,7 +65,10 @@ class BTree {
   // Root-to-leaf page numbers for key.
   Result<std::vector<uint32_t>> Path(std::string_view key);
   class Op;
-  Status InsertAt(std::vector<uint32_t> path, Entry entry);
+  Status InsertAt(Op& op, std::vector<uint32_t> path, Entry entry);
+  Result<uint32_t> WriteOverflow(Op& op, std::string_view value);
+  Status FreeOverflow(Op& op, std::string_view stored);
+  Result<std::string> ReadValue(std::string_view stored);
   Status Rebalance(Op& op, std::vector<uint32_t> path);
   Status RemoveEmptyLeaf(Op& op, std::vector<uint32_t> path, uint32_t prev, uint32_t next);
   Status CollapseRoot(Op& op);

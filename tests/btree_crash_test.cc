@@ -111,14 +111,7 @@ TEST(BTreeCrash, RecoveredTreesHoldExactlyTheLoggedOperations) {
   for (uint64_t at : times) {
     SCOPED_TRACE(::testing::Message() << "power cut at clock " << at << " (seed " << seed << ")");
     const std::string c = dir.Sub("crash");
-    std::filesystem::remove_all(c);
-    std::filesystem::create_directories(c + "/log");
-    for (auto& [name, bytes] : pm.ImageAtTime(at, &rng)) {
-      std::string base = std::filesystem::path(name).filename();
-      test::WriteFile(base == "dwb" ? c + "/dwb" : c + "/log/" + base, bytes);
-    }
-    for (auto& [name, bytes] : fs.ImageAtTime(at, rng(), true))
-      test::WriteFile(c + "/" + name, bytes);
+    test::WriteCrashImage(c, pm.ImageAtTime(at, &rng), fs.ImageAtTime(at, rng(), true));
 
     log::LogOptions ro = test::SmallLog(c + "/log", log::LogWriteMode::kNf, 1);
     ro.file_size = lo.file_size;

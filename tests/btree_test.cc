@@ -13,6 +13,7 @@
 
 #include "btree/key_encoding.h"
 #include "buffer/page_recovery.h"
+#include "storage_stack.h"
 #include "test_util.h"
 
 namespace subito::btree {
@@ -20,35 +21,14 @@ namespace {
 
 constexpr uint32_t kPs = 4096;
 
-struct Harness {
+// The storage stack plus the tree of space 1 (created, or opened after
+// page recovery).
+struct Harness : test::StorageStack {
   explicit Harness(const std::string& dir, uint64_t pool_pages = 32)
-      : dir(dir), frames(pool_pages) {}
+      : StorageStack(dir, {kPs, pool_pages * kPs, 4096 + (4 << 20), 1, 16}) {}
   Status Open(bool create) {
-    log::LogOptions lo = test::SmallLog(dir + "/log", log::LogWriteMode::kNf, 1);
-    lo.file_size = 4096 + (4 << 20);
-    lo.on_log_full = [this] {
-      if (pool) pool->OnLogFull();
-    };
-    auto l = log::RedoLog::Open(lo);
-    if (!l.ok()) return l.status();
-    log = std::move(*l);
-    auto d = buffer::DoubleWrite::OpenPm(dir + "/dwb", kPs, 16);
-    if (!d.ok()) return d.status();
-    dwb = std::move(*d);
-    auto s = create ? page::SpaceFile::Create(PosixFileSystem(), dir + "/t.sbt", 1, kPs, "t")
-                    : page::SpaceFile::Open(PosixFileSystem(), dir + "/t.sbt");
-    if (!s.ok()) return s.status();
-    space = std::move(*s);
-    buffer::BufferPoolOptions po;
-    po.capacity_bytes = frames * kPs;
-    po.page_size = kPs;
-    po.flush_batch = 8;
-    po.cleaner_interval_ms = 5;
-    auto p = buffer::BufferPool::Create(po, log.get(), dwb.get());
-    if (!p.ok()) return p.status();
-    pool = std::move(*p);
-    SUBITO_RETURN_IF_ERROR(pool->AddSpace(space.get()));
-    if (!create) SUBITO_RETURN_IF_ERROR(buffer::RecoverPages(pool.get(), dwb.get()).status());
+    SUBITO_RETURN_IF_ERROR(StorageStack::Open());
+    if (!create) SUBITO_RETURN_IF_ERROR(Recover());
     auto t = create ? BTree::Create(pool.get(), 1) : BTree::Open(pool.get(), 1);
     if (!t.ok()) return t.status();
     tree = std::move(*t);
@@ -56,23 +36,8 @@ struct Harness {
   }
   void Close(bool flush) {
     tree.reset();
-    if (flush && pool) {
-      EXPECT_TRUE(pool->FlushAll().ok());
-    }
-    pool.reset();
-    space.reset();
-    dwb.reset();
-    if (log) {
-      EXPECT_TRUE(log->Close().ok());
-    }
-    log.reset();
+    StorageStack::Close(flush);
   }
-  std::string dir;
-  uint64_t frames;
-  std::unique_ptr<log::RedoLog> log;
-  std::unique_ptr<buffer::DoubleWrite> dwb;
-  std::unique_ptr<page::SpaceFile> space;
-  std::unique_ptr<buffer::BufferPool> pool;
   std::unique_ptr<BTree> tree;
 };
 

@@ -9,6 +9,7 @@
 
 #include "buffer/mtr.h"
 #include "buffer/page_recovery.h"
+#include "storage_stack.h"
 #include "test_util.h"
 #include "util/coding.h"
 
@@ -18,66 +19,12 @@ namespace {
 constexpr uint32_t kPs = 4096;
 constexpr uint32_t kSlots = (kPs - 64) / 8;  // u64 values per test page
 
-// A log, a double-write area, one space and a pool, reopenable.
-class Stack {
+// The storage stack of these tests: 4 KiB pages.
+class Stack : public test::StorageStack {
  public:
   explicit Stack(const std::string& dir, uint64_t pool_bytes = 1 << 20,
                  uint64_t log_file = 4096 + (1 << 20), uint32_t cleaners = 1)
-      : dir_(dir), pool_bytes_(pool_bytes), log_file_(log_file), cleaners_(cleaners) {}
-
-  Status Open() {
-    log::LogOptions lo = test::SmallLog(dir_ + "/log", log::LogWriteMode::kNf, 1);
-    lo.file_size = log_file_;
-    lo.on_log_full = [this] {
-      if (pool) pool->OnLogFull();
-    };
-    auto l = log::RedoLog::Open(lo);
-    if (!l.ok()) return l.status();
-    log = std::move(*l);
-    auto d = DoubleWrite::OpenPm(dir_ + "/dwb", kPs, 16);
-    if (!d.ok()) return d.status();
-    dwb = std::move(*d);
-    const std::string path = dir_ + "/t.sbt";
-    auto s = PosixFileSystem()->Exists(path)
-                 ? page::SpaceFile::Open(PosixFileSystem(), path)
-                 : page::SpaceFile::Create(PosixFileSystem(), path, 1, kPs, "t");
-    if (!s.ok()) return s.status();
-    space = std::move(*s);
-    BufferPoolOptions po;
-    po.capacity_bytes = pool_bytes_;
-    po.page_size = kPs;
-    po.flush_batch = 16;
-    po.cleaner_threads = cleaners_;
-    po.cleaner_interval_ms = 5;
-    auto p = BufferPool::Create(po, log.get(), dwb.get());
-    if (!p.ok()) return p.status();
-    pool = std::move(*p);
-    return pool->AddSpace(space.get());
-  }
-  // Repairs torn pages and redoes the log from its checkpoint.
-  Status Recover() { return RecoverPages(pool.get(), dwb.get()).status(); }
-  void Close(bool flush) {
-    if (flush && pool) {
-      EXPECT_TRUE(pool->FlushAll().ok());
-    }
-    pool.reset();
-    space.reset();
-    dwb.reset();
-    if (log) {
-      EXPECT_TRUE(log->Close().ok());
-    }
-    log.reset();
-  }
-
-  std::unique_ptr<log::RedoLog> log;
-  std::unique_ptr<DoubleWrite> dwb;
-  std::unique_ptr<page::SpaceFile> space;
-  std::unique_ptr<BufferPool> pool;
-
- private:
-  std::string dir_;
-  uint64_t pool_bytes_, log_file_;
-  uint32_t cleaners_;
+      : StorageStack(dir, {kPs, pool_bytes, log_file, cleaners, 16}) {}
 };
 
 // Allocates and formats n test pages through Mtrs; returns their numbers.

@@ -15,18 +15,7 @@
 namespace subito::log {
 namespace {
 
-struct Param {
-  LogWriteMode mode;
-  uint32_t streams;
-};
-void PrintTo(const Param& p, std::ostream* os) {
-  *os << LogWriteModeName(p.mode) << ", " << p.streams << " stream(s)";
-}
-
-std::string Name(const ::testing::TestParamInfo<Param>& info) {
-  return std::string(LogWriteModeName(info.param.mode)) + "_" + std::to_string(info.param.streams) +
-         "streams";
-}
+using Param = test::LogCase;
 
 class LogTest : public ::testing::TestWithParam<Param> {
  protected:
@@ -334,11 +323,8 @@ TEST_P(LogTest, PaddingFollowsTheWriteAheadSize) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, LogTest,
-                         ::testing::Values(Param{LogWriteMode::kNf, 1}, Param{LogWriteMode::kNf, 4},
-                                           Param{LogWriteMode::kClassic, 1},
-                                           Param{LogWriteMode::kClassic, 4}),
-                         Name);
+INSTANTIATE_TEST_SUITE_P(Modes, LogTest, ::testing::ValuesIn(test::AllLogCases()),
+                         [](const auto& info) { return test::LogCaseName(info.param); });
 
 }  // namespace
 }  // namespace subito::log

@@ -21,13 +21,7 @@ extern char** environ;
 namespace subito::log {
 namespace {
 
-struct Param {
-  LogWriteMode mode;
-  uint32_t streams;
-};
-void PrintTo(const Param& p, std::ostream* os) {
-  *os << LogWriteModeName(p.mode) << ", " << p.streams << " stream(s)";
-}
+using Param = test::LogCase;
 
 class KillTest : public ::testing::TestWithParam<Param> {};
 
@@ -136,14 +130,8 @@ TEST_P(KillTest, AcknowledgedCommitsSurviveSigkill) {
             << " acknowledged commits found\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, KillTest,
-                         ::testing::Values(Param{LogWriteMode::kNf, 1}, Param{LogWriteMode::kNf, 4},
-                                           Param{LogWriteMode::kClassic, 1},
-                                           Param{LogWriteMode::kClassic, 4}),
-                         [](const auto& info) {
-                           return std::string(LogWriteModeName(info.param.mode)) + "_" +
-                                  std::to_string(info.param.streams) + "streams";
-                         });
+INSTANTIATE_TEST_SUITE_P(Modes, KillTest, ::testing::ValuesIn(test::AllLogCases()),
+                         [](const auto& info) { return test::LogCaseName(info.param); });
 
 }  // namespace
 }  // namespace subito::log

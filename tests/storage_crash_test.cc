@@ -135,15 +135,8 @@ TEST_P(StorageCrash, RecoveryFindsExactlyTheLoggedChanges) {
     SCOPED_TRACE(::testing::Message() << "power cut at clock " << at << " (seed " << seed << ")");
     // Lay the images out as files and recover from them.
     const std::string c = dir.Sub("crash");
-    std::filesystem::remove_all(c);
-    std::filesystem::create_directories(c + "/log");
-    for (auto& [name, bytes] : pm.ImageAtTime(at, GetParam() ? &rng : nullptr)) {
-      std::string base = std::filesystem::path(name).filename();
-      test::WriteFile(base == "dwb" ? c + "/dwb" : c + "/log/" + base, bytes);
-    }
-    for (auto& [name, bytes] : fs.ImageAtTime(at, rng(), GetParam())) {
-      test::WriteFile(c + "/" + name, bytes);
-    }
+    test::WriteCrashImage(c, pm.ImageAtTime(at, GetParam() ? &rng : nullptr),
+                          fs.ImageAtTime(at, rng(), GetParam()));
     log::LogOptions ro = test::SmallLog(c + "/log", log::LogWriteMode::kNf, 2);
     ro.file_size = lo.file_size;
     auto rlog = log::RedoLog::Open(ro);

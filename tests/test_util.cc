@@ -55,6 +55,33 @@ log::LogOptions SmallLog(const std::string& dir, log::LogWriteMode mode, uint32_
   return o;
 }
 
+void WriteCrashImage(const std::string& dir,
+                     const std::map<std::string, std::vector<uint8_t>>& pm_image,
+                     const std::map<std::string, std::vector<uint8_t>>& file_image) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/log");
+  for (const auto& [name, bytes] : pm_image) {
+    const std::string base = std::filesystem::path(name).filename();
+    WriteFile(base == "dwb" ? dir + "/dwb" : dir + "/log/" + base, bytes);
+  }
+  for (const auto& [name, bytes] : file_image) WriteFile(dir + "/" + name, bytes);
+}
+
+void PrintTo(const LogCase& c, std::ostream* os) {
+  *os << log::LogWriteModeName(c.mode) << ", " << c.streams << " stream(s)";
+}
+
+std::vector<LogCase> AllLogCases() {
+  return {{log::LogWriteMode::kNf, 1},
+          {log::LogWriteMode::kNf, 4},
+          {log::LogWriteMode::kClassic, 1},
+          {log::LogWriteMode::kClassic, 4}};
+}
+
+std::string LogCaseName(const LogCase& c) {
+  return std::string(log::LogWriteModeName(c.mode)) + "_" + std::to_string(c.streams) + "streams";
+}
+
 std::vector<uint8_t> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});

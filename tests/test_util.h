@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -34,7 +36,23 @@ uint64_t TestSeed();
 // Small log options suitable for tests (small files, small buffer).
 log::LogOptions SmallLog(const std::string& dir, log::LogWriteMode mode, uint32_t streams);
 
+// Lays out a power-cut image as files under `dir`: PM regions named `dwb` go
+// to dir/dwb, the other PM regions (log streams) to dir/log/, and the page
+// files of the tracked file system to dir/.
+void WriteCrashImage(const std::string& dir,
+                     const std::map<std::string, std::vector<uint8_t>>& pm_image,
+                     const std::map<std::string, std::vector<uint8_t>>& file_image);
+
 std::vector<uint8_t> ReadFile(const std::string& path);
+
+// The write mode x stream count combinations log tests run under.
+struct LogCase {
+  log::LogWriteMode mode;
+  uint32_t streams;
+};
+void PrintTo(const LogCase& c, std::ostream* os);
+std::vector<LogCase> AllLogCases();         // nf and classic, 1 and 4 streams
+std::string LogCaseName(const LogCase& c);  // e.g. "nf_4streams"
 void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes);
 
 }  // namespace subito::test

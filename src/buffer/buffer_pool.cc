@@ -123,6 +123,18 @@ void BufferPool::LatchFrame(Frame& f, Latch latch) {
   }
 }
 
+PageHandle BufferPool::LatchedHandle(uint32_t idx, PageId id, Latch latch) {
+  Frame& f = *frames_[idx];  // pinned by the caller
+  LatchFrame(f, latch);
+  PageHandle h;
+  h.pool_ = this;
+  h.frame_ = idx;
+  h.id_ = id;
+  h.latch_ = latch;
+  h.data_ = f.data;
+  return h;
+}
+
 void BufferPool::Unpin(uint32_t frame, Latch latch) {
   Frame& f = *frames_[frame];
   if (latch == Latch::kExclusive) {
@@ -155,15 +167,8 @@ Result<PageHandle> BufferPool::Fetch(PageId id, Latch latch) {
       return err;
     }
     lk.unlock();
-    LatchFrame(f, latch);
     hits_.fetch_add(1, std::memory_order_relaxed);
-    PageHandle h;
-    h.pool_ = this;
-    h.frame_ = idx;
-    h.id_ = id;
-    h.latch_ = latch;
-    h.data_ = f.data;
-    return h;
+    return LatchedHandle(idx, id, latch);
   }
   Result<uint32_t> victim = FindVictim(lk);
   if (!victim.ok()) return victim.status();
@@ -199,15 +204,8 @@ Result<PageHandle> BufferPool::Fetch(PageId id, Latch latch) {
   }
   load_cv_.notify_all();
   lk.unlock();
-  LatchFrame(f, latch);
   misses_.fetch_add(1, std::memory_order_relaxed);
-  PageHandle h;
-  h.pool_ = this;
-  h.frame_ = idx;
-  h.id_ = id;
-  h.latch_ = latch;
-  h.data_ = f.data;
-  return h;
+  return LatchedHandle(idx, id, latch);
 }
 
 Result<uint32_t> BufferPool::FindVictim(std::unique_lock<std::mutex>& lk) {

@@ -152,6 +152,8 @@ class BufferPool {
   void CleanerLoop();
   Status CleanBatch();
   void LatchFrame(Frame& f, Latch latch);
+  // Latches the pinned frame and wraps it in a handle.
+  PageHandle LatchedHandle(uint32_t idx, PageId id, Latch latch);
 
   const BufferPoolOptions options_;
   log::RedoLog* const log_;

@@ -1,0 +1,85 @@
+// A log, a double-write area, one space (id 1) and a buffer pool in a
+// directory, for tests of the storage layers; reopenable after Close.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "buffer/buffer_pool.h"
+#include "buffer/double_write.h"
+#include "buffer/page_recovery.h"
+#include "test_util.h"
+
+namespace subito::test {
+
+struct StorageStackOptions {
+  uint32_t page_size = 4096;
+  uint64_t pool_bytes = 1 << 20;
+  uint64_t log_file = 4096 + (1 << 20);
+  uint32_t cleaners = 1;
+  uint32_t dwb_slots = 16;
+};
+
+class StorageStack {
+ public:
+  explicit StorageStack(std::string dir, StorageStackOptions o = {})
+      : dir_(std::move(dir)), o_(o) {}
+
+  // Opens everything, creating the space if it does not exist yet.
+  Status Open() {
+    log::LogOptions lo = SmallLog(dir_ + "/log", log::LogWriteMode::kNf, 1);
+    lo.file_size = o_.log_file;
+    lo.on_log_full = [this] {
+      if (pool) pool->OnLogFull();
+    };
+    auto l = log::RedoLog::Open(lo);
+    if (!l.ok()) return l.status();
+    log = std::move(*l);
+    auto d = buffer::DoubleWrite::OpenPm(dir_ + "/dwb", o_.page_size, o_.dwb_slots);
+    if (!d.ok()) return d.status();
+    dwb = std::move(*d);
+    const std::string path = dir_ + "/t.sbt";
+    auto s = PosixFileSystem()->Exists(path)
+                 ? page::SpaceFile::Open(PosixFileSystem(), path)
+                 : page::SpaceFile::Create(PosixFileSystem(), path, 1, o_.page_size, "t");
+    if (!s.ok()) return s.status();
+    space = std::move(*s);
+    buffer::BufferPoolOptions po;
+    po.capacity_bytes = o_.pool_bytes;
+    po.page_size = o_.page_size;
+    po.flush_batch = std::min<uint32_t>(16, o_.dwb_slots);
+    po.cleaner_threads = o_.cleaners;
+    po.cleaner_interval_ms = 5;
+    auto p = buffer::BufferPool::Create(po, log.get(), dwb.get());
+    if (!p.ok()) return p.status();
+    pool = std::move(*p);
+    return pool->AddSpace(space.get());
+  }
+  // Repairs torn pages and redoes the log from its checkpoint.
+  Status Recover() { return buffer::RecoverPages(pool.get(), dwb.get()).status(); }
+  void Close(bool flush) {
+    if (flush && pool) {
+      EXPECT_TRUE(pool->FlushAll().ok());
+    }
+    pool.reset();
+    space.reset();
+    dwb.reset();
+    if (log) {
+      EXPECT_TRUE(log->Close().ok());
+    }
+    log.reset();
+  }
+
+  std::unique_ptr<log::RedoLog> log;
+  std::unique_ptr<buffer::DoubleWrite> dwb;
+  std::unique_ptr<page::SpaceFile> space;
+  std::unique_ptr<buffer::BufferPool> pool;
+
+ private:
+  std::string dir_;
+  StorageStackOptions o_;
+};
+
+}  // namespace subito::test

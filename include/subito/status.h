@@ -25,6 +25,7 @@ class [[nodiscard]] Status {
     kTimedOut,  // a wait exceeded its limit
     kShutdown,  // the object is closing
     kNotSupported,
+    kDeadlock,  // a transaction was chosen as a deadlock victim
   };
 
   Status() = default;
@@ -39,6 +40,7 @@ class [[nodiscard]] Status {
   static Status TimedOut(std::string msg) { return {Code::kTimedOut, std::move(msg)}; }
   static Status Shutdown(std::string msg) { return {Code::kShutdown, std::move(msg)}; }
   static Status NotSupported(std::string msg) { return {Code::kNotSupported, std::move(msg)}; }
+  static Status Deadlock(std::string msg) { return {Code::kDeadlock, std::move(msg)}; }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
@@ -47,6 +49,7 @@ class [[nodiscard]] Status {
   bool IsInvalidArgument() const { return code_ == Code::kInvalidArgument; }
   bool IsIOError() const { return code_ == Code::kIOError; }
   bool IsTimedOut() const { return code_ == Code::kTimedOut; }
+  bool IsDeadlock() const { return code_ == Code::kDeadlock; }
 
   // "Corruption: log stream 0 (/dev/shm/x/log.0) offset 8192: bad checksum"
   std::string ToString() const;

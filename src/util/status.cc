@@ -31,6 +31,9 @@ std::string Status::ToString() const {
     case Code::kNotSupported:
       name = "Not supported";
       break;
+    case Code::kDeadlock:
+      name = "Deadlock";
+      break;
   }
   return std::string(name) + ": " + message_;
 }

@@ -1,0 +1,147 @@
+// Row locks: compatibility, upgrades, first-come grants, deadlock victims
+// and timeouts (L1-L4), and mutual exclusion under a concurrent stress.
+#include "txn/lock_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include "test_util.h"
+
+namespace subito::txn {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr auto kLong = 10s;
+
+TEST(LockManager, SharedLocksShareAndExclusiveLocksExclude) {
+  LockManager lm;
+  ASSERT_TRUE(lm.Lock(1, 7, "a", LockMode::kShared, kLong).ok());
+  ASSERT_TRUE(lm.Lock(2, 7, "a", LockMode::kShared, kLong).ok());
+  EXPECT_TRUE(lm.Holds(1, 7, "a", LockMode::kShared));
+  EXPECT_FALSE(lm.Holds(1, 7, "a", LockMode::kExclusive));
+  // Same key in another space is another lock.
+  ASSERT_TRUE(lm.Lock(3, 8, "a", LockMode::kExclusive, kLong).ok());
+  EXPECT_TRUE(lm.Lock(3, 7, "a", LockMode::kExclusive, 50ms).IsTimedOut());  // L4
+  lm.ReleaseAll(1);
+  lm.ReleaseAll(2);
+  ASSERT_TRUE(lm.Lock(3, 7, "a", LockMode::kExclusive, kLong).ok());
+  ASSERT_TRUE(lm.Lock(3, 7, "a", LockMode::kShared, kLong).ok());  // L1: X covers S
+  EXPECT_TRUE(lm.Holds(3, 7, "a", LockMode::kExclusive));
+  EXPECT_EQ(lm.stats().timeouts, 1u);
+}
+
+TEST(LockManager, AWaiterIsGrantedWhenTheHolderEnds) {
+  LockManager lm;
+  ASSERT_TRUE(lm.Lock(1, 1, "k", LockMode::kExclusive, kLong).ok());
+  auto waiter =
+      std::async(std::launch::async, [&] { return lm.Lock(2, 1, "k", LockMode::kShared, kLong); });
+  EXPECT_EQ(waiter.wait_for(100ms), std::future_status::timeout);
+  lm.ReleaseAll(1);
+  ASSERT_TRUE(waiter.get().ok());
+  EXPECT_TRUE(lm.Holds(2, 1, "k", LockMode::kShared));
+  EXPECT_EQ(lm.stats().waits, 1u);
+}
+
+TEST(LockManager, UpgradesWaitOnlyForOtherHolders) {
+  LockManager lm;
+  ASSERT_TRUE(lm.Lock(1, 1, "k", LockMode::kShared, kLong).ok());
+  ASSERT_TRUE(lm.Lock(1, 1, "k", LockMode::kExclusive, kLong).ok());  // sole holder
+  EXPECT_TRUE(lm.Holds(1, 1, "k", LockMode::kExclusive));
+  lm.ReleaseAll(1);
+  ASSERT_TRUE(lm.Lock(1, 1, "k", LockMode::kShared, kLong).ok());
+  ASSERT_TRUE(lm.Lock(2, 1, "k", LockMode::kShared, kLong).ok());
+  auto up = std::async(std::launch::async,
+                       [&] { return lm.Lock(1, 1, "k", LockMode::kExclusive, kLong); });
+  EXPECT_EQ(up.wait_for(100ms), std::future_status::timeout);
+  lm.ReleaseAll(2);
+  ASSERT_TRUE(up.get().ok());
+  EXPECT_TRUE(lm.Holds(1, 1, "k", LockMode::kExclusive));
+}
+
+TEST(LockManager, WritersAreNotStarvedByLaterReaders) {
+  LockManager lm;
+  ASSERT_TRUE(lm.Lock(1, 1, "k", LockMode::kShared, kLong).ok());
+  auto writer = std::async(std::launch::async,
+                           [&] { return lm.Lock(2, 1, "k", LockMode::kExclusive, kLong); });
+  while (lm.stats().waits < 1) std::this_thread::sleep_for(1ms);
+  // L2: a new reader queues behind the waiting writer.
+  EXPECT_TRUE(lm.Lock(3, 1, "k", LockMode::kShared, 50ms).IsTimedOut());
+  lm.ReleaseAll(1);
+  ASSERT_TRUE(writer.get().ok());
+}
+
+TEST(LockManager, TheRequestClosingACycleIsTheVictim) {
+  LockManager lm;
+  ASSERT_TRUE(lm.Lock(1, 1, "a", LockMode::kExclusive, kLong).ok());
+  ASSERT_TRUE(lm.Lock(2, 1, "b", LockMode::kExclusive, kLong).ok());
+  ASSERT_TRUE(lm.Lock(3, 1, "c", LockMode::kExclusive, kLong).ok());
+  auto t1 = std::async(std::launch::async,
+                       [&] { return lm.Lock(1, 1, "b", LockMode::kExclusive, kLong); });
+  auto t2 = std::async(std::launch::async,
+                       [&] { return lm.Lock(2, 1, "c", LockMode::kExclusive, kLong); });
+  while (lm.stats().waits < 2) std::this_thread::sleep_for(1ms);
+  // 3 -> a (held by 1) closes 1 -> b -> 2 -> c -> 3.
+  Status victim = lm.Lock(3, 1, "a", LockMode::kExclusive, kLong);
+  EXPECT_TRUE(victim.IsDeadlock()) << victim.ToString();
+  lm.ReleaseAll(3);  // the victim rolls back
+  ASSERT_TRUE(t2.get().ok());
+  lm.ReleaseAll(2);
+  ASSERT_TRUE(t1.get().ok());
+  EXPECT_EQ(lm.stats().deadlocks, 1u);
+}
+
+TEST(LockManager, TwoUpgradersDeadlock) {
+  LockManager lm;
+  ASSERT_TRUE(lm.Lock(1, 1, "k", LockMode::kShared, kLong).ok());
+  ASSERT_TRUE(lm.Lock(2, 1, "k", LockMode::kShared, kLong).ok());
+  auto up = std::async(std::launch::async,
+                       [&] { return lm.Lock(1, 1, "k", LockMode::kExclusive, kLong); });
+  while (lm.stats().waits < 1) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(lm.Lock(2, 1, "k", LockMode::kExclusive, kLong).IsDeadlock());
+  lm.ReleaseAll(2);
+  ASSERT_TRUE(up.get().ok());
+}
+
+TEST(LockManager, ExclusiveHoldersNeverOverlapUnderStress) {
+  LockManager lm;
+  std::atomic<int> inside[8] = {};
+  std::atomic<uint64_t> deadlocks{0}, done{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(test::TestSeed() + t);
+      for (int i = 0; i < 300; ++i) {
+        const TxnId txn = static_cast<TxnId>(t) * 100000 + i + 1;
+        const int a = static_cast<int>(rng() % 8), b = static_cast<int>(rng() % 8);
+        Status s1 = lm.Lock(txn, 1, std::string(1, 'a' + a), LockMode::kExclusive, kLong);
+        Status s2 =
+            s1.ok() ? lm.Lock(txn, 1, std::string(1, 'a' + b), LockMode::kExclusive, kLong) : s1;
+        if (s2.ok()) {
+          for (int k : {a, b}) {
+            if (k == b && a == b) break;
+            ASSERT_EQ(inside[k].fetch_add(1), 0) << "two exclusive holders of one key";
+          }
+          std::this_thread::yield();
+          for (int k : {a, b}) {
+            if (k == b && a == b) break;
+            inside[k].fetch_sub(1);
+          }
+          ++done;
+        } else {
+          ASSERT_TRUE(s2.IsDeadlock()) << s2.ToString();
+          ++deadlocks;
+        }
+        lm.ReleaseAll(txn);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(done + deadlocks, 1200u);
+  EXPECT_GT(done.load(), 600u);
+}
+
+}  // namespace
+}  // namespace subito::txn

@@ -226,6 +226,23 @@ TEST(BTree, LongValuesLiveInOverflowChains) {
   again.Close(true);
 }
 
+TEST(BTree, TheLargestValuesCanBeReplaced) {
+  test::ScratchDir dir;
+  Harness h(dir.path(), 256);
+  ASSERT_TRUE(h.Open(true).ok());
+  const uint32_t n = h.tree->max_value();
+  ASSERT_GT(n, 10000u);
+  std::string a(n, 'a'), b(n, 'b');
+  ASSERT_TRUE(h.tree->Put("k", a).ok());
+  ASSERT_TRUE(h.tree->Put("k", b).ok());  // new chain written, old chain freed, one record
+  auto g = h.tree->Get("k");
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(g->has_value());
+  EXPECT_EQ(**g, b);
+  ASSERT_TRUE(*h.tree->Delete("k"));
+  h.Close(true);
+}
+
 TEST(BTree, ChangesSurviveACrashThroughRedo) {
   test::ScratchDir dir;
   Model m;
@@ -316,19 +333,36 @@ TEST(BTree, OversizedRecordsAndDamagedNodesAreRefused) {
   }
   // Damage the root's slot array on disk, with a valid page checksum: the
   // node check refuses it instead of reading out of bounds.
-  auto bytes = test::ReadFile(dir.Sub("t.sbt"));
+  const auto original = test::ReadFile(dir.Sub("t.sbt"));
+  auto bytes = original;
   const uint32_t root = 1;
   uint8_t* page = bytes.data() + root * kPs;
   page[kNodeHeaderEnd] = 0xFF;
   page[kNodeHeaderEnd + 1] = 0xFF;
   page::SealPage(page, kPs);
   test::WriteFile(dir.Sub("t.sbt"), bytes);
+  {
+    Harness h(dir.path());
+    ASSERT_TRUE(h.Open(false).ok());
+    auto g = h.tree->Get("key7");
+    ASSERT_FALSE(g.ok());
+    EXPECT_TRUE(g.status().IsCorruption()) << g.status().ToString();
+    EXPECT_NE(g.status().message().find("page 1"), std::string::npos) << g.status().ToString();
+    h.Close(false);
+  }
+  // A garbage count that disagrees with the heap (valid checksum) would make
+  // an insert write outside the page: refused before any use.
+  bytes = original;
+  page = bytes.data() + root * kPs;
+  page[38] = 0xE8;  // garbage = 1000
+  page[39] = 0x03;
+  page::SealPage(page, kPs);
+  test::WriteFile(dir.Sub("t.sbt"), bytes);
   Harness h(dir.path());
   ASSERT_TRUE(h.Open(false).ok());
-  auto g = h.tree->Get("key7");
-  ASSERT_FALSE(g.ok());
-  EXPECT_TRUE(g.status().IsCorruption()) << g.status().ToString();
-  EXPECT_NE(g.status().message().find("page 1"), std::string::npos) << g.status().ToString();
+  Status put = h.tree->Put("new", std::string(300, 'x'));
+  EXPECT_TRUE(put.IsCorruption()) << put.ToString();
+  EXPECT_NE(put.message().find("heap accounting"), std::string::npos) << put.ToString();
   h.Close(false);
 }
 

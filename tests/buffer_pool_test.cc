@@ -261,6 +261,28 @@ TEST(BufferPool, AMtrThatCannotBeLoggedLeavesNoTraceInItsPages) {
   st.Close(true);
 }
 
+TEST(BufferPool, AnMtrNeverCommittedLeavesNoTrace) {
+  test::ScratchDir dir;
+  Stack st(dir.path());
+  ASSERT_TRUE(st.Open().ok());
+  auto pages = MakePages(st.pool.get(), 2);
+  auto h = st.pool->Fetch({1, pages[0]}, Latch::kExclusive);
+  ASSERT_TRUE(h.ok());
+  const std::vector<uint8_t> before(h->data(), h->data() + kPs);
+  const log::Lsn reserved = st.log->reserved_lsn();
+  {
+    Mtr mtr(st.pool.get());
+    std::vector<uint8_t> junk(500, 0x77);
+    mtr.Write(*h, 100, junk.data(), 500);
+    mtr.Write(*h, 2000, junk.data(), 300);
+    // An error path returns here without committing.
+  }
+  EXPECT_EQ(std::vector<uint8_t>(h->data(), h->data() + kPs), before);
+  EXPECT_EQ(st.log->reserved_lsn(), reserved);  // nothing was logged
+  h->Release();
+  st.Close(true);
+}
+
 TEST(BufferPool, BadSettingsAreRefused) {
   test::ScratchDir dir;
   Stack st(dir.path());

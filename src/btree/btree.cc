@@ -3,6 +3,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <set>
 
 #include "btree/node.h"
 #include "page/space_file.h"
@@ -47,16 +48,32 @@ std::string ChildValue(uint32_t child) {
 class BTree::Op {
  public:
   explicit Op(BTree* t) : t_(t), ps_(t->pool_->page_size()), mtr_(t->pool_) {}
+  // An operation that fails before Commit leaves no trace: its edits are
+  // undone here, while its pages are still latched.
+  ~Op() { mtr_.Abort(); }
+  Op(const Op&) = delete;
+  Op& operator=(const Op&) = delete;
 
   // A node page of the tree (checked), or with node=false any page (the
   // space header, a free page).
   Result<PageHandle*> Page(uint32_t page_no, bool node = true) {
     auto it = by_page_.find(page_no);
-    if (it != by_page_.end()) return it->second;
-    Result<PageHandle> h = node ? t_->Fetch(page_no, Latch::kExclusive)
-                                : t_->pool_->Fetch({t_->space_, page_no}, Latch::kExclusive);
+    if (it != by_page_.end()) {
+      // Held already, maybe fetched as a non-node page: check it as a node
+      // the first time it is used as one.
+      if (node && !checked_.count(page_no)) {
+        SUBITO_RETURN_IF_ERROR(CheckNode(page_no, it->second));
+      }
+      return it->second;
+    }
+    if (page_no == 0 && node) {
+      return Status::Corruption(StrFormat("space %u: a B-tree link points to page 0", t_->space_));
+    }
+    Result<PageHandle> h = t_->pool_->Fetch({t_->space_, page_no}, Latch::kExclusive);
     if (!h.ok()) return h.status();
-    return Keep(std::move(*h));
+    PageHandle* kept = Keep(std::move(*h));
+    if (node) SUBITO_RETURN_IF_ERROR(CheckNode(page_no, kept));
+    return kept;
   }
   std::vector<uint8_t> Image(PageHandle* h) const { return {h->data(), h->data() + ps_}; }
   void Put(PageHandle* h, const std::vector<uint8_t>& img) { mtr_.WriteDiff(*h, img.data()); }
@@ -83,19 +100,27 @@ class BTree::Op {
     return Keep(std::move(*h));
   }
 
-  // Puts a page (no longer referenced by the tree) on the free list.
+  // Puts a page (no longer referenced by the tree) on the free list. Only
+  // its type and free-list link are logged: its old bytes stay, unread.
   Status Free(uint32_t page_no) {
+    if (page_no == 0 || page_no == t_->root_) {
+      return Status::Corruption(
+          StrFormat("space %u: refusing to free page %u", t_->space_, page_no));
+    }
     Result<PageHandle*> meta = Page(0, false);
     if (!meta.ok()) return meta.status();
     Result<PageHandle*> h = Page(page_no, false);
     if (!h.ok()) return h.status();
-    std::vector<uint8_t> img(ps_);
-    page::InitPage(img.data(), ps_, page::kPageFree, t_->space_, page_no);
-    std::memcpy(img.data() + kFreeNext, (*meta)->data() + kMetaFreeHead, 4);
-    Put(*h, img);
-    uint8_t head[4];
-    EncodeFixed32(head, page_no);
-    mtr_.Write(**meta, kMetaFreeHead, head, 4);
+    if (page::TypeOf((*h)->data()) == page::kPageFree) {
+      return Status::Corruption(StrFormat("space %u: page %u freed twice", t_->space_, page_no));
+    }
+    const uint8_t type = page::kPageFree;
+    mtr_.Write(**h, 6, &type, 1);
+    uint8_t link[4];
+    std::memcpy(link, (*meta)->data() + kMetaFreeHead, 4);
+    mtr_.Write(**h, kFreeNext, link, 4);
+    EncodeFixed32(link, page_no);
+    mtr_.Write(**meta, kMetaFreeHead, link, 4);
     return Status::OK();
   }
 
@@ -103,6 +128,12 @@ class BTree::Op {
   uint32_t page_size() const { return ps_; }
 
  private:
+  Status CheckNode(uint32_t page_no, PageHandle* h) {
+    SUBITO_RETURN_IF_ERROR(
+        NodeView(h->data(), ps_).Check(StrFormat("space %u page %u", t_->space_, page_no)));
+    checked_.insert(page_no);
+    return Status::OK();
+  }
   PageHandle* Keep(PageHandle h) {
     const uint32_t no = h.id().page_no;
     held_.push_back(std::move(h));
@@ -114,6 +145,7 @@ class BTree::Op {
   Mtr mtr_;
   std::deque<PageHandle> held_;  // stable addresses
   std::map<uint32_t, PageHandle*> by_page_;
+  std::set<uint32_t> checked_;  // held pages verified as nodes
 };
 
 Result<std::unique_ptr<BTree>> BTree::Create(buffer::BufferPool* pool, uint32_t space_id) {
@@ -153,8 +185,11 @@ uint32_t BTree::max_record() const {
 }
 
 uint32_t BTree::max_value() const {
-  // A value and its overflow pages are logged in one record.
-  return pool_->log()->max_payload() / 2;
+  // A value and its overflow pages are logged in one record, and every page
+  // of its chain stays latched until then: at most a quarter of the pool.
+  const uint64_t by_log = pool_->log()->max_payload() / 2;
+  const uint64_t by_pool = pool_->stats().frames / 4 * (pool_->page_size() - kOverflowData);
+  return static_cast<uint32_t>(std::min(by_log, by_pool));
 }
 
 Result<std::string> BTree::ReadValue(std::string_view stored) {
@@ -165,6 +200,9 @@ Result<std::string> BTree::ReadValue(std::string_view stored) {
   }
   const uint32_t total = DecodeFixed32(stored.data() + 1);
   uint32_t page_no = DecodeFixed32(stored.data() + 5);
+  if (total > max_value()) {
+    return Status::Corruption(StrFormat("space %u: overflow value claims %u bytes", space_, total));
+  }
   const uint32_t ps = pool_->page_size(), cap = ps - kOverflowData;
   std::string out;
   out.reserve(total);
@@ -197,10 +235,16 @@ Result<PageHandle> BTree::Fetch(uint32_t page_no, Latch latch) {
 
 Result<std::vector<uint32_t>> BTree::Path(std::string_view key) {
   std::vector<uint32_t> path{root_};
+  uint32_t level = 0;
   for (int depth = 0;; ++depth) {
     Result<PageHandle> h = Fetch(path.back(), Latch::kShared);
     if (!h.ok()) return h.status();
     NodeView n(h->data(), pool_->page_size());
+    if (depth > 0 && n.level() + 1u != level) {
+      return Status::Corruption(StrFormat("space %u page %u: level %u under a level-%u node",
+                                          space_, path.back(), n.level(), level));
+    }
+    level = n.level();
     if (n.leaf()) return path;
     if (depth > 64) return Status::Corruption("B-tree deeper than 64 levels (a cycle?)");
     path.push_back(n.ChildFor(key));
@@ -465,6 +509,10 @@ Status BTree::Rebalance(Op& op, std::vector<uint32_t> path) {
     if (!rh.ok()) return rh.status();
     std::vector<uint8_t> limg = op.Image(*lh), rimg = op.Image(*rh);
     NodeView l(limg.data(), ps), r(rimg.data(), ps);
+    if (left_no == right_no || (l.leaf() && (l.next() != right_no || r.prev() != left_no))) {
+      return Status::Corruption(StrFormat("space %u: leaves %u and %u are not linked neighbours",
+                                          space_, left_no, right_no));
+    }
     if (l.leaf() && r.leaf() && l.UsedBytes() + r.UsedBytes() <= l.Capacity() / 4 * 3) {
       for (uint16_t k = 0; k < r.count(); ++k) {
         if (!l.Insert(l.count(), r.Key(k), r.Value(k))) return Status::Corruption("merge overflow");
@@ -596,10 +644,16 @@ Status BTree::Cursor::SeekLocked(SeekMode mode, std::string_view key) {
   const uint32_t ps = tree_->pool_->page_size();
   // kFirst/kLast descend along the leftmost/rightmost edge.
   uint32_t page_no = tree_->root_;
+  uint32_t level = 0;
   for (int depth = 0;; ++depth) {
     Result<PageHandle> h = tree_->Fetch(page_no, Latch::kShared);
     if (!h.ok()) return h.status();
     NodeView n(h->data(), ps);
+    if (depth > 0 && n.level() + 1u != level) {
+      return Status::Corruption(StrFormat("space %u page %u: level %u under a level-%u node",
+                                          tree_->space_, page_no, n.level(), level));
+    }
+    level = n.level();
     if (n.leaf()) break;
     if (depth > 64) return Status::Corruption("B-tree deeper than 64 levels (a cycle?)");
     if (mode == SeekMode::kFirst) {
@@ -659,9 +713,18 @@ Status BTree::Cursor::Step(bool forward) {
     Result<PageHandle> s = tree_->Fetch(page_no, Latch::kShared);
     if (!s.ok()) return s.status();
     NodeView sn(s->data(), ps);
+    if (!sn.leaf()) return Status::Corruption("B-tree leaf chain leads to an internal node");
     leaf_ = page_no;
     if (sn.count() > 0) {
-      return Load(s->data(), forward ? 0 : static_cast<uint16_t>(sn.count() - 1));
+      const std::string before = key_;
+      SUBITO_RETURN_IF_ERROR(Load(s->data(), forward ? 0 : static_cast<uint16_t>(sn.count() - 1)));
+      // Keys must keep moving in the scan's direction (a damaged chain with
+      // a cycle would otherwise scan forever).
+      if ((CompareKeys(key_, before) > 0) != forward) {
+        valid_ = false;
+        return Status::Corruption("B-tree leaf chain is out of key order");
+      }
+      return Status::OK();
     }
     page_no = forward ? sn.next() : sn.prev();
     if (hops > 1000000) return Status::Corruption("B-tree leaf chain does not end");

@@ -81,14 +81,21 @@ Status NodeView::Check(const std::string& where) const {
   }
   if (kNodeHeaderEnd + 2 * n > heap || heap > ps_) return bad("has an impossible slot count");
   std::string_view last;
+  uint32_t live = 0;
   for (uint16_t i = 0; i < n; ++i) {
     const uint32_t off = Slot(i);
     if (off < heap || off + 4 > ps_) return bad(StrFormat("slot %u points outside the heap", i));
     const uint32_t len = 4u + Get16(off) + Get16(off + 2);
     if (off + len > ps_) return bad(StrFormat("record %u runs past the page", i));
+    live += len;
     if (!leaf() && Get16(off + 2) != 4) return bad(StrFormat("child pointer %u is malformed", i));
     if (i > 0 && CompareKeys(last, Key(i)) >= 0) return bad("keys are out of order");
     last = Key(i);
+  }
+  // Records never overlap, and the heap holds exactly the live records plus
+  // the garbage (Insert and Compact rely on both).
+  if (live > ps_ - heap || Get16(38) != ps_ - heap - live) {
+    return bad("heap accounting is inconsistent (overlapping records or bad garbage count)");
   }
   return Status::OK();
 }
@@ -158,6 +165,7 @@ bool NodeView::Insert(uint16_t i, std::string_view key, std::string_view value) 
     if (free_bytes + Get16(38) < len + 2) return false;
     Compact();
     heap = Get16(36);
+    if (heap - (kNodeHeaderEnd + 2u * n) < len + 2) return false;
   }
   const uint32_t off = heap - len;
   Put16(off, static_cast<uint16_t>(key.size()));

@@ -61,16 +61,23 @@ Result<log::AppendResult> Mtr::Commit() {
                                                      static_cast<uint32_t>(payload_.size()));
   if (r.ok()) {
     for (const PageRef& p : edits_) pool_->MarkDirtyFrame(p.frame, p.data, r->start, r->end);
+    edits_.clear();
+    payload_.clear();
+    before_.clear();
   } else {
-    for (auto it = before_.rbegin(); it != before_.rend(); ++it) {
-      std::memcpy(it->data + it->offset, it->bytes.data(), it->bytes.size());
-    }
+    Abort();
   }
   pool_->EndChange(token);
+  return r;
+}
+
+void Mtr::Abort() {
+  for (auto it = before_.rbegin(); it != before_.rend(); ++it) {
+    std::memcpy(it->data + it->offset, it->bytes.data(), it->bytes.size());
+  }
   edits_.clear();
   payload_.clear();
   before_.clear();
-  return r;
 }
 
 Status RedoPageEdits(BufferPool* pool, const log::LogRecordView& rec) {

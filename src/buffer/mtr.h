@@ -28,6 +28,10 @@ inline constexpr uint16_t kRecordPageEdits = log::kRecordPageFirst;  // 0x0100
 class Mtr {
  public:
   explicit Mtr(BufferPool* pool) : pool_(pool) {}
+  // An Mtr never committed undoes its edits: no page keeps a change that
+  // was not logged. (Declare it after the PageHandles it edits, so it is
+  // destroyed while they are still latched.)
+  ~Mtr() { Abort(); }
   Mtr(const Mtr&) = delete;
   Mtr& operator=(const Mtr&) = delete;
 
@@ -39,6 +43,8 @@ class Mtr {
   // alone). Lets callers build a new page in scratch memory.
   void WriteDiff(PageHandle& page, const uint8_t* image);
   bool empty() const { return edits_.empty(); }
+  // Undoes every edit since the last Commit (in reverse) and forgets them.
+  void Abort();
   // Appends the record, stamps every edited page's page_lsn with its end and
   // marks them dirty. Does not wait for durability (a transaction commit
   // does, once, for all its Mtrs). If the record cannot be appended, every

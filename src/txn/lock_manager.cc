@@ -85,10 +85,15 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
   ++stats_.waits;
   e.waiting.push_back({txn, mode});
   waiting_on_[txn] = {name, mode};
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // A timeout of a year or more means "no timeout" (and must not overflow).
+  const bool forever = timeout >= std::chrono::hours(24 * 365);
+  const auto deadline =
+      std::chrono::steady_clock::now() + (forever ? std::chrono::milliseconds(0) : timeout);
   bool granted = false;
   while (!(granted = Grantable(e, txn, mode))) {
-    if (e.cv.wait_until(lk, deadline) == std::cv_status::timeout) {
+    if (forever) {
+      e.cv.wait(lk);
+    } else if (e.cv.wait_until(lk, deadline) == std::cv_status::timeout) {
       granted = Grantable(e, txn, mode);
       break;
     }

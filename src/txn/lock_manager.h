@@ -51,8 +51,11 @@ class LockManager {
   LockManager(const LockManager&) = delete;
   LockManager& operator=(const LockManager&) = delete;
 
+  // Waits at most `timeout` (a year or more: no limit).
   Status Lock(TxnId txn, uint32_t space, std::string_view key, LockMode mode,
               std::chrono::milliseconds timeout);
+  // Ends txn's locks. A transaction is driven by one thread at a time: this
+  // must not run while the same txn waits in Lock.
   void ReleaseAll(TxnId txn);
   // The mode txn holds on the key, if any (tests, assertions).
   bool Holds(TxnId txn, uint32_t space, std::string_view key, LockMode mode) const;

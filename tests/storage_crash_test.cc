@@ -36,7 +36,14 @@ struct Change {
   uint64_t acked_at;  // clock time when acknowledged, or UINT64_MAX
 };
 
-class StorageCrash : public ::testing::TestWithParam<bool> {};  // keep random unsynced sectors
+struct Param {
+  bool sectors;   // keep a random subset of unsynced sectors (torn writes)
+  bool file_dwb;  // double-write area in a file (classic) instead of on PM
+};
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << (p.sectors ? "sectors" : "synced") << ", double-write " << (p.file_dwb ? "file" : "PM");
+}
+class StorageCrash : public ::testing::TestWithParam<Param> {};
 
 TEST_P(StorageCrash, RecoveryFindsExactlyTheLoggedChanges) {
   const uint64_t seed = test::TestSeed();
@@ -55,7 +62,8 @@ TEST_P(StorageCrash, RecoveryFindsExactlyTheLoggedChanges) {
   };
   auto log = log::RedoLog::Open(lo);
   ASSERT_TRUE(log.ok()) << log.status().ToString();
-  auto dwb = DoubleWrite::OpenPm(dir.Sub("dwb"), kPs, 8, &pm);
+  auto dwb = GetParam().file_dwb ? DoubleWrite::OpenFile(&fs, "dwb", kPs, 8)
+                                 : DoubleWrite::OpenPm(dir.Sub("dwb"), kPs, 8, &pm);
   ASSERT_TRUE(dwb.ok()) << dwb.status().ToString();
   auto space = page::SpaceFile::Create(&fs, space_name, 1, kPs, "t");
   ASSERT_TRUE(space.ok());
@@ -135,13 +143,14 @@ TEST_P(StorageCrash, RecoveryFindsExactlyTheLoggedChanges) {
     SCOPED_TRACE(::testing::Message() << "power cut at clock " << at << " (seed " << seed << ")");
     // Lay the images out as files and recover from them.
     const std::string c = dir.Sub("crash");
-    test::WriteCrashImage(c, pm.ImageAtTime(at, GetParam() ? &rng : nullptr),
-                          fs.ImageAtTime(at, rng(), GetParam()));
+    test::WriteCrashImage(c, pm.ImageAtTime(at, GetParam().sectors ? &rng : nullptr),
+                          fs.ImageAtTime(at, rng(), GetParam().sectors));
     log::LogOptions ro = test::SmallLog(c + "/log", log::LogWriteMode::kNf, 2);
     ro.file_size = lo.file_size;
     auto rlog = log::RedoLog::Open(ro);
     ASSERT_TRUE(rlog.ok()) << rlog.status().ToString();
-    auto rdwb = DoubleWrite::OpenPm(c + "/dwb", kPs, 8);
+    auto rdwb = GetParam().file_dwb ? DoubleWrite::OpenFile(PosixFileSystem(), c + "/dwb", kPs, 8)
+                                    : DoubleWrite::OpenPm(c + "/dwb", kPs, 8);
     ASSERT_TRUE(rdwb.ok()) << rdwb.status().ToString();
     auto rspace = page::SpaceFile::Open(PosixFileSystem(), c + "/" + space_name);
     ASSERT_TRUE(rspace.ok()) << rspace.status().ToString();
@@ -175,8 +184,13 @@ TEST_P(StorageCrash, RecoveryFindsExactlyTheLoggedChanges) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Images, StorageCrash, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "sectors" : "synced"; });
+INSTANTIATE_TEST_SUITE_P(Images, StorageCrash,
+                         ::testing::Values(Param{false, false}, Param{true, false},
+                                           Param{false, true}, Param{true, true}),
+                         [](const auto& info) {
+                           return std::string(info.param.sectors ? "sectors" : "synced") +
+                                  (info.param.file_dwb ? "_file_dwb" : "_pm_dwb");
+                         });
 
 }  // namespace
 }  // namespace subito::buffer

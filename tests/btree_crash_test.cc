@@ -101,13 +101,8 @@ TEST(BTreeCrash, RecoveredTreesHoldExactlyTheLoggedOperations) {
   space->reset();
   log->reset();
 
-  std::vector<uint64_t> times = {end_time};
-  for (int i = 0; i < 20; ++i) times.push_back(start_time + rng() % (end_time - start_time));
-  // And as many right after a page write, before its sync: torn writes.
-  const std::vector<uint64_t> after_writes = fs.TimesAfterWrites();
-  for (int i = 0; i < 20 && !after_writes.empty(); ++i) {
-    times.push_back(after_writes[rng() % after_writes.size()]);
-  }
+  const std::vector<uint64_t> times =
+      test::CutTimes(start_time, end_time, fs.TimesAfterWrites(), 20, rng);
   for (uint64_t at : times) {
     SCOPED_TRACE(::testing::Message() << "power cut at clock " << at << " (seed " << seed << ")");
     const std::string c = dir.Sub("crash");

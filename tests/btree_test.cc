@@ -100,6 +100,14 @@ void ExpectSeekMatches(BTree& tree, const Model& m, SeekMode mode, const std::st
   }
 }
 
+// Opens the tree in dir again (page recovery first) and compares it with m.
+void ExpectReopenedTreeMatches(const std::string& dir, const Model& m) {
+  Harness again(dir, 64);
+  ASSERT_TRUE(again.Open(false).ok());
+  ExpectScansMatch(*again.tree, m);
+  again.Close(true);
+}
+
 TEST(BTree, RandomOperationsMatchAMap) {
   test::ScratchDir dir;
   Harness h(dir.path());
@@ -220,10 +228,7 @@ TEST(BTree, LongValuesLiveInOverflowChains) {
   EXPECT_LE(h.space->page_count(), pages + limit / (kPs - 40) + 2) << "chains are not reused";
   ExpectScansMatch(*h.tree, m);
   h.Close(true);
-  Harness again(dir.path(), 64);
-  ASSERT_TRUE(again.Open(false).ok());
-  ExpectScansMatch(*again.tree, m);
-  again.Close(true);
+  ExpectReopenedTreeMatches(dir.path(), m);
 }
 
 TEST(BTree, TheLargestValuesCanBeReplaced) {
@@ -267,14 +272,8 @@ TEST(BTree, ChangesSurviveACrashThroughRedo) {
     h.pool.reset();  // no flush: only the log knows most pages
     h.Close(false);
   }
-  Harness h(dir.path(), 64);
-  ASSERT_TRUE(h.Open(false).ok());
-  ExpectScansMatch(*h.tree, m);
-  h.Close(true);
-  Harness again(dir.path(), 64);
-  ASSERT_TRUE(again.Open(false).ok());
-  ExpectScansMatch(*again.tree, m);
-  again.Close(true);
+  ExpectReopenedTreeMatches(dir.path(), m);  // recovery through redo
+  ExpectReopenedTreeMatches(dir.path(), m);  // and once more, from the flushed files
 }
 
 TEST(BTree, ConcurrentWritersAndReaders) {

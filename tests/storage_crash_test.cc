@@ -132,13 +132,8 @@ TEST_P(StorageCrash, RecoveryFindsExactlyTheLoggedChanges) {
   log->reset();
 
   std::mt19937_64 rng(seed);
-  std::vector<uint64_t> times = {end_time};
-  for (int i = 0; i < 24; ++i) times.push_back(start_time + rng() % (end_time - start_time));
-  // And as many right after a page write, before its sync: torn writes.
-  const std::vector<uint64_t> after_writes = fs.TimesAfterWrites();
-  for (int i = 0; i < 24 && !after_writes.empty(); ++i) {
-    times.push_back(after_writes[rng() % after_writes.size()]);
-  }
+  const std::vector<uint64_t> times =
+      test::CutTimes(start_time, end_time, fs.TimesAfterWrites(), 24, rng);
   for (uint64_t at : times) {
     SCOPED_TRACE(::testing::Message() << "power cut at clock " << at << " (seed " << seed << ")");
     // Lay the images out as files and recover from them.

@@ -82,6 +82,17 @@ std::string LogCaseName(const LogCase& c) {
   return std::string(log::LogWriteModeName(c.mode)) + "_" + std::to_string(c.streams) + "streams";
 }
 
+std::vector<uint64_t> CutTimes(uint64_t start, uint64_t end,
+                               const std::vector<uint64_t>& after_writes, int n,
+                               std::mt19937_64& rng) {
+  std::vector<uint64_t> times = {end};
+  for (int i = 0; i < n; ++i) times.push_back(start + rng() % (end - start));
+  for (int i = 0; i < n && !after_writes.empty(); ++i) {
+    times.push_back(after_writes[rng() % after_writes.size()]);
+  }
+  return times;
+}
+
 std::vector<uint8_t> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});

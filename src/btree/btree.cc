@@ -188,7 +188,7 @@ uint32_t BTree::max_value() const {
   // A value and its overflow pages are logged in one record, and every page
   // of its chain stays latched until then: at most a quarter of the pool.
   const uint64_t by_log = pool_->log()->max_payload() / 2;
-  const uint64_t by_pool = pool_->stats().frames / 4 * (pool_->page_size() - kOverflowData);
+  const uint64_t by_pool = pool_->frame_count() / 4 * (pool_->page_size() - kOverflowData);
   return static_cast<uint32_t>(std::min(by_log, by_pool));
 }
 
@@ -393,16 +393,22 @@ Status BTree::InsertAt(Op& op, std::vector<uint32_t> path, Entry entry) {
     r.Init(space_, right_no, level);
     if (level > 0) r.set_leftmost(DecodeFixed32(all[cut].value.data()));
     if (!fill(r, right_from, all.size())) return Status::Corruption("B-tree split overflow");
+    // The left half, as a node at page `no`.
+    auto left_half = [&](uint32_t no, std::vector<uint8_t>& limg) {
+      limg.assign(ps, 0);
+      NodeView l(limg.data(), ps);
+      l.Init(space_, no, level);
+      if (level > 0) l.set_leftmost(n.leftmost());
+      return fill(l, 0, cut);
+    };
     if (page_no == root_) {
       // The root keeps its page: its left half goes to a new page too.
       Result<PageHandle*> left_h = op.NewPage();
       if (!left_h.ok()) return left_h.status();
       const uint32_t left_no = (*left_h)->id().page_no;
-      std::vector<uint8_t> limg(ps);
+      std::vector<uint8_t> limg;
+      if (!left_half(left_no, limg)) return Status::Corruption("B-tree split overflow");
       NodeView l(limg.data(), ps);
-      l.Init(space_, left_no, level);
-      if (level > 0) l.set_leftmost(n.leftmost());
-      if (!fill(l, 0, cut)) return Status::Corruption("B-tree split overflow");
       if (level == 0) {
         l.set_next(right_no);
         r.set_prev(left_no);
@@ -416,11 +422,9 @@ Status BTree::InsertAt(Op& op, std::vector<uint32_t> path, Entry entry) {
       op.Put(*node_h, img);
       return op.Commit();
     }
-    std::vector<uint8_t> left(ps);
+    std::vector<uint8_t> left;
+    if (!left_half(page_no, left)) return Status::Corruption("B-tree split overflow");
     NodeView l(left.data(), ps);
-    l.Init(space_, page_no, level);
-    if (level > 0) l.set_leftmost(n.leftmost());
-    if (!fill(l, 0, cut)) return Status::Corruption("B-tree split overflow");
     if (level == 0) {
       const uint32_t old_next = n.next();
       l.set_prev(n.prev());

@@ -140,6 +140,7 @@ class BufferPool {
 
   BufferPoolStats stats() const;
   uint32_t page_size() const { return options_.page_size; }
+  uint64_t frame_count() const { return frames_.size(); }  // constant after Create
   log::RedoLog* log() const { return log_; }
 
  private:

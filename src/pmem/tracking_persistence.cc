@@ -159,16 +159,22 @@ class TrackingPersistence::Replay {
 
 TrackingPersistence::Image TrackingPersistence::ImageAt(size_t events, std::mt19937_64* rng) const {
   std::lock_guard lock(clock_->mu);
-  Replay replay(*this);
-  for (size_t i = 0; i < events && i < events_.size(); ++i) replay.Step(i);
-  return rng ? replay.WithRandomPending(*rng) : replay.image();
+  return ImageOfFirst(std::min(events, events_.size()), rng);
 }
 
 TrackingPersistence::Image TrackingPersistence::ImageAtTime(uint64_t time,
                                                             std::mt19937_64* rng) const {
   std::lock_guard lock(clock_->mu);
+  // Events are recorded in clock order.
+  size_t n = 0;
+  while (n < events_.size() && events_[n].time < time) ++n;
+  return ImageOfFirst(n, rng);
+}
+
+TrackingPersistence::Image TrackingPersistence::ImageOfFirst(size_t events,
+                                                             std::mt19937_64* rng) const {
   Replay replay(*this);
-  for (size_t i = 0; i < events_.size() && events_[i].time < time; ++i) replay.Step(i);
+  for (size_t i = 0; i < events; ++i) replay.Step(i);
   return rng ? replay.WithRandomPending(*rng) : replay.image();
 }
 

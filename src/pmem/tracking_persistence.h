@@ -81,6 +81,8 @@ class TrackingPersistence final : public Persistence {
   class Replay;
 
   void RecordLine(uint32_t region, uint64_t offset, uint32_t length);
+  // The image after the first `events` events; the caller holds clock_->mu.
+  Image ImageOfFirst(size_t events, std::mt19937_64* rng) const;
   static uint32_t ThreadId();
 
   std::shared_ptr<CrashClock> clock_;  // its mutex guards everything below

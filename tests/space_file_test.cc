@@ -124,6 +124,21 @@ TEST_P(SpaceFileTest, DamagedOrTruncatedFilesAreRefusedAtOpen) {
 INSTANTIATE_TEST_SUITE_P(PageSizes, SpaceFileTest, ::testing::Values(4096u, 8192u, 16384u),
                          [](const auto& info) { return std::to_string(info.param); });
 
+TEST(SpaceFile, AnInterruptedCreationLeavesNoSpaceAndDoesNotBlockTheNext) {
+  test::ScratchDir dir;
+  // What a crash between creating the file and syncing its header leaves.
+  test::WriteFile(dir.Sub("t.sbt.tmp"), std::vector<uint8_t>(100, 0x33));
+  EXPECT_FALSE(PosixFileSystem()->Exists(dir.Sub("t.sbt")));
+  auto s = SpaceFile::Create(PosixFileSystem(), dir.Sub("t.sbt"), 4, 4096, "t");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  s.value().reset();
+  EXPECT_FALSE(PosixFileSystem()->Exists(dir.Sub("t.sbt.tmp")));
+  auto o = SpaceFile::Open(PosixFileSystem(), dir.Sub("t.sbt"));
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ((*o)->space_id(), 4u);
+  EXPECT_EQ((*o)->page_size(), 4096u);
+}
+
 TEST(SpaceFile, BadSettingsAreRefused) {
   test::ScratchDir dir;
   auto s = SpaceFile::Create(PosixFileSystem(), dir.Sub("x"), 1, 1000, "x");

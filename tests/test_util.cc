@@ -87,9 +87,12 @@ std::vector<uint64_t> CutTimes(uint64_t start, uint64_t end,
                                std::mt19937_64& rng) {
   std::vector<uint64_t> times = {end};
   for (int i = 0; i < n; ++i) times.push_back(start + rng() % (end - start));
-  for (int i = 0; i < n && !after_writes.empty(); ++i) {
-    times.push_back(after_writes[rng() % after_writes.size()]);
+  // Only writes of the run itself: earlier ones belong to set-up.
+  std::vector<uint64_t> in_run;
+  for (uint64_t t : after_writes) {
+    if (t > start && t <= end) in_run.push_back(t);
   }
+  for (int i = 0; i < n && !in_run.empty(); ++i) times.push_back(in_run[rng() % in_run.size()]);
   return times;
 }
 

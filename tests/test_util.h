@@ -44,8 +44,8 @@ void WriteCrashImage(const std::string& dir,
                      const std::map<std::string, std::vector<uint8_t>>& file_image);
 
 // Power-cut instants for a run that spanned clock times [start, end):
-// `n` at random, and `n` right after page-file writes (before their sync,
-// where torn writes live), taken from `after_writes`.
+// `n` at random, and `n` right after page-file writes of the run (before
+// their sync, where torn writes live), taken from `after_writes`.
 std::vector<uint64_t> CutTimes(uint64_t start, uint64_t end,
                                const std::vector<uint64_t>& after_writes, int n,
                                std::mt19937_64& rng);

@@ -33,7 +33,12 @@ Result<std::unique_ptr<SpaceFile>> SpaceFile::Create(FileSystem* fs, const std::
         StrFormat("page size %u: must be 4096, 8192 or 16384", page_size));
   }
   if (name.size() >= 64) return Status::InvalidArgument("space name longer than 63 bytes: " + name);
-  Result<std::unique_ptr<File>> f = fs->Create(path);
+  if (fs->Exists(path)) return Status::IOError("cannot create " + path + ": File exists");
+  // Written under a temporary name and renamed into place once its header
+  // page is durable: a crash during creation never leaves a space file
+  // that cannot be opened.
+  const std::string tmp = path + ".tmp";
+  Result<std::unique_ptr<File>> f = fs->Exists(tmp) ? fs->Open(tmp) : fs->Create(tmp);
   if (!f.ok()) return f.status();
   AlignedPage hdr(page_size);
   InitPage(hdr.p, page_size, kPageSpaceHeader, space_id, 0);
@@ -47,7 +52,11 @@ Result<std::unique_ptr<SpaceFile>> SpaceFile::Create(FileSystem* fs, const std::
   SUBITO_RETURN_IF_ERROR((*f)->Extend(uint64_t{page_size} * kExtendPages));
   SUBITO_RETURN_IF_ERROR((*f)->Write(0, hdr.p, page_size));
   SUBITO_RETURN_IF_ERROR((*f)->Sync());
+  f.value().reset();
+  SUBITO_RETURN_IF_ERROR(fs->Rename(tmp, path));
   SUBITO_RETURN_IF_ERROR(fs->SyncDirOf(path));  // the new name is durable too
+  f = fs->Open(path);
+  if (!f.ok()) return f.status();
   return std::unique_ptr<SpaceFile>(new SpaceFile(std::move(*f), space_id, page_size, name, 1));
 }
 

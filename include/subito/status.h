@@ -25,7 +25,8 @@ class [[nodiscard]] Status {
     kTimedOut,  // a wait exceeded its limit
     kShutdown,  // the object is closing
     kNotSupported,
-    kDeadlock,  // a transaction was chosen as a deadlock victim
+    kDeadlock,       // a transaction was chosen as a deadlock victim
+    kAlreadyExists,  // a duplicate key or name
   };
 
   Status() = default;
@@ -41,6 +42,7 @@ class [[nodiscard]] Status {
   static Status Shutdown(std::string msg) { return {Code::kShutdown, std::move(msg)}; }
   static Status NotSupported(std::string msg) { return {Code::kNotSupported, std::move(msg)}; }
   static Status Deadlock(std::string msg) { return {Code::kDeadlock, std::move(msg)}; }
+  static Status AlreadyExists(std::string msg) { return {Code::kAlreadyExists, std::move(msg)}; }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
@@ -50,6 +52,9 @@ class [[nodiscard]] Status {
   bool IsIOError() const { return code_ == Code::kIOError; }
   bool IsTimedOut() const { return code_ == Code::kTimedOut; }
   bool IsDeadlock() const { return code_ == Code::kDeadlock; }
+  bool IsAlreadyExists() const { return code_ == Code::kAlreadyExists; }
+  bool IsNotFound() const { return code_ == Code::kNotFound; }
+  bool IsBusy() const { return code_ == Code::kBusy; }
 
   // "Corruption: log stream 0 (/dev/shm/x/log.0) offset 8192: bad checksum"
   std::string ToString() const;

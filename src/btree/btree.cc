@@ -22,6 +22,7 @@ constexpr char kTreeMagic[4] = {'B', 'T', 'R', 'E'};
 constexpr uint32_t kMetaMagic = page::kSpaceMetaOffset;
 constexpr uint32_t kMetaRoot = page::kSpaceMetaOffset + 4;
 constexpr uint32_t kMetaFreeHead = page::kSpaceMetaOffset + 8;  // first free page, 0: none
+constexpr uint32_t kMetaEntries = page::kSpaceMetaOffset + 12;  // u64 keys in the tree
 // A free page: page header (type kPageFree), then the next free page.
 constexpr uint32_t kFreeNext = page::kPageHeaderSize;
 // Leaf values start with a tag: inline bytes follow, or a reference to a
@@ -124,7 +125,18 @@ class BTree::Op {
     return Status::OK();
   }
 
-  Status Commit() { return mtr_.empty() ? Status::OK() : mtr_.Commit().status(); }
+  // The number of keys changes by `delta` with this operation.
+  void CountEntries(int64_t delta) { entry_delta_ += delta; }
+  Status Commit() {
+    if (entry_delta_ != 0) {
+      Result<PageHandle*> meta = Page(0, false);
+      if (!meta.ok()) return meta.status();
+      uint8_t count[8];
+      EncodeFixed64(count, DecodeFixed64((*meta)->data() + kMetaEntries) + entry_delta_);
+      mtr_.Write(**meta, kMetaEntries, count, 8);
+    }
+    return mtr_.empty() ? Status::OK() : mtr_.Commit().status();
+  }
   uint32_t page_size() const { return ps_; }
 
  private:
@@ -146,6 +158,7 @@ class BTree::Op {
   std::deque<PageHandle> held_;  // stable addresses
   std::map<uint32_t, PageHandle*> by_page_;
   std::set<uint32_t> checked_;  // held pages verified as nodes
+  int64_t entry_delta_ = 0;
 };
 
 Result<std::unique_ptr<BTree>> BTree::Create(buffer::BufferPool* pool, uint32_t space_id) {
@@ -178,6 +191,12 @@ Result<std::unique_ptr<BTree>> BTree::Open(buffer::BufferPool* pool, uint32_t sp
   }
   return std::unique_ptr<BTree>(
       new BTree(pool, space_id, DecodeFixed32(header->data() + kMetaRoot)));
+}
+
+Result<uint64_t> BTree::entries() {
+  Result<PageHandle> meta = pool_->Fetch({space_, 0}, Latch::kShared);
+  if (!meta.ok()) return meta.status();
+  return DecodeFixed64(meta->data() + kMetaEntries);
 }
 
 uint32_t BTree::max_record() const {
@@ -353,6 +372,8 @@ Status BTree::InsertAt(Op& op, std::vector<uint32_t> path, Entry entry) {
     if (replacing && i < n.count() && n.Key(i) == entry.key) {
       SUBITO_RETURN_IF_ERROR(FreeOverflow(op, n.Value(i)));  // the old value's pages
       n.Remove(i);
+    } else if (replacing) {
+      op.CountEntries(1);
     }
     replacing = false;
     std::string value = new_child ? ChildValue(new_child) : entry.value;
@@ -463,6 +484,7 @@ Result<bool> BTree::Delete(std::string_view key) {
   SUBITO_RETURN_IF_ERROR(FreeOverflow(op, n.Value(i)));
   n.Remove(i);
   op.Put(*leaf, img);
+  op.CountEntries(-1);
   if (path->size() > 1 && n.UsedBytes() < n.Capacity() / 4) {
     SUBITO_RETURN_IF_ERROR(Rebalance(op, std::move(*path)));
   }

@@ -52,6 +52,8 @@ class BTree {
   // Largest value (one operation is logged as one record).
   uint32_t max_value() const;
   uint32_t root() const { return root_; }
+  // Keys in the tree (kept in the space header, updated with every change).
+  Result<uint64_t> entries();
 
   class Cursor;
 

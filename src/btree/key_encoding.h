@@ -50,6 +50,7 @@ class KeyDecoder {
   Result<int64_t> Signed(int width);
   Result<std::string> Bytes();
   bool done() const { return pos_ == in_.size(); }
+  size_t consumed() const { return pos_; }
 
  private:
   std::string_view in_;

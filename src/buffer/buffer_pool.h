@@ -109,6 +109,10 @@ class BufferPool {
 
   Status AddSpace(page::SpaceFile* space);
   page::SpaceFile* Space(uint32_t space_id) const;
+  // Forgets a space and every frame of it, dirty ones unwritten (a dropped
+  // table). Waits for in-flight writes of its pages; the caller guarantees
+  // that no one fetches its pages any more.
+  Status DropSpace(uint32_t space_id);
 
   Result<PageHandle> Fetch(PageId id, Latch latch);
   // A new page at the end of the space, zeroed, exclusively latched. The
@@ -122,9 +126,27 @@ class BufferPool {
   }
   void MarkDirtyFrame(uint32_t frame, uint8_t* data, log::Lsn start, log::Lsn end);
   uint64_t BeginChange();
+  // Keeps the checkpoint at or before `lsn` (a record's start) until
+  // EndChange(token). Used for log records that must outlive the changes'
+  // pages: a transaction's undo, from its first record to its end.
+  uint64_t PinCheckpoint(log::Lsn lsn);
   void EndChange(uint64_t token);
-  // Waits, holding no latch, until the log has room for a Mtr.
+  // Waits, holding no latch, until the log has room for a Mtr. Returns at
+  // once in a thread that holds a LogFreeExemption.
   Status LogFreeCheck();
+  // A rollback writes into the quarter of the log that LogFreeCheck keeps
+  // free: it must not wait for a checkpoint its own transaction holds back.
+  class LogFreeExemption {
+   public:
+    LogFreeExemption() { ++depth_; }
+    ~LogFreeExemption() { --depth_; }
+    LogFreeExemption(const LogFreeExemption&) = delete;
+    LogFreeExemption& operator=(const LogFreeExemption&) = delete;
+    static bool active() { return depth_ > 0; }
+
+   private:
+    static thread_local int depth_;
+  };
   // For the log's on_log_full hook: asks the cleaners to hurry.
   void OnLogFull();
 

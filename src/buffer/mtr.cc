@@ -61,6 +61,9 @@ Result<log::AppendResult> Mtr::Commit() {
                                                      static_cast<uint32_t>(payload_.size()));
   if (r.ok()) {
     for (const PageRef& p : edits_) pool_->MarkDirtyFrame(p.frame, p.data, r->start, r->end);
+    if (page::SpaceFile* s = pool_->Space(DecodeFixed32(payload_.data()))) {
+      s->CountPmBytes(r->end - r->start);
+    }
     edits_.clear();
     payload_.clear();
     before_.clear();
@@ -80,7 +83,8 @@ void Mtr::Abort() {
   before_.clear();
 }
 
-Status RedoPageEdits(BufferPool* pool, const log::LogRecordView& rec) {
+Status RedoPageEdits(BufferPool* pool, const log::LogRecordView& rec,
+                     const std::function<bool(uint32_t)>& dropped) {
   const uint32_t ps = pool->page_size();
   struct Edit {
     uint16_t at, n;
@@ -109,6 +113,7 @@ Status RedoPageEdits(BufferPool* pool, const log::LogRecordView& rec) {
   }
   for (auto& [id, edits] : pages) {
     page::SpaceFile* space = pool->Space(id.space);
+    if (space == nullptr && dropped && dropped(id.space)) continue;
     if (space == nullptr) {
       return Status::Corruption(StrFormat("page-edit record at LSN %llu names unknown space %u",
                                           static_cast<unsigned long long>(rec.lsn), id.space));

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "buffer/buffer_pool.h"
@@ -72,6 +73,9 @@ class Mtr {
 // Recovery: applies a kRecordPageEdits record to its pages where their
 // page_lsn is older than the record's end (P3). Pages past the end of their
 // space are created. Bytes that do not parse are Corruption.
-Status RedoPageEdits(BufferPool* pool, const log::LogRecordView& record);
+// Edits of spaces for which `dropped` returns true are skipped (a table
+// dropped after the record was written).
+Status RedoPageEdits(BufferPool* pool, const log::LogRecordView& record,
+                     const std::function<bool(uint32_t)>& dropped = nullptr);
 
 }  // namespace subito::buffer

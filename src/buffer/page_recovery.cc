@@ -4,7 +4,8 @@
 
 namespace subito::buffer {
 
-Result<PageRecoveryStats> RecoverPages(BufferPool* pool, DoubleWrite* dwb) {
+Result<PageRecoveryStats> RecoverPages(BufferPool* pool, DoubleWrite* dwb,
+                                       const std::function<bool(uint32_t)>& dropped) {
   PageRecoveryStats stats;
   pool->HoldCheckpoint();
   Status st;
@@ -20,7 +21,7 @@ Result<PageRecoveryStats> RecoverPages(BufferPool* pool, DoubleWrite* dwb) {
     st = pool->log()->ForEachRecoveredRecord([&](const log::LogRecordView& r) {
       if (r.type != kRecordPageEdits) return Status::OK();
       ++stats.records_redone;
-      return RedoPageEdits(pool, r);
+      return RedoPageEdits(pool, r, dropped);
     });
   }
   pool->ReleaseCheckpoint();

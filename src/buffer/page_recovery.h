@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "buffer/buffer_pool.h"
 #include "buffer/double_write.h"
@@ -18,6 +19,8 @@ struct PageRecoveryStats {
 };
 
 // `dwb` may be null. Every space must be added to the pool first.
-Result<PageRecoveryStats> RecoverPages(BufferPool* pool, DoubleWrite* dwb);
+// Records that edit spaces for which `dropped` returns true are skipped.
+Result<PageRecoveryStats> RecoverPages(BufferPool* pool, DoubleWrite* dwb,
+                                       const std::function<bool(uint32_t)>& dropped = nullptr);
 
 }  // namespace subito::buffer

@@ -26,7 +26,12 @@ Status PageWriter::Write(const std::vector<PageImage>& batch,
                                         static_cast<unsigned long long>(log_->durable_lsn())));
   }
   // 2. Double-write (D2).
-  if (dwb_) SUBITO_RETURN_IF_ERROR(dwb_->WriteBatch(batch));
+  if (dwb_) {
+    SUBITO_RETURN_IF_ERROR(dwb_->WriteBatch(batch));
+    for (const PageImage& p : batch) {
+      if (page::SpaceFile* space = space_of(p.space_id)) space->CountPmBytes(dwb_->page_size());
+    }
+  }
   // 3. In place, then 4. sync.
   std::set<page::SpaceFile*> touched;
   Status st;

@@ -160,6 +160,7 @@ SpaceIoStats SpaceFile::stats() const {
   s.pages_written = pages_written_.load(std::memory_order_relaxed);
   s.bytes_read = s.pages_read * page_size_;
   s.bytes_written = s.pages_written * page_size_;
+  s.pm_bytes_written = pm_bytes_.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -37,6 +37,9 @@ inline constexpr uint32_t kMaxPages = 1u << 28;  // 4 TiB of 16 KiB pages per sp
 
 struct SpaceIoStats {
   uint64_t pages_read = 0, pages_written = 0, bytes_read = 0, bytes_written = 0;
+  // Bytes written to the PM tier on behalf of this space: redo records of
+  // its changes and double-write copies of its pages.
+  uint64_t pm_bytes_written = 0;
 };
 
 class SpaceFile {
@@ -64,6 +67,7 @@ class SpaceFile {
   // Makes pages [0, count) exist (recovery redoing a page past the end).
   Status EnsurePages(uint32_t count);
   SpaceIoStats stats() const;
+  void CountPmBytes(uint64_t n) { pm_bytes_.fetch_add(n, std::memory_order_relaxed); }
 
  private:
   SpaceFile(std::unique_ptr<File> file, uint32_t space_id, uint32_t page_size, std::string name,
@@ -81,7 +85,7 @@ class SpaceFile {
   const std::string name_;
   std::atomic<uint32_t> page_count_;
   std::mutex grow_mu_;
-  std::atomic<uint64_t> pages_read_{0}, pages_written_{0};
+  std::atomic<uint64_t> pages_read_{0}, pages_written_{0}, pm_bytes_{0};
 };
 
 }  // namespace subito::page

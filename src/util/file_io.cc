@@ -100,6 +100,10 @@ class PosixFs final : public FileSystem {
     if (::rename(from.c_str(), to.c_str()) != 0) return Errno("cannot rename", from);
     return Status::OK();
   }
+  Status Remove(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Errno("cannot remove", path);
+    return Status::OK();
+  }
 
  private:
   Result<std::unique_ptr<File>> OpenWith(const std::string& path, int extra) {
@@ -231,7 +235,10 @@ TrackingFileSystem::Image TrackingFileSystem::ImageAtTime(uint64_t time, uint64_
     }
   }
   Image image;
-  for (size_t i = 0; i < names_.size(); ++i) image[names_[i]] = std::move(bytes[i]);
+  // Names are as of now (renames and removals count as durable at once).
+  for (size_t i = 0; i < names_.size(); ++i) {
+    if (!names_[i].empty()) image[names_[i]] = std::move(bytes[i]);
+  }
   return image;
 }
 
@@ -239,8 +246,19 @@ Status TrackingFileSystem::Rename(const std::string& from, const std::string& to
   std::lock_guard lock(clock_->mu);
   auto it = files_.find(from);
   if (it == files_.end()) return Status::IOError("cannot rename " + from + ": No such file");
+  auto old = files_.find(to);
+  if (old != files_.end()) names_[old->second->index].clear();  // replaced
   files_[to] = it->second;
   names_[it->second->index] = to;
+  files_.erase(it);
+  return Status::OK();
+}
+
+Status TrackingFileSystem::Remove(const std::string& path) {
+  std::lock_guard lock(clock_->mu);
+  auto it = files_.find(path);
+  if (it == files_.end()) return Status::OK();
+  names_[it->second->index].clear();
   files_.erase(it);
   return Status::OK();
 }

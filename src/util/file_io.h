@@ -40,6 +40,8 @@ class FileSystem {
   // Makes the directory entry of `path` durable (fsync of its directory).
   virtual Status SyncDirOf(const std::string& path) = 0;
   virtual Status Rename(const std::string& from, const std::string& to) = 0;
+  // Removes a file; a missing file is not an error.
+  virtual Status Remove(const std::string& path) = 0;
 };
 
 // pread/pwrite/fdatasync. With direct_io, O_DIRECT is asked for and dropped
@@ -61,6 +63,7 @@ class TrackingFileSystem final : public FileSystem {
   bool Exists(const std::string& path) override;
   Status SyncDirOf(const std::string&) override { return Status::OK(); }
   Status Rename(const std::string& from, const std::string& to) override;
+  Status Remove(const std::string& path) override;
 
   using Image = std::map<std::string, std::vector<uint8_t>>;
   Image ImageAtTime(uint64_t time, uint64_t seed = 0, bool keep_random_unsynced = false) const;

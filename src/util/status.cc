@@ -34,6 +34,9 @@ std::string Status::ToString() const {
     case Code::kDeadlock:
       name = "Deadlock";
       break;
+    case Code::kAlreadyExists:
+      name = "Already exists";
+      break;
   }
   return std::string(name) + ": " + message_;
 }

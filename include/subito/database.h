@@ -1,0 +1,233 @@
+// Subito's embedded API: a database of tables, each with a clustered primary
+// key and secondary indexes, read and written by ACID transactions.
+//
+//   auto db = subito::Database::Open({.dir = "/data/shop"});
+//   subito::TableDef def{.name = "item",
+//                        .columns = {{"id", subito::ColumnType::kInt, 8},
+//                                    {"name", subito::ColumnType::kString}},
+//                        .primary_key = {0},
+//                        .indexes = {{"by_name", {1}, /*unique=*/true}}};
+//   subito::Table* item = *(*db)->CreateTable(def);
+//   auto txn = (*db)->Begin();
+//   Status s = txn->Insert(item, {int64_t{1}, std::string("pen")});
+//   s = txn->Commit();  // returns once the commit is durable
+//
+// Values: NULL (std::monostate), signed or unsigned integers of 1..8 bytes,
+// and byte strings (ordered by memcmp: binary collation; a MariaDB plugin
+// passes sort keys for other collations as extra columns or as the key).
+//
+// Thread safety: a Database and its Tables may be used from any thread; a
+// Transaction and its Cursors by one thread at a time. DDL (create/drop of
+// tables and indexes) must not race with transactions using the same table.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "subito/status.h"
+
+namespace subito {
+
+class FileSystem;  // util/file_io.h (tests inject a crash-tracking one)
+namespace pmem {
+class Persistence;
+}
+
+enum class ColumnType : uint8_t { kInt = 1, kUInt = 2, kString = 3 };
+
+struct Column {
+  std::string name;
+  ColumnType type = ColumnType::kInt;
+  uint8_t width = 8;  // integers: bytes, 1..8
+  bool nullable = false;
+  uint32_t max_length = 65535;  // strings: bytes
+};
+
+struct IndexDef {
+  std::string name;
+  std::vector<uint32_t> columns;  // column numbers, in key order
+  bool unique = false;            // NULLs never conflict (as in MariaDB)
+};
+
+struct TableDef {
+  std::string name;
+  std::vector<Column> columns;
+  std::vector<uint32_t> primary_key;  // column numbers, none nullable
+  std::vector<IndexDef> indexes;      // secondary
+  std::string data_dir;               // empty: the database's directory
+  // A column whose value NextAutoIncrement() hands out; it must be an
+  // integer and the primary key's first column. -1: none.
+  int auto_increment_column = -1;
+};
+
+using Value = std::variant<std::monostate, int64_t, uint64_t, std::string>;
+using Row = std::vector<Value>;
+
+enum class Isolation { kReadCommitted, kRepeatableRead };
+
+// How a read treats other transactions' writes.
+enum class ReadMode {
+  kSnapshot,   // consistent read of the transaction's snapshot (no locks)
+  kShared,     // newest committed version, shared lock (LOCK IN SHARE MODE)
+  kExclusive,  // newest committed version, exclusive lock (FOR UPDATE)
+};
+
+struct Options {
+  std::string dir;                         // data directory: catalog, default table directory
+  std::string pm_dir = "/dev/shm/subito";  // PM tier: redo log, double-write area
+  bool create_if_missing = true;
+  uint32_t page_size = 16384;  // 4096, 8192 or 16384; fixed at creation
+  uint64_t buffer_pool_bytes = 128ull << 20;
+  uint32_t page_cleaners = 1;
+  std::string log_write_mode = "nf";  // "nf" or "classic"
+  uint32_t log_streams = 1;
+  uint64_t log_file_size = 64ull << 20;  // per stream
+  uint64_t log_buffer_size = 8ull << 20;
+  bool double_write_on_pm = true;  // false: a file in `dir` (classic)
+  uint32_t double_write_pages = 64;
+  uint32_t lock_wait_timeout_ms = 50000;
+  // Tests only: where page files and PM bytes go.
+  FileSystem* file_system = nullptr;
+  pmem::Persistence* persistence = nullptr;
+};
+
+// Counters since Open (bytes to the PM tier: redo records and double-write
+// copies of this index's pages; to page files: the index's own file).
+struct IndexStats {
+  std::string name;
+  uint64_t entries = 0;  // keys in the index's tree (newest versions)
+  uint64_t pages = 0;
+  uint64_t pm_bytes_written = 0;
+  uint64_t file_bytes_read = 0, file_bytes_written = 0;
+  uint64_t file_pages_read = 0, file_pages_written = 0;
+};
+
+struct TableStats {
+  std::string name;
+  uint64_t rows = 0;
+  uint64_t rows_read = 0, rows_inserted = 0, rows_updated = 0, rows_deleted = 0;
+  std::vector<IndexStats> indexes;  // [0] is the primary key
+};
+
+struct DatabaseStats {
+  uint64_t commits = 0, rollbacks = 0, deadlocks = 0, lock_waits = 0, lock_timeouts = 0;
+  uint64_t log_bytes = 0;           // redo bytes persisted (padding included)
+  uint64_t double_write_bytes = 0;  // page copies to the double-write area
+  uint64_t page_file_bytes_written = 0;
+  uint64_t page_file_bytes_read = 0;
+  uint64_t buffer_hits = 0, buffer_misses = 0, checkpoints = 0;
+  uint64_t version_keys = 0;  // keys with old versions kept for snapshots
+};
+
+// What Open found and did.
+struct RecoveryInfo {
+  bool created = false;
+  uint32_t pages_repaired = 0;
+  uint64_t records_redone = 0;
+  uint64_t transactions_rolled_back = 0;
+  uint64_t undo_applied = 0;
+  double seconds = 0;
+};
+
+class Table;
+class Transaction;
+class Cursor;
+
+class Database {
+ public:
+  // Opens (or creates) the database in options.dir and recovers it. A damaged
+  // catalog, log or page is refused with Corruption naming the file.
+  static Result<std::unique_ptr<Database>> Open(const Options& options);
+  virtual ~Database() = default;  // closes, as Close() would
+
+  // Writes every page and shuts the log down cleanly.
+  virtual Status Close() = 0;
+
+  virtual Result<Table*> CreateTable(const TableDef& def) = 0;
+  virtual Status DropTable(std::string_view name) = 0;
+  // Builds the index from the table's rows. No transaction may use the
+  // table meanwhile.
+  virtual Status CreateIndex(std::string_view table, const IndexDef& def) = 0;
+  virtual Status DropIndex(std::string_view table, std::string_view index) = 0;
+  virtual Table* FindTable(std::string_view name) const = 0;
+  virtual std::vector<std::string> TableNames() const = 0;
+
+  virtual std::unique_ptr<Transaction> Begin(Isolation isolation = Isolation::kRepeatableRead) = 0;
+
+  virtual DatabaseStats Stats() const = 0;
+  virtual const RecoveryInfo& recovery() const = 0;
+  // One line per tier: what backs the log and the double-write area.
+  virtual std::string Describe() const = 0;
+};
+
+class Table {
+ public:
+  virtual ~Table() = default;
+  virtual const TableDef& def() const = 0;
+  virtual TableStats Stats() const = 0;
+  // The next value for the auto-increment column (above every value stored
+  // or handed out since Open). Not transactional, like InnoDB's.
+  virtual Result<uint64_t> NextAutoIncrement() = 0;
+};
+
+class Transaction {
+ public:
+  virtual ~Transaction() = default;  // rolls back if neither ended
+  // AlreadyExists on a duplicate primary or unique key.
+  virtual Status Insert(Table* table, const Row& row) = 0;
+  // Replaces the row whose primary key `old_row` names (NotFound if none)
+  // by new_row; the primary key may change.
+  virtual Status Update(Table* table, const Row& old_row, const Row& new_row) = 0;
+  // Deletes the row whose primary key `row` names. NotFound if none.
+  virtual Status Delete(Table* table, const Row& row) = 0;
+  // The row with this primary key (key: the key columns' values in key
+  // order), or nullopt.
+  virtual Result<std::optional<Row>> Get(Table* table, const Row& key,
+                                         ReadMode mode = ReadMode::kSnapshot) = 0;
+  // index 0 is the primary key, 1.. the secondary indexes in def order.
+  virtual Result<std::unique_ptr<Cursor>> OpenCursor(Table* table, uint32_t index,
+                                                     ReadMode mode = ReadMode::kSnapshot) = 0;
+
+  // Statement rollback: RollbackTo(Savepoint()) undoes what came after (its
+  // locks stay held, as in InnoDB).
+  virtual uint64_t Savepoint() const = 0;
+  virtual Status RollbackTo(uint64_t savepoint) = 0;
+
+  // Returns once the commit record is durable. A failed commit rolls back.
+  virtual Status Commit() = 0;
+  virtual Status Rollback() = 0;
+  virtual uint64_t id() const = 0;
+};
+
+enum class SeekOp {
+  kFirst,
+  kLast,
+  kEq,      // first key with this prefix; Next/Prev stay inside the prefix
+  kEqLast,  // last key with this prefix; likewise bounded
+  kGE,      // first key >= prefix
+  kGT,      // first key after every key with this prefix
+  kLE,      // last key <= prefix (keys with the prefix included)
+  kLT,      // last key before every key with this prefix
+};
+
+// A position in one index, reading through its transaction's ReadMode.
+// Stable under concurrent inserts and deletes (it re-seeks by key).
+class Cursor {
+ public:
+  virtual ~Cursor() = default;
+  // `key`: values of a prefix of the index's columns (for a secondary index,
+  // its columns then the primary key's).
+  virtual Status Seek(SeekOp op, const Row& key = {}) = 0;
+  virtual Status Next() = 0;
+  virtual Status Prev() = 0;
+  virtual bool Valid() const = 0;
+  // The whole row (for a secondary index too).
+  virtual const Row& row() const = 0;
+};
+
+}  // namespace subito

@@ -1,0 +1,213 @@
+#include "engine/catalog.h"
+
+#include <cstring>
+
+#include "util/coding.h"
+#include "util/crc32c.h"
+#include "util/strings.h"
+
+namespace subito::engine {
+namespace {
+
+constexpr char kMagic[8] = {'S', 'U', 'B', 'I', 'T', 'O', 'C', 'A'};
+constexpr size_t kHeaderSize = 20;
+
+class Writer {
+ public:
+  void U8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void U32(uint32_t v) {
+    char b[4];
+    EncodeFixed32(b, v);
+    out_.append(b, 4);
+  }
+  void Str(const std::string& s) {
+    U32(static_cast<uint32_t>(s.size()));
+    out_.append(s);
+  }
+  std::string& out() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  bool U8(uint8_t& v) {
+    if (in_.size() - pos_ < 1) return false;
+    v = static_cast<uint8_t>(in_[pos_++]);
+    return true;
+  }
+  bool U32(uint32_t& v) {
+    if (in_.size() - pos_ < 4) return false;
+    v = DecodeFixed32(in_.data() + pos_);
+    pos_ += 4;
+    return true;
+  }
+  bool Str(std::string& s) {
+    uint32_t n = 0;
+    if (!U32(n) || in_.size() - pos_ < n) return false;
+    s.assign(in_.substr(pos_, n));
+    pos_ += n;
+    return true;
+  }
+  bool done() const { return pos_ == in_.size(); }
+
+ private:
+  std::string_view in_;
+  size_t pos_ = 0;
+};
+
+std::string EncodeBody(const Catalog& c) {
+  Writer w;
+  w.U32(c.page_size);
+  w.U32(c.next_space_id);
+  w.U32(c.next_table_id);
+  w.U32(static_cast<uint32_t>(c.tables.size()));
+  for (const CatalogTable& t : c.tables) {
+    w.U32(t.id);
+    w.U8(static_cast<uint8_t>(t.state));
+    w.Str(t.def.name);
+    w.Str(t.def.data_dir);
+    w.U32(static_cast<uint32_t>(t.def.auto_increment_column));
+    w.U32(static_cast<uint32_t>(t.def.columns.size()));
+    for (const Column& col : t.def.columns) {
+      w.Str(col.name);
+      w.U8(static_cast<uint8_t>(col.type));
+      w.U8(col.width);
+      w.U8(col.nullable ? 1 : 0);
+      w.U32(col.max_length);
+    }
+    w.U32(static_cast<uint32_t>(t.indexes.size()));
+    for (const CatalogIndex& i : t.indexes) {
+      w.Str(i.def.name);
+      w.U8(i.def.unique ? 1 : 0);
+      w.U8(static_cast<uint8_t>(i.state));
+      w.U32(i.space_id);
+      w.U32(static_cast<uint32_t>(i.def.columns.size()));
+      for (uint32_t col : i.def.columns) w.U32(col);
+    }
+  }
+  return std::move(w.out());
+}
+
+bool DecodeBody(std::string_view body, Catalog& c) {
+  Reader r(body);
+  uint32_t tables = 0;
+  if (!r.U32(c.page_size) || !r.U32(c.next_space_id) || !r.U32(c.next_table_id) || !r.U32(tables)) {
+    return false;
+  }
+  for (uint32_t ti = 0; ti < tables; ++ti) {
+    CatalogTable t;
+    uint8_t state = 0;
+    uint32_t autoinc = 0, columns = 0, indexes = 0;
+    if (!r.U32(t.id) || !r.U8(state) || state > 2 || !r.Str(t.def.name) || !r.Str(t.def.data_dir) ||
+        !r.U32(autoinc) || !r.U32(columns) || columns > 4096) {
+      return false;
+    }
+    t.state = static_cast<DefState>(state);
+    t.def.auto_increment_column = static_cast<int32_t>(autoinc);
+    for (uint32_t ci = 0; ci < columns; ++ci) {
+      Column col;
+      uint8_t type = 0, nullable = 0;
+      if (!r.Str(col.name) || !r.U8(type) || !r.U8(col.width) || !r.U8(nullable) ||
+          !r.U32(col.max_length) || type < 1 || type > 3 || nullable > 1) {
+        return false;
+      }
+      col.type = static_cast<ColumnType>(type);
+      col.nullable = nullable != 0;
+      t.def.columns.push_back(std::move(col));
+    }
+    if (!r.U32(indexes) || indexes < 1 || indexes > 1024) return false;
+    for (uint32_t ii = 0; ii < indexes; ++ii) {
+      CatalogIndex i;
+      uint8_t unique = 0, istate = 0;
+      uint32_t n = 0;
+      if (!r.Str(i.def.name) || !r.U8(unique) || !r.U8(istate) || istate > 2 ||
+          !r.U32(i.space_id) || !r.U32(n) || n > 4096) {
+        return false;
+      }
+      i.def.unique = unique != 0;
+      i.state = static_cast<DefState>(istate);
+      for (uint32_t k = 0; k < n; ++k) {
+        uint32_t col = 0;
+        if (!r.U32(col)) return false;
+        i.def.columns.push_back(col);
+      }
+      t.indexes.push_back(std::move(i));
+    }
+    t.def.primary_key = t.indexes[0].def.columns;
+    for (size_t k = 1; k < t.indexes.size(); ++k) t.def.indexes.push_back(t.indexes[k].def);
+    c.tables.push_back(std::move(t));
+  }
+  return r.done();
+}
+
+std::string Sanitize(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || ch == '_';
+    out.push_back(ok ? ch : '_');
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string CatalogPath(const std::string& dir) {
+  return dir + "/catalog";
+}
+
+std::string SpacePath(const std::string& dir, const std::string& table, const std::string& index,
+                      uint32_t space_id) {
+  return StrFormat("%s/%s-%s-%u.sbt", dir.c_str(), Sanitize(table).c_str(), Sanitize(index).c_str(),
+                   space_id);
+}
+
+Status WriteCatalog(FileSystem* fs, const std::string& dir, const Catalog& catalog) {
+  const std::string body = EncodeBody(catalog);
+  std::string image(kHeaderSize, '\0');
+  std::memcpy(image.data(), kMagic, 8);
+  EncodeFixed32(image.data() + 8, kCatalogVersion);
+  EncodeFixed32(image.data() + 12, static_cast<uint32_t>(body.size()));
+  EncodeFixed32(image.data() + 16, crc32c::Value(body.data(), body.size()));
+  image += body;
+  const std::string path = CatalogPath(dir), tmp = path + ".tmp";
+  SUBITO_RETURN_IF_ERROR(fs->Remove(tmp));
+  Result<std::unique_ptr<File>> f = fs->Create(tmp);
+  if (!f.ok()) return f.status();
+  SUBITO_RETURN_IF_ERROR((*f)->Write(0, image.data(), image.size()));
+  SUBITO_RETURN_IF_ERROR((*f)->Sync());
+  f->reset();
+  SUBITO_RETURN_IF_ERROR(fs->Rename(tmp, path));
+  return fs->SyncDirOf(path);
+}
+
+Result<std::optional<Catalog>> ReadCatalog(FileSystem* fs, const std::string& dir) {
+  const std::string path = CatalogPath(dir);
+  if (!fs->Exists(path)) return std::optional<Catalog>();
+  Result<std::unique_ptr<File>> f = fs->Open(path);
+  if (!f.ok()) return f.status();
+  const uint64_t size = (*f)->Size();
+  auto bad = [&](const char* what) {
+    return Status::Corruption(StrFormat("catalog %s: %s", path.c_str(), what));
+  };
+  if (size < kHeaderSize || size > (64u << 20)) return bad("wrong size");
+  std::string image(size, '\0');
+  SUBITO_RETURN_IF_ERROR((*f)->Read(0, image.data(), size));
+  if (std::memcmp(image.data(), kMagic, 8) != 0) return bad("not a Subito catalog (bad magic)");
+  if (DecodeFixed32(image.data() + 8) != kCatalogVersion) {
+    return bad("unsupported catalog format version");
+  }
+  if (DecodeFixed32(image.data() + 12) != size - kHeaderSize) return bad("truncated");
+  std::string_view body(image.data() + kHeaderSize, size - kHeaderSize);
+  if (DecodeFixed32(image.data() + 16) != crc32c::Value(body.data(), body.size())) {
+    return bad("checksum mismatch");
+  }
+  Catalog c;
+  if (!DecodeBody(body, c)) return bad("body does not parse");
+  return std::optional<Catalog>(std::move(c));
+}
+
+}  // namespace subito::engine

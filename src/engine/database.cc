@@ -1,0 +1,590 @@
+#include <chrono>
+#include <filesystem>
+
+#include "btree/key_encoding.h"
+#include "engine/engine_impl.h"
+#include "engine/row_codec.h"
+#include "recovery/txn_recovery.h"
+#include "util/strings.h"
+
+namespace subito {
+
+Result<std::unique_ptr<Database>> Database::Open(const Options& options) {
+  return engine::DatabaseImpl::Open(options);
+}
+
+namespace engine {
+namespace {
+
+std::string DefaultPmDir(const std::string& dir) {
+  std::string abs = std::filesystem::absolute(dir).lexically_normal().string();
+  for (char& c : abs) {
+    if (c == '/') c = '_';
+  }
+  return "/dev/shm/subito/" + abs;
+}
+
+}  // namespace
+
+// ---- TableImpl ----
+
+TableImpl::TableImpl(DatabaseImpl* database, CatalogTable c) : db(database), cat(std::move(c)) {
+  RebuildDef();
+}
+
+void TableImpl::RebuildDef() {
+  def_ = cat.def;
+  def_.indexes.clear();
+  for (size_t i = 1; i < indexes.size(); ++i) def_.indexes.push_back(indexes[i]->cat.def);
+  for (auto& ix : indexes) ix->key_columns = KeyColumns(def_, ix->number);
+}
+
+TableStats TableImpl::Stats() const {
+  TableStats s;
+  s.name = def_.name;
+  s.rows_read = rows_read.load(std::memory_order_relaxed);
+  s.rows_inserted = rows_inserted.load(std::memory_order_relaxed);
+  s.rows_updated = rows_updated.load(std::memory_order_relaxed);
+  s.rows_deleted = rows_deleted.load(std::memory_order_relaxed);
+  for (const auto& ix : indexes) {
+    IndexStats is;
+    is.name = ix->cat.def.name;
+    if (ix->tree) {
+      Result<uint64_t> n = ix->tree->entries();
+      if (n.ok()) is.entries = *n;
+    }
+    if (ix->file) {
+      const page::SpaceIoStats io = ix->file->stats();
+      is.pages = ix->file->page_count();
+      is.pm_bytes_written = io.pm_bytes_written;
+      is.file_bytes_read = io.bytes_read;
+      is.file_bytes_written = io.bytes_written;
+      is.file_pages_read = io.pages_read;
+      is.file_pages_written = io.pages_written;
+    }
+    s.indexes.push_back(std::move(is));
+  }
+  if (!s.indexes.empty()) s.rows = s.indexes[0].entries;
+  return s;
+}
+
+Result<uint64_t> TableImpl::LoadAutoIncrement() {
+  btree::BTree::Cursor c(indexes[0]->tree.get());
+  SUBITO_RETURN_IF_ERROR(c.Seek(btree::SeekMode::kLast));
+  if (!c.Valid()) return uint64_t{1};
+  Result<Row> row = DecodeRow(def_, c.value());
+  if (!row.ok()) return row.status();
+  const Value& v = (*row)[static_cast<size_t>(def_.auto_increment_column)];
+  if (std::holds_alternative<int64_t>(v)) {
+    return std::get<int64_t>(v) < 0 ? uint64_t{1} : static_cast<uint64_t>(std::get<int64_t>(v)) + 1;
+  }
+  return std::get<uint64_t>(v) + 1;
+}
+
+Result<uint64_t> TableImpl::NextAutoIncrement() {
+  if (def_.auto_increment_column < 0) {
+    return Status::InvalidArgument("table " + def_.name + " has no auto-increment column");
+  }
+  std::lock_guard lock(autoinc_mu_);
+  if (!autoinc_loaded_) {
+    Result<uint64_t> next = LoadAutoIncrement();
+    if (!next.ok()) return next.status();
+    autoinc_next_ = std::max(autoinc_next_, *next);
+    autoinc_loaded_ = true;
+  }
+  return autoinc_next_++;
+}
+
+void TableImpl::SawAutoIncrement(const Row& row) {
+  if (def_.auto_increment_column < 0) return;
+  const Value& v = row[static_cast<size_t>(def_.auto_increment_column)];
+  uint64_t next = 0;
+  if (std::holds_alternative<int64_t>(v) && std::get<int64_t>(v) >= 0) {
+    next = static_cast<uint64_t>(std::get<int64_t>(v)) + 1;
+  } else if (std::holds_alternative<uint64_t>(v)) {
+    next = std::get<uint64_t>(v) + 1;
+  }
+  std::lock_guard lock(autoinc_mu_);
+  autoinc_next_ = std::max(autoinc_next_, next);
+}
+
+// ---- DatabaseImpl: open, recovery, close ----
+
+Result<std::unique_ptr<Database>> DatabaseImpl::Open(const Options& options) {
+  if (options.dir.empty()) return Status::InvalidArgument("Options.dir is empty");
+  const uint32_t ps = options.page_size;
+  if (ps != 4096 && ps != 8192 && ps != 16384) {
+    return Status::InvalidArgument(StrFormat("page_size %u: use 4096, 8192 or 16384", ps));
+  }
+  if (options.double_write_pages < 4 || options.double_write_pages > 4096) {
+    return Status::InvalidArgument("double_write_pages must be 4..4096");
+  }
+  std::unique_ptr<DatabaseImpl> db(new DatabaseImpl(options));
+  if (db->options_.pm_dir.empty()) db->options_.pm_dir = DefaultPmDir(options.dir);
+  const auto start = std::chrono::steady_clock::now();
+  Status st = db->OpenAll();
+  if (!st.ok()) {
+    db->closed_ = true;  // nothing to flush: the state on disk is what recovery left
+    return st;
+  }
+  db->recovery_.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return std::unique_ptr<Database>(std::move(db));
+}
+
+Status DatabaseImpl::OpenAll() {
+  fs_ = options_.file_system ? options_.file_system : PosixFileSystem();
+  std::error_code ec;
+  if (!options_.file_system) {
+    std::filesystem::create_directories(options_.dir, ec);
+    if (ec) return Status::IOError("cannot create " + options_.dir + ": " + ec.message());
+  }
+  std::filesystem::create_directories(options_.pm_dir, ec);
+  if (ec) return Status::IOError("cannot create " + options_.pm_dir + ": " + ec.message());
+
+  Result<std::optional<Catalog>> cat = ReadCatalog(fs_, options_.dir);
+  if (!cat.ok()) return cat.status();
+  if (*cat) {
+    catalog_ = std::move(**cat);
+  } else {
+    if (!options_.create_if_missing) {
+      return Status::NotFound("no Subito database in " + options_.dir);
+    }
+    catalog_.page_size = options_.page_size;
+    recovery_.created = true;
+    SUBITO_RETURN_IF_ERROR(WriteCatalog(fs_, options_.dir, catalog_));
+  }
+  const uint32_t ps = catalog_.page_size;
+
+  log::LogOptions lo;
+  lo.dir = options_.pm_dir + "/log";
+  Result<log::LogWriteMode> mode = log::ParseLogWriteMode(options_.log_write_mode);
+  if (!mode.ok()) return mode.status();
+  lo.write_mode = *mode;
+  lo.streams = options_.log_streams;
+  lo.file_size = options_.log_file_size;
+  lo.buffer_size = options_.log_buffer_size;
+  lo.persistence = options_.persistence;
+  lo.on_log_full = [this] {
+    if (buffer::BufferPool* p = pool_for_log_.load()) p->OnLogFull();
+  };
+  std::filesystem::create_directories(lo.dir, ec);
+  if (recovery_.created && PosixFileSystem()->Exists(lo.dir + "/log.0")) {
+    return Status::InvalidArgument("PM directory " + options_.pm_dir + " holds a log, but " +
+                                   options_.dir + " holds no database: refusing to mix them");
+  }
+  Result<std::unique_ptr<log::RedoLog>> l = log::RedoLog::Open(lo);
+  if (!l.ok()) return l.status();
+  log_ = std::move(*l);
+
+  Result<std::unique_ptr<buffer::DoubleWrite>> d =
+      options_.double_write_on_pm
+          ? buffer::DoubleWrite::OpenPm(options_.pm_dir + "/doublewrite", ps,
+                                        options_.double_write_pages, options_.persistence)
+          : buffer::DoubleWrite::OpenFile(fs_, options_.dir + "/doublewrite", ps,
+                                          options_.double_write_pages);
+  if (!d.ok()) return d.status();
+  dwb_ = std::move(*d);
+
+  buffer::BufferPoolOptions po;
+  po.capacity_bytes = options_.buffer_pool_bytes;
+  po.page_size = ps;
+  po.flush_batch = std::min<uint32_t>(32, options_.double_write_pages);
+  po.cleaner_threads = options_.page_cleaners;
+  Result<std::unique_ptr<buffer::BufferPool>> p =
+      buffer::BufferPool::Create(po, log_.get(), dwb_.get());
+  if (!p.ok()) return p.status();
+  pool_ = std::move(*p);
+  pool_for_log_.store(pool_.get());
+
+  SUBITO_RETURN_IF_ERROR(FinishInterruptedDdl());
+  for (CatalogTable& ct : catalog_.tables) {
+    auto t = std::make_unique<TableImpl>(this, ct);
+    for (const CatalogIndex& ci : ct.indexes) {
+      SUBITO_RETURN_IF_ERROR(OpenIndex(t.get(), ci, /*create=*/false));
+    }
+    t->RebuildDef();
+    tables_.emplace(ct.def.name, std::move(t));
+  }
+
+  Result<recovery::RecoveryStats> rs = recovery::Recover(
+      pool_.get(), dwb_.get(), [this](const txn::UndoRecord& u) { return ApplyUndo(u); },
+      [this](uint32_t space) { return IsDroppedSpace(space); });
+  if (!rs.ok()) return rs.status();
+  recovery_.pages_repaired = rs->pages.pages_repaired;
+  recovery_.records_redone = rs->pages.records_redone;
+  recovery_.transactions_rolled_back = rs->losers;
+  recovery_.undo_applied = rs->undo_applied;
+  for (auto& [name, t] : tables_) {
+    for (auto& ix : t->indexes) {
+      if (ix->tree) continue;
+      Result<std::unique_ptr<btree::BTree>> tree = btree::BTree::Open(pool_.get(), ix->space());
+      if (!tree.ok()) return tree.status();
+      ix->tree = std::move(*tree);
+    }
+  }
+  txns_ = std::make_unique<txn::TxnSystem>(rs->max_txn + 1);
+  purge_thread_ = std::thread([this] { PurgeLoop(); });
+  return Status::OK();
+}
+
+// K2: entries whose DDL did not finish lose their files and leave.
+Status DatabaseImpl::FinishInterruptedDdl() {
+  bool changed = false;
+  for (auto t = catalog_.tables.begin(); t != catalog_.tables.end();) {
+    const std::string dir = TableDir(t->def);
+    for (auto i = t->indexes.begin(); i != t->indexes.end();) {
+      if (t->state == DefState::kLive && i->state == DefState::kLive) {
+        ++i;
+        continue;
+      }
+      SUBITO_RETURN_IF_ERROR(fs_->Remove(SpacePath(dir, t->def.name, i->def.name, i->space_id)));
+      SUBITO_RETURN_IF_ERROR(
+          fs_->Remove(SpacePath(dir, t->def.name, i->def.name, i->space_id) + ".tmp"));
+      i = t->indexes.erase(i);
+      changed = true;
+    }
+    if (t->state != DefState::kLive || t->indexes.empty()) {
+      t = catalog_.tables.erase(t);
+      changed = true;
+    } else {
+      t->def.indexes.clear();
+      for (size_t k = 1; k < t->indexes.size(); ++k) t->def.indexes.push_back(t->indexes[k].def);
+      ++t;
+    }
+  }
+  return changed ? Persist() : Status::OK();
+}
+
+std::string DatabaseImpl::TableDir(const TableDef& def) const {
+  return def.data_dir.empty() ? options_.dir : def.data_dir;
+}
+
+Status DatabaseImpl::Persist() {
+  return WriteCatalog(fs_, options_.dir, catalog_);
+}
+
+Status DatabaseImpl::OpenIndex(TableImpl* t, const CatalogIndex& ci, bool create) {
+  auto ix = std::make_unique<IndexImpl>();
+  ix->number = static_cast<uint32_t>(t->indexes.size());
+  ix->cat = ci;
+  ix->path = SpacePath(TableDir(t->cat.def), t->cat.def.name, ci.def.name, ci.space_id);
+  Result<std::unique_ptr<page::SpaceFile>> f =
+      create ? page::SpaceFile::Create(fs_, ix->path, ci.space_id, catalog_.page_size,
+                                       t->cat.def.name + "." + ci.def.name)
+             : page::SpaceFile::Open(fs_, ix->path);
+  if (!f.ok()) {
+    if (!create && !fs_->Exists(ix->path)) {
+      return Status::Corruption("the catalog names " + ix->path + ", which is missing");
+    }
+    return f.status();
+  }
+  ix->file = std::move(*f);
+  if (ix->file->space_id() != ci.space_id) {
+    return Status::Corruption(StrFormat("%s holds space %u, the catalog expects %u",
+                                        ix->path.c_str(), ix->file->space_id(), ci.space_id));
+  }
+  SUBITO_RETURN_IF_ERROR(pool_->AddSpace(ix->file.get()));
+  if (create) {
+    Result<std::unique_ptr<btree::BTree>> tree = btree::BTree::Create(pool_.get(), ci.space_id);
+    if (!tree.ok()) return tree.status();
+    ix->tree = std::move(*tree);
+  }
+  by_space_[ci.space_id] = ix.get();
+  t->indexes.push_back(std::move(ix));
+  return Status::OK();
+}
+
+bool DatabaseImpl::IsDroppedSpace(uint32_t space) const {
+  return space < catalog_.next_space_id && by_space_.count(space) == 0;
+}
+
+Status DatabaseImpl::ApplyUndo(const txn::UndoRecord& u) {
+  auto it = by_space_.find(u.space);
+  if (it == by_space_.end()) {
+    return Status::Corruption(StrFormat("undo record names unknown space %u", u.space));
+  }
+  IndexImpl* ix = it->second;
+  if (!ix->tree) {
+    Result<std::unique_ptr<btree::BTree>> tree = btree::BTree::Open(pool_.get(), ix->space());
+    if (!tree.ok()) return tree.status();
+    ix->tree = std::move(*tree);
+  }
+  if (u.before) return ix->tree->Put(u.key, *u.before);
+  return ix->tree->Delete(u.key).status();
+}
+
+void DatabaseImpl::PurgeLoop() {
+  std::unique_lock lock(purge_mu_);
+  while (!purge_stop_) {
+    purge_cv_.wait_for(lock, std::chrono::milliseconds(10));
+    lock.unlock();
+    txns_->Purge();
+    lock.lock();
+  }
+}
+
+Status DatabaseImpl::Close() {
+  if (closed_) return Status::OK();
+  closed_ = true;
+  {
+    std::lock_guard lock(purge_mu_);
+    purge_stop_ = true;
+  }
+  purge_cv_.notify_all();
+  if (purge_thread_.joinable()) purge_thread_.join();
+  Status st = pool_ ? pool_->FlushAll() : Status::OK();
+  if (log_) {
+    Status c = log_->Close();
+    if (st.ok()) st = c;
+  }
+  return st;
+}
+
+DatabaseImpl::~DatabaseImpl() {
+  if (!closed_) (void)Close();
+  {
+    std::lock_guard lock(purge_mu_);
+    purge_stop_ = true;
+  }
+  purge_cv_.notify_all();
+  if (purge_thread_.joinable()) purge_thread_.join();
+  // Trees before the pool, the pool before the files and the log.
+  for (auto& [n, t] : tables_) {
+    for (auto& ix : t->indexes) ix->tree.reset();
+  }
+  pool_.reset();
+}
+
+// ---- DDL ----
+
+Result<Table*> DatabaseImpl::CreateTable(const TableDef& def) {
+  SUBITO_RETURN_IF_ERROR(ValidateTableDef(def));
+  std::unique_lock ddl(ddl_mu_);
+  if (tables_.count(def.name)) return Status::AlreadyExists("table " + def.name + " exists");
+  const std::string dir = TableDir(def);
+  if (!options_.file_system) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return Status::IOError("cannot create " + dir + ": " + ec.message());
+  }
+  CatalogTable ct;
+  ct.id = catalog_.next_table_id++;
+  ct.state = DefState::kCreating;
+  ct.def = def;
+  ct.def.indexes.clear();
+  ct.indexes.push_back(
+      {IndexDef{"PRIMARY", def.primary_key, true}, catalog_.next_space_id++, DefState::kLive});
+  for (const IndexDef& i : def.indexes) {
+    ct.indexes.push_back({i, catalog_.next_space_id++, DefState::kLive});
+  }
+  catalog_.tables.push_back(ct);
+  SUBITO_RETURN_IF_ERROR(Persist());  // K2: files are recorded before they exist
+
+  auto t = std::make_unique<TableImpl>(this, ct);
+  Status st;
+  for (const CatalogIndex& ci : ct.indexes) {
+    st = OpenIndex(t.get(), ci, /*create=*/true);
+    if (!st.ok()) break;
+  }
+  if (st.ok()) st = log_->WaitDurable(log_->reserved_lsn());  // the trees exist after a crash
+  if (st.ok()) {
+    catalog_.tables.back().state = DefState::kLive;
+    st = Persist();
+  }
+  if (!st.ok()) {
+    for (auto& ix : t->indexes) (void)RemoveIndexFiles(ix.get());
+    catalog_.tables.pop_back();
+    (void)Persist();
+    return st;
+  }
+  t->cat.state = DefState::kLive;
+  t->RebuildDef();
+  Table* out = t.get();
+  tables_.emplace(def.name, std::move(t));
+  return out;
+}
+
+Status DatabaseImpl::RemoveIndexFiles(IndexImpl* ix) {
+  ix->tree.reset();
+  if (ix->file) {
+    SUBITO_RETURN_IF_ERROR(pool_->DropSpace(ix->space()));
+    ix->file.reset();
+  }
+  by_space_.erase(ix->space());
+  SUBITO_RETURN_IF_ERROR(fs_->Remove(ix->path));
+  return fs_->SyncDirOf(ix->path);
+}
+
+Status DatabaseImpl::DropTable(std::string_view name) {
+  std::unique_lock ddl(ddl_mu_);
+  auto it = tables_.find(name);
+  if (it == tables_.end()) return Status::NotFound("no table " + std::string(name));
+  TableImpl* t = it->second.get();
+  if (t->users.load() > 0) {
+    return Status::Busy("table " + std::string(name) + " is in use by open transactions");
+  }
+  auto ct = std::find_if(catalog_.tables.begin(), catalog_.tables.end(),
+                         [&](const CatalogTable& c) { return c.def.name == name; });
+  ct->state = DefState::kDropping;
+  SUBITO_RETURN_IF_ERROR(Persist());
+  t->dropped = true;
+  for (auto& ix : t->indexes) SUBITO_RETURN_IF_ERROR(RemoveIndexFiles(ix.get()));
+  catalog_.tables.erase(ct);
+  SUBITO_RETURN_IF_ERROR(Persist());
+  dropped_tables_.push_back(std::move(it->second));
+  tables_.erase(it);
+  return Status::OK();
+}
+
+Status DatabaseImpl::CreateIndex(std::string_view table, const IndexDef& def) {
+  std::unique_lock ddl(ddl_mu_);
+  auto it = tables_.find(table);
+  if (it == tables_.end()) return Status::NotFound("no table " + std::string(table));
+  TableImpl* t = it->second.get();
+  SUBITO_RETURN_IF_ERROR(ValidateIndexDef(t->def(), def));
+  if (def.name == "PRIMARY") return Status::InvalidArgument("PRIMARY is the primary key's name");
+  for (const auto& ix : t->indexes) {
+    if (ix->cat.def.name == def.name) return Status::AlreadyExists("index " + def.name + " exists");
+  }
+  if (t->users.load() > 0) {
+    return Status::Busy("table " + std::string(table) + " is in use by open transactions");
+  }
+  auto ct = std::find_if(catalog_.tables.begin(), catalog_.tables.end(),
+                         [&](const CatalogTable& c) { return c.def.name == table; });
+  const CatalogIndex ci{def, catalog_.next_space_id++, DefState::kCreating};
+  ct->indexes.push_back(ci);
+  SUBITO_RETURN_IF_ERROR(Persist());
+  Status st = OpenIndex(t, ci, /*create=*/true);
+  IndexImpl* ix = st.ok() ? t->indexes.back().get() : nullptr;
+  if (st.ok()) {
+    // Backfill from the newest versions: no transaction uses the table.
+    TableDef with = t->def();
+    with.indexes.push_back(def);
+    const uint32_t n = static_cast<uint32_t>(with.indexes.size());
+    btree::BTree::Cursor c(t->indexes[0]->tree.get());
+    st = c.Seek(btree::SeekMode::kFirst);
+    std::string last_prefix;
+    while (st.ok() && c.Valid()) {
+      Result<Row> row = DecodeRow(with, c.value());
+      if (!row.ok()) {
+        st = row.status();
+        break;
+      }
+      const std::string key = RowKey(with, n, *row);
+      if (def.unique && !KeyHasNull(with, n, *row)) {
+        Row vals;
+        for (uint32_t col : def.columns) vals.push_back((*row)[col]);
+        Result<std::string> prefix = EncodeKey(with, def.columns, vals);
+        if (!prefix.ok()) {
+          st = prefix.status();
+          break;
+        }
+        btree::BTree::Cursor dup(ix->tree.get());
+        st = dup.Seek(btree::SeekMode::kGE, *prefix);
+        if (st.ok() && dup.Valid() && dup.key().compare(0, prefix->size(), *prefix) == 0) {
+          st = Status::AlreadyExists("duplicate key for unique index " + def.name);
+          break;
+        }
+      }
+      if (st.ok()) st = ix->tree->Put(key, "");
+      if (st.ok()) st = c.Next();
+    }
+  }
+  if (st.ok()) st = log_->WaitDurable(log_->reserved_lsn());
+  if (st.ok()) {
+    ct->indexes.back().state = DefState::kLive;
+    st = Persist();
+  }
+  if (!st.ok()) {
+    if (ix) {
+      (void)RemoveIndexFiles(ix);
+      t->indexes.pop_back();
+    }
+    ct->indexes.pop_back();
+    (void)Persist();
+    return st;
+  }
+  ix->cat.state = DefState::kLive;
+  t->RebuildDef();
+  return Status::OK();
+}
+
+Status DatabaseImpl::DropIndex(std::string_view table, std::string_view index) {
+  std::unique_lock ddl(ddl_mu_);
+  auto it = tables_.find(table);
+  if (it == tables_.end()) return Status::NotFound("no table " + std::string(table));
+  TableImpl* t = it->second.get();
+  if (index == "PRIMARY") return Status::InvalidArgument("the primary key cannot be dropped");
+  size_t k = 1;
+  while (k < t->indexes.size() && t->indexes[k]->cat.def.name != index) ++k;
+  if (k == t->indexes.size()) return Status::NotFound("no index " + std::string(index));
+  if (t->users.load() > 0) {
+    return Status::Busy("table " + std::string(table) + " is in use by open transactions");
+  }
+  auto ct = std::find_if(catalog_.tables.begin(), catalog_.tables.end(),
+                         [&](const CatalogTable& c) { return c.def.name == table; });
+  ct->indexes[k].state = DefState::kDropping;
+  SUBITO_RETURN_IF_ERROR(Persist());
+  SUBITO_RETURN_IF_ERROR(RemoveIndexFiles(t->indexes[k].get()));
+  ct->indexes.erase(ct->indexes.begin() + static_cast<ptrdiff_t>(k));
+  SUBITO_RETURN_IF_ERROR(Persist());
+  t->indexes.erase(t->indexes.begin() + static_cast<ptrdiff_t>(k));
+  for (size_t i = 0; i < t->indexes.size(); ++i) t->indexes[i]->number = static_cast<uint32_t>(i);
+  t->RebuildDef();
+  return Status::OK();
+}
+
+Table* DatabaseImpl::FindTable(std::string_view name) const {
+  std::shared_lock ddl(ddl_mu_);
+  auto it = tables_.find(name);
+  return it == tables_.end() ? nullptr : it->second.get();
+}
+
+std::vector<std::string> DatabaseImpl::TableNames() const {
+  std::shared_lock ddl(ddl_mu_);
+  std::vector<std::string> names;
+  for (const auto& [n, t] : tables_) names.push_back(n);
+  return names;
+}
+
+std::unique_ptr<Transaction> DatabaseImpl::Begin(Isolation isolation) {
+  return std::move(*NewTransaction(this, isolation));
+}
+
+DatabaseStats DatabaseImpl::Stats() const {
+  DatabaseStats s;
+  s.commits = commits.load();
+  s.rollbacks = rollbacks.load();
+  const txn::LockStats ls = locks_.stats();
+  s.deadlocks = ls.deadlocks;
+  s.lock_waits = ls.waits;
+  s.lock_timeouts = ls.timeouts;
+  s.log_bytes = log_->stats().persisted_bytes;
+  const buffer::BufferPoolStats ps = pool_->stats();
+  s.double_write_bytes = ps.pages_written * catalog_.page_size;
+  s.buffer_hits = ps.hits;
+  s.buffer_misses = ps.misses;
+  s.checkpoints = ps.checkpoints;
+  std::shared_lock ddl(ddl_mu_);
+  for (const auto& [n, t] : tables_) {
+    for (const auto& ix : t->indexes) {
+      const page::SpaceIoStats io = ix->file->stats();
+      s.page_file_bytes_written += io.bytes_written;
+      s.page_file_bytes_read += io.bytes_read;
+      s.version_keys += ix->versions->keys();
+    }
+  }
+  return s;
+}
+
+std::string DatabaseImpl::Describe() const {
+  return log_->Describe() + "\ndouble-write: " +
+         (options_.double_write_on_pm ? "PM tier, " + options_.pm_dir + "/doublewrite"
+                                      : "file " + options_.dir + "/doublewrite") +
+         StrFormat("\npages: %u bytes, buffer pool %llu MiB", catalog_.page_size,
+                   static_cast<unsigned long long>(options_.buffer_pool_bytes >> 20));
+}
+
+}  // namespace engine
+}  // namespace subito

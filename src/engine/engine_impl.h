@@ -1,0 +1,140 @@
+// The engine behind include/subito/database.h: how tables, indexes,
+// transactions and cursors sit on the layers below (docs/architecture.md).
+//
+// Write path of one key (Transaction::WriteKey), the caller holding the
+// key's exclusive lock:
+//   1. the transaction's first write pins the checkpoint (its undo records
+//      must survive until it ends: recovery/txn_recovery.h);
+//   2. an undo record (txn/txn_records.h) is appended;
+//   3. the old value is added to the index's VersionStore (V1);
+//   4. the B-tree changes (one mini-transaction, one redo record).
+// Commit appends a commit record and waits until it is durable, then makes
+// the transaction visible to new snapshots, unpins the checkpoint and
+// releases the locks.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "btree/btree.h"
+#include "buffer/buffer_pool.h"
+#include "buffer/double_write.h"
+#include "engine/catalog.h"
+#include "log/redo_log.h"
+#include "page/space_file.h"
+#include "subito/database.h"
+#include "txn/lock_manager.h"
+#include "txn/txn_records.h"
+#include "txn/version_store.h"
+
+namespace subito::engine {
+
+class DatabaseImpl;
+
+struct IndexImpl {
+  uint32_t number = 0;  // 0: primary
+  CatalogIndex cat;
+  std::vector<uint32_t> key_columns;  // engine/row_codec.h KeyColumns
+  std::string path;
+  std::unique_ptr<page::SpaceFile> file;
+  std::unique_ptr<btree::BTree> tree;
+  std::shared_ptr<txn::VersionStore> versions = std::make_shared<txn::VersionStore>();
+  uint32_t space() const { return cat.space_id; }
+};
+
+class TableImpl final : public Table {
+ public:
+  TableImpl(DatabaseImpl* db, CatalogTable cat);
+  const TableDef& def() const override { return def_; }
+  TableStats Stats() const override;
+  Result<uint64_t> NextAutoIncrement() override;
+  // Raises the counter above an inserted value.
+  void SawAutoIncrement(const Row& row);
+  void RebuildDef();
+
+  DatabaseImpl* const db;
+  CatalogTable cat;
+  std::vector<std::unique_ptr<IndexImpl>> indexes;  // live ones; [0] primary
+  std::atomic<int> users{0};  // transactions that touched the table and have not ended
+  std::atomic<bool> dropped{false};
+  std::atomic<uint64_t> rows_read{0}, rows_inserted{0}, rows_updated{0}, rows_deleted{0};
+
+ private:
+  Result<uint64_t> LoadAutoIncrement();
+  TableDef def_;
+  std::mutex autoinc_mu_;
+  bool autoinc_loaded_ = false;
+  uint64_t autoinc_next_ = 1;
+};
+
+class DatabaseImpl final : public Database {
+ public:
+  ~DatabaseImpl() override;
+  static Result<std::unique_ptr<Database>> Open(const Options& options);
+  Status Close() override;
+  Result<Table*> CreateTable(const TableDef& def) override;
+  Status DropTable(std::string_view name) override;
+  Status CreateIndex(std::string_view table, const IndexDef& def) override;
+  Status DropIndex(std::string_view table, std::string_view index) override;
+  Table* FindTable(std::string_view name) const override;
+  std::vector<std::string> TableNames() const override;
+  std::unique_ptr<Transaction> Begin(Isolation isolation) override;
+  DatabaseStats Stats() const override;
+  const RecoveryInfo& recovery() const override { return recovery_; }
+  std::string Describe() const override;
+
+  // Used by transactions.
+  log::RedoLog* log() const { return log_.get(); }
+  buffer::BufferPool* pool() const { return pool_.get(); }
+  txn::LockManager& locks() { return locks_; }
+  txn::TxnSystem& txns() { return *txns_; }
+  std::chrono::milliseconds lock_timeout() const {
+    return std::chrono::milliseconds(options_.lock_wait_timeout_ms);
+  }
+  std::atomic<uint64_t> commits{0}, rollbacks{0};
+
+ private:
+  explicit DatabaseImpl(const Options& options) : options_(options) {}
+  Status OpenAll();
+  Status FinishInterruptedDdl();
+  Status OpenIndex(TableImpl* t, const CatalogIndex& ci, bool create);
+  Status ApplyUndo(const txn::UndoRecord& u);
+  bool IsDroppedSpace(uint32_t space) const;
+  std::string TableDir(const TableDef& def) const;
+  Status RemoveIndexFiles(IndexImpl* ix);
+  Status Persist();  // writes catalog_
+  void PurgeLoop();
+
+  Options options_;
+  FileSystem* fs_ = nullptr;
+  std::unique_ptr<log::RedoLog> log_;
+  std::unique_ptr<buffer::DoubleWrite> dwb_;
+  std::unique_ptr<buffer::BufferPool> pool_;
+  std::atomic<buffer::BufferPool*> pool_for_log_{nullptr};
+  txn::LockManager locks_;
+  std::unique_ptr<txn::TxnSystem> txns_;
+
+  mutable std::shared_mutex ddl_mu_;  // catalog_, tables_, by_space_
+  Catalog catalog_;
+  std::map<std::string, std::unique_ptr<TableImpl>, std::less<>> tables_;
+  std::vector<std::unique_ptr<TableImpl>> dropped_tables_;  // Table* stay valid
+  std::unordered_map<uint32_t, IndexImpl*> by_space_;
+  RecoveryInfo recovery_;
+  bool closed_ = false;
+
+  std::mutex purge_mu_;
+  std::condition_variable purge_cv_;
+  bool purge_stop_ = false;
+  std::thread purge_thread_;
+};
+
+Result<std::unique_ptr<Transaction>> NewTransaction(DatabaseImpl* db, Isolation isolation);
+
+}  // namespace subito::engine

@@ -1,0 +1,50 @@
+// Rows and keys of a table, from its schema (include/subito/database.h).
+//
+// Key of index i (btree/key_encoding.h, memcomparable):
+//   primary     its columns' parts
+//   secondary   its columns' parts, then the primary key's parts (so every
+//               entry is distinct; a unique index checks the first part)
+// Nullable columns carry the NULL marker byte.
+//
+// Row (the clustered tree's value), format version 1:
+//   u8 version = 1, null bitmap (ceil(columns / 8) bytes, bit set = NULL),
+//   then each non-NULL column in order: an integer as `width` bytes
+//   little-endian; a string as a varint32 length and its bytes.
+// A row that does not parse, or whose version is unknown, is Corruption.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "subito/database.h"
+
+namespace subito::engine {
+
+inline constexpr uint8_t kRowFormatVersion = 1;
+
+Status ValidateTableDef(const TableDef& def);
+Status ValidateIndexDef(const TableDef& def, const IndexDef& index);
+// Checks a full row against the schema and returns it in canonical form
+// (kInt columns hold int64_t, kUInt uint64_t).
+Result<Row> CanonicalRow(const TableDef& def, const Row& row);
+
+// Key columns of index `index` (0: primary) with the primary key appended
+// for secondary indexes.
+std::vector<uint32_t> KeyColumns(const TableDef& def, uint32_t index);
+// Encodes values[i] as column columns[i], for i < values.size() (a prefix).
+Result<std::string> EncodeKey(const TableDef& def, const std::vector<uint32_t>& columns,
+                              const Row& values);
+// The key of a canonical row in index `index`.
+std::string RowKey(const TableDef& def, uint32_t index, const Row& row);
+// True if any of the index's own columns is NULL in the row (unique checks
+// skip such rows).
+bool KeyHasNull(const TableDef& def, uint32_t index, const Row& row);
+// The length of the leading `parts` parts of an encoded key.
+Result<size_t> KeyPrefixLength(const TableDef& def, const std::vector<uint32_t>& columns,
+                               std::string_view key, size_t parts);
+
+std::string EncodeRow(const TableDef& def, const Row& row);
+Result<Row> DecodeRow(const TableDef& def, std::string_view bytes);
+
+}  // namespace subito::engine

@@ -1,0 +1,600 @@
+// Transactions and cursors (engine_impl.h has the write path; the read path
+// is below): a consistent read takes the tree's value, then the version
+// chain (V1); a locking read locks, then takes the tree's newest value.
+#include <algorithm>
+
+#include "engine/engine_impl.h"
+#include "engine/row_codec.h"
+#include "txn/txn_records.h"
+#include "util/strings.h"
+
+namespace subito::engine {
+namespace {
+
+constexpr const char* kEnded = "the transaction has ended";
+
+bool HasPrefix(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// The smallest string above every string that starts with `p`, if any.
+std::optional<std::string> Successor(std::string p) {
+  while (!p.empty() && static_cast<uint8_t>(p.back()) == 0xff) p.pop_back();
+  if (p.empty()) return std::nullopt;
+  p.back() = static_cast<char>(static_cast<uint8_t>(p.back()) + 1);
+  return p;
+}
+
+class TransactionImpl;
+Status VictimOf(TransactionImpl* txn, Status st);
+
+class CursorImpl final : public Cursor {
+ public:
+  CursorImpl(TransactionImpl* txn, TableImpl* table, IndexImpl* index, ReadMode mode,
+             txn::ReadView view, bool own_snapshot)
+      : txn_(txn),
+        table_(table),
+        index_(index),
+        mode_(mode),
+        view_(view),
+        own_snapshot_(own_snapshot),
+        tree_cursor_(index->tree.get()) {}
+  ~CursorImpl() override;
+  Status Seek(SeekOp op, const Row& key) override;
+  Status Next() override { return Step(true); }
+  Status Prev() override { return Step(false); }
+  bool Valid() const override { return valid_; }
+  const Row& row() const override { return row_; }
+
+ private:
+  Status Step(bool forward) {
+    if (!valid_) return Status::InvalidArgument("cursor is not positioned");
+    return Position(forward, key_, /*inclusive=*/false);
+  }
+  Status PositionOrRollBack(bool forward, std::optional<std::string> from, bool inclusive);
+  // The first (forward) or last visible entry from `from` on.
+  Status Position(bool forward, std::optional<std::string> from, bool inclusive);
+  Result<std::optional<Row>> Resolve(const std::string& key, std::optional<std::string> tree_value);
+
+  TransactionImpl* const txn_;
+  TableImpl* const table_;
+  IndexImpl* const index_;
+  const ReadMode mode_;
+  const txn::ReadView view_;
+  const bool own_snapshot_;  // READ COMMITTED: this statement's snapshot
+  btree::BTree::Cursor tree_cursor_;
+  std::optional<std::string> bound_;  // kEq, kEqLast: the prefix
+  bool valid_ = false;
+  std::string key_;
+  Row row_;
+};
+
+class TransactionImpl final : public Transaction {
+ public:
+  TransactionImpl(DatabaseImpl* db, Isolation isolation)
+      : db_(db), isolation_(isolation), state_(db->txns().Begin()) {}
+  ~TransactionImpl() override {
+    if (!ended_) (void)Rollback();
+  }
+  Status Insert(Table* table, const Row& row) override;
+  Status Update(Table* table, const Row& old_row, const Row& new_row) override;
+  Status Delete(Table* table, const Row& row) override;
+  Result<std::optional<Row>> Get(Table* table, const Row& key, ReadMode mode) override;
+  Result<std::unique_ptr<Cursor>> OpenCursor(Table* table, uint32_t index, ReadMode mode) override;
+  uint64_t Savepoint() const override { return undo_.size(); }
+  Status RollbackTo(uint64_t savepoint) override;
+  Status Commit() override;
+  Status Rollback() override;
+  uint64_t id() const override { return state_->id; }
+
+  // For cursors.
+  Status LockKey(IndexImpl* ix, const std::string& key, ReadMode mode);
+  Result<std::optional<Row>> ReadRow(TableImpl* t, const std::string& pk, ReadMode mode,
+                                     const txn::ReadView& view);
+  void CloseStatementSnapshot(uint64_t read_ts) { db_->txns().CloseSnapshot(read_ts); }
+  // A deadlock victim is rolled back whole, as InnoDB does.
+  Status Victim(Status st) {
+    if (st.IsDeadlock() && !ended_) (void)Rollback();
+    return st;
+  }
+
+ private:
+  struct Undo {
+    IndexImpl* index;
+    std::string key;
+    std::optional<std::string> before;
+  };
+  Result<TableImpl*> Use(Table* table);
+  // The snapshot of a consistent read: the transaction's (REPEATABLE READ)
+  // or a new one per statement (READ COMMITTED, own=true: close it after).
+  txn::ReadView View(bool& own);
+  Status WriteKey(IndexImpl* ix, const std::string& key, std::optional<std::string> after,
+                  std::optional<std::string> before);
+  Status ApplyUndo(const Undo& u);
+  // Runs one statement: on failure its writes are undone; a deadlock
+  // victim is rolled back whole (as InnoDB does).
+  template <typename Fn>
+  Status Statement(Fn&& fn);
+  Status CheckUnique(TableImpl* t, uint32_t index, const Row& row);
+  Result<std::optional<std::string>> LatestOf(IndexImpl* ix, const std::string& key) {
+    return ix->tree->Get(key);
+  }
+  std::string UniquePrefix(TableImpl* t, uint32_t index, const Row& row);
+  Status End(bool commit);
+
+  DatabaseImpl* const db_;
+  const Isolation isolation_;
+  std::shared_ptr<txn::TxnState> state_;
+  bool ended_ = false;
+  bool has_snapshot_ = false;
+  uint64_t read_ts_ = 0;
+  bool pinned_ = false;
+  uint64_t pin_token_ = 0;
+  std::vector<Undo> undo_;
+  std::vector<txn::TxnSystem::KeyRef> written_;
+  std::set<TableImpl*> used_;
+};
+
+// ---- TransactionImpl ----
+
+Result<TableImpl*> TransactionImpl::Use(Table* table) {
+  if (ended_) return Status::InvalidArgument(kEnded);
+  auto* t = static_cast<TableImpl*>(table);
+  if (t == nullptr || t->dropped.load()) return Status::NotFound("the table was dropped");
+  if (used_.insert(t).second) t->users.fetch_add(1);
+  return t;
+}
+
+txn::ReadView TransactionImpl::View(bool& own) {
+  own = false;
+  if (isolation_ == Isolation::kReadCommitted) {
+    own = true;
+    return {db_->txns().OpenSnapshot(), state_.get()};
+  }
+  if (!has_snapshot_) {
+    read_ts_ = db_->txns().OpenSnapshot();
+    has_snapshot_ = true;
+  }
+  return {read_ts_, state_.get()};
+}
+
+Status TransactionImpl::LockKey(IndexImpl* ix, const std::string& key, ReadMode mode) {
+  const auto m = mode == ReadMode::kShared ? txn::LockMode::kShared : txn::LockMode::kExclusive;
+  return db_->locks().Lock(state_->id, ix->space(), key, m, db_->lock_timeout());
+}
+
+Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
+                                 std::optional<std::string> after,
+                                 std::optional<std::string> before) {
+  log::RedoLog* log = db_->log();
+  if (!pinned_) {
+    pin_token_ = db_->pool()->BeginChange();
+    pinned_ = true;
+  } else if (log->reserved_lsn() - pin_token_ > log->capacity() / 8) {
+    return Status::Busy(StrFormat(
+        "transaction %llu has spanned %llu MiB of the redo log, more than 1/8 of it: roll it "
+        "back and commit in smaller pieces, or raise log_file_size",
+        static_cast<unsigned long long>(state_->id),
+        static_cast<unsigned long long>((log->reserved_lsn() - pin_token_) >> 20)));
+  }
+  SUBITO_RETURN_IF_ERROR(db_->pool()->LogFreeCheck());
+  const std::string rec = txn::EncodeUndo(state_->id, ix->space(), key, before);
+  Result<log::AppendResult> a =
+      log->Append(txn::kRecordTxnUndo, rec.data(), static_cast<uint32_t>(rec.size()));
+  if (!a.ok()) return a.status();
+  ix->file->CountPmBytes(a->end - a->start);
+  ix->versions->Add(key, state_, before);
+  written_.push_back({ix->versions, key});
+  undo_.push_back({ix, key, std::move(before)});
+  return after ? ix->tree->Put(key, *after) : ix->tree->Delete(key).status();
+}
+
+Status TransactionImpl::ApplyUndo(const Undo& u) {
+  buffer::BufferPool::LogFreeExemption exempt;
+  if (u.before) return u.index->tree->Put(u.key, *u.before);
+  return u.index->tree->Delete(u.key).status();
+}
+
+Status TransactionImpl::RollbackTo(uint64_t savepoint) {
+  if (ended_) return Status::InvalidArgument(kEnded);
+  if (savepoint > undo_.size())
+    return Status::InvalidArgument("savepoint is ahead of the transaction");
+  while (undo_.size() > savepoint) {
+    SUBITO_RETURN_IF_ERROR(ApplyUndo(undo_.back()));
+    undo_.pop_back();
+  }
+  return Status::OK();
+}
+
+template <typename Fn>
+Status TransactionImpl::Statement(Fn&& fn) {
+  if (ended_) return Status::InvalidArgument(kEnded);
+  const uint64_t sp = Savepoint();
+  Status st = fn();
+  if (st.ok()) return st;
+  if (st.IsDeadlock()) {
+    Status r = Rollback();
+    return r.ok() ? st : r;
+  }
+  Status r = RollbackTo(sp);
+  return r.ok() ? st : r;
+}
+
+std::string TransactionImpl::UniquePrefix(TableImpl* t, uint32_t index, const Row& row) {
+  Row vals;
+  for (uint32_t c : t->def().indexes[index - 1].columns) vals.push_back(row[c]);
+  return *EncodeKey(t->def(), t->def().indexes[index - 1].columns, vals);
+}
+
+// Caller holds the exclusive lock on the unique prefix: every other writer
+// of it has ended, so the tree's newest keys are the truth.
+Status TransactionImpl::CheckUnique(TableImpl* t, uint32_t index, const Row& row) {
+  const std::string prefix = UniquePrefix(t, index, row);
+  btree::BTree::Cursor c(t->indexes[index]->tree.get());
+  SUBITO_RETURN_IF_ERROR(c.Seek(btree::SeekMode::kGE, prefix));
+  if (c.Valid() && HasPrefix(c.key(), prefix)) {
+    return Status::AlreadyExists("duplicate entry for unique index " +
+                                 t->def().indexes[index - 1].name + " of " + t->def().name);
+  }
+  return Status::OK();
+}
+
+Status TransactionImpl::Insert(Table* table, const Row& input) {
+  Result<TableImpl*> t = Use(table);
+  if (!t.ok()) return t.status();
+  Result<Row> row = CanonicalRow((*t)->def(), input);
+  if (!row.ok()) return row.status();
+  return Statement([&]() -> Status {
+    TableImpl* tb = *t;
+    const TableDef& def = tb->def();
+    IndexImpl* primary = tb->indexes[0].get();
+    const std::string pk = RowKey(def, 0, *row);
+    SUBITO_RETURN_IF_ERROR(LockKey(primary, pk, ReadMode::kExclusive));
+    Result<std::optional<std::string>> cur = LatestOf(primary, pk);
+    if (!cur.ok()) return cur.status();
+    if (cur->has_value()) return Status::AlreadyExists("duplicate primary key in " + def.name);
+    for (uint32_t i = 1; i < tb->indexes.size(); ++i) {
+      if (!def.indexes[i - 1].unique || KeyHasNull(def, i, *row)) continue;
+      SUBITO_RETURN_IF_ERROR(
+          LockKey(tb->indexes[i].get(), UniquePrefix(tb, i, *row), ReadMode::kExclusive));
+      SUBITO_RETURN_IF_ERROR(CheckUnique(tb, i, *row));
+    }
+    SUBITO_RETURN_IF_ERROR(WriteKey(primary, pk, EncodeRow(def, *row), std::nullopt));
+    for (uint32_t i = 1; i < tb->indexes.size(); ++i) {
+      SUBITO_RETURN_IF_ERROR(
+          WriteKey(tb->indexes[i].get(), RowKey(def, i, *row), std::string(), std::nullopt));
+    }
+    tb->SawAutoIncrement(*row);
+    tb->rows_inserted.fetch_add(1, std::memory_order_relaxed);
+    return Status::OK();
+  });
+}
+
+Status TransactionImpl::Delete(Table* table, const Row& input) {
+  Result<TableImpl*> t = Use(table);
+  if (!t.ok()) return t.status();
+  return Statement([&]() -> Status {
+    TableImpl* tb = *t;
+    const TableDef& def = tb->def();
+    IndexImpl* primary = tb->indexes[0].get();
+    if (input.size() != def.columns.size()) {
+      return Status::InvalidArgument("Delete takes a whole row (its primary key is used)");
+    }
+    Row key_vals;
+    for (uint32_t c : def.primary_key) key_vals.push_back(input[c]);
+    Result<std::string> pk = EncodeKey(def, def.primary_key, key_vals);
+    if (!pk.ok()) return pk.status();
+    SUBITO_RETURN_IF_ERROR(LockKey(primary, *pk, ReadMode::kExclusive));
+    Result<std::optional<std::string>> cur = LatestOf(primary, *pk);
+    if (!cur.ok()) return cur.status();
+    if (!cur->has_value()) return Status::NotFound("no such row in " + def.name);
+    Result<Row> old = DecodeRow(def, **cur);
+    if (!old.ok()) return old.status();
+    for (uint32_t i = 1; i < tb->indexes.size(); ++i) {
+      if (!def.indexes[i - 1].unique || KeyHasNull(def, i, *old)) continue;
+      SUBITO_RETURN_IF_ERROR(
+          LockKey(tb->indexes[i].get(), UniquePrefix(tb, i, *old), ReadMode::kExclusive));
+    }
+    SUBITO_RETURN_IF_ERROR(WriteKey(primary, *pk, std::nullopt, std::move(**cur)));
+    for (uint32_t i = 1; i < tb->indexes.size(); ++i) {
+      SUBITO_RETURN_IF_ERROR(
+          WriteKey(tb->indexes[i].get(), RowKey(def, i, *old), std::nullopt, std::string()));
+    }
+    tb->rows_deleted.fetch_add(1, std::memory_order_relaxed);
+    return Status::OK();
+  });
+}
+
+Status TransactionImpl::Update(Table* table, const Row& old_input, const Row& new_input) {
+  Result<TableImpl*> t = Use(table);
+  if (!t.ok()) return t.status();
+  Result<Row> row = CanonicalRow((*t)->def(), new_input);
+  if (!row.ok()) return row.status();
+  return Statement([&]() -> Status {
+    TableImpl* tb = *t;
+    const TableDef& def = tb->def();
+    IndexImpl* primary = tb->indexes[0].get();
+    if (old_input.size() != def.columns.size()) {
+      return Status::InvalidArgument("Update takes the whole old row (its primary key is used)");
+    }
+    Row key_vals;
+    for (uint32_t c : def.primary_key) key_vals.push_back(old_input[c]);
+    Result<std::string> old_pk = EncodeKey(def, def.primary_key, key_vals);
+    if (!old_pk.ok()) return old_pk.status();
+    SUBITO_RETURN_IF_ERROR(LockKey(primary, *old_pk, ReadMode::kExclusive));
+    Result<std::optional<std::string>> cur = LatestOf(primary, *old_pk);
+    if (!cur.ok()) return cur.status();
+    if (!cur->has_value()) return Status::NotFound("no such row in " + def.name);
+    Result<Row> old = DecodeRow(def, **cur);
+    if (!old.ok()) return old.status();
+    const std::string new_pk = RowKey(def, 0, *row);
+    const bool pk_changes = new_pk != *old_pk;
+    if (pk_changes) {
+      SUBITO_RETURN_IF_ERROR(LockKey(primary, new_pk, ReadMode::kExclusive));
+      Result<std::optional<std::string>> taken = LatestOf(primary, new_pk);
+      if (!taken.ok()) return taken.status();
+      if (taken->has_value()) return Status::AlreadyExists("duplicate primary key in " + def.name);
+    }
+    std::vector<uint32_t> changed;
+    for (uint32_t i = 1; i < tb->indexes.size(); ++i) {
+      if (RowKey(def, i, *old) == RowKey(def, i, *row)) continue;
+      changed.push_back(i);
+      if (!def.indexes[i - 1].unique) continue;
+      IndexImpl* ix = tb->indexes[i].get();
+      const bool old_null = KeyHasNull(def, i, *old), new_null = KeyHasNull(def, i, *row);
+      if (!old_null) {
+        SUBITO_RETURN_IF_ERROR(LockKey(ix, UniquePrefix(tb, i, *old), ReadMode::kExclusive));
+      }
+      if (!new_null && (old_null || UniquePrefix(tb, i, *old) != UniquePrefix(tb, i, *row))) {
+        SUBITO_RETURN_IF_ERROR(LockKey(ix, UniquePrefix(tb, i, *row), ReadMode::kExclusive));
+        SUBITO_RETURN_IF_ERROR(CheckUnique(tb, i, *row));
+      }
+    }
+    std::string bytes = EncodeRow(def, *row);
+    if (pk_changes) {
+      SUBITO_RETURN_IF_ERROR(WriteKey(primary, *old_pk, std::nullopt, std::move(**cur)));
+      SUBITO_RETURN_IF_ERROR(WriteKey(primary, new_pk, std::move(bytes), std::nullopt));
+    } else {
+      SUBITO_RETURN_IF_ERROR(WriteKey(primary, new_pk, std::move(bytes), std::move(**cur)));
+    }
+    for (uint32_t i : changed) {
+      IndexImpl* ix = tb->indexes[i].get();
+      SUBITO_RETURN_IF_ERROR(WriteKey(ix, RowKey(def, i, *old), std::nullopt, std::string()));
+      SUBITO_RETURN_IF_ERROR(WriteKey(ix, RowKey(def, i, *row), std::string(), std::nullopt));
+    }
+    tb->SawAutoIncrement(*row);
+    tb->rows_updated.fetch_add(1, std::memory_order_relaxed);
+    return Status::OK();
+  });
+}
+
+Result<std::optional<Row>> TransactionImpl::ReadRow(TableImpl* t, const std::string& pk,
+                                                    ReadMode mode, const txn::ReadView& view) {
+  IndexImpl* primary = t->indexes[0].get();
+  std::optional<std::string> bytes;
+  if (mode == ReadMode::kSnapshot) {
+    Result<std::optional<std::string>> latest = primary->tree->Get(pk);  // tree first (V1)
+    if (!latest.ok()) return latest.status();
+    bytes = primary->versions->Visible(pk, std::move(*latest), view);
+  } else {
+    SUBITO_RETURN_IF_ERROR(LockKey(primary, pk, mode));
+    Result<std::optional<std::string>> latest = primary->tree->Get(pk);
+    if (!latest.ok()) return latest.status();
+    bytes = std::move(*latest);
+  }
+  if (!bytes) return std::optional<Row>();
+  Result<Row> row = DecodeRow(t->def(), *bytes);
+  if (!row.ok()) return row.status();
+  t->rows_read.fetch_add(1, std::memory_order_relaxed);
+  return std::optional<Row>(std::move(*row));
+}
+
+Result<std::optional<Row>> TransactionImpl::Get(Table* table, const Row& key, ReadMode mode) {
+  Result<TableImpl*> t = Use(table);
+  if (!t.ok()) return t.status();
+  const TableDef& def = (*t)->def();
+  if (key.size() != def.primary_key.size()) {
+    return Status::InvalidArgument(
+        StrFormat("Get takes the %zu primary key values", def.primary_key.size()));
+  }
+  Result<std::string> pk = EncodeKey(def, def.primary_key, key);
+  if (!pk.ok()) return pk.status();
+  bool own = false;
+  const txn::ReadView view = mode == ReadMode::kSnapshot ? View(own) : txn::ReadView{};
+  Result<std::optional<Row>> r = ReadRow(*t, *pk, mode, view);
+  if (own) CloseStatementSnapshot(view.read_ts);
+  if (!r.ok()) return Victim(r.status());
+  return r;
+}
+
+Result<std::unique_ptr<Cursor>> TransactionImpl::OpenCursor(Table* table, uint32_t index,
+                                                            ReadMode mode) {
+  Result<TableImpl*> t = Use(table);
+  if (!t.ok()) return t.status();
+  if (index >= (*t)->indexes.size()) {
+    return Status::InvalidArgument(
+        StrFormat("table %s has no index %u", (*t)->def().name.c_str(), index));
+  }
+  bool own = false;
+  const txn::ReadView view = mode == ReadMode::kSnapshot ? View(own) : txn::ReadView{};
+  return std::unique_ptr<Cursor>(
+      new CursorImpl(this, *t, (*t)->indexes[index].get(), mode, view, own));
+}
+
+Status TransactionImpl::End(bool commit) {
+  if (ended_) return Status::InvalidArgument(kEnded);
+  Status st;
+  // Once an undo record is logged, the end must be too: recovery would
+  // otherwise take the transaction for a loser.
+  if (commit && pinned_) {
+    const std::string rec = txn::EncodeTxnEnd(state_->id);
+    Result<log::AppendResult> a =
+        db_->log()->Append(txn::kRecordTxnCommit, rec.data(), static_cast<uint32_t>(rec.size()));
+    st = a.ok() ? db_->log()->WaitDurable(a->end) : a.status();
+    if (!st.ok()) commit = false;  // not acknowledged: roll back below
+  }
+  if (!commit) {
+    Status r = RollbackTo(0);
+    if (r.ok() && pinned_) {
+      const std::string rec = txn::EncodeTxnEnd(state_->id);
+      Result<log::AppendResult> a =
+          db_->log()->Append(txn::kRecordTxnAbort, rec.data(), static_cast<uint32_t>(rec.size()));
+      r = a.ok() ? db_->log()->WaitDurable(a->end) : a.status();
+    }
+    if (!r.ok()) {
+      // The rollback could not be completed or recorded: keep the locks (no
+      // one may build on these keys); recovery finishes it after a restart.
+      ended_ = true;
+      return st.ok() ? r : st;
+    }
+  }
+  db_->txns().End(state_, commit, std::move(written_));
+  if (pinned_) db_->pool()->EndChange(pin_token_);
+  db_->locks().ReleaseAll(state_->id);
+  if (has_snapshot_) db_->txns().CloseSnapshot(read_ts_);
+  for (TableImpl* t : used_) t->users.fetch_sub(1);
+  ended_ = true;
+  (commit ? db_->commits : db_->rollbacks).fetch_add(1, std::memory_order_relaxed);
+  return st;
+}
+
+Status TransactionImpl::Commit() {
+  return End(true);
+}
+Status TransactionImpl::Rollback() {
+  return End(false);
+}
+
+// ---- CursorImpl ----
+
+CursorImpl::~CursorImpl() {
+  if (own_snapshot_) txn_->CloseStatementSnapshot(view_.read_ts);
+}
+
+Status CursorImpl::Seek(SeekOp op, const Row& key) {
+  valid_ = false;
+  bound_.reset();
+  if (op == SeekOp::kFirst) return Position(true, std::nullopt, true);
+  if (op == SeekOp::kLast) return Position(false, std::nullopt, true);
+  Result<std::string> prefix = EncodeKey(table_->def(), index_->key_columns, key);
+  if (!prefix.ok()) return prefix.status();
+  if (op == SeekOp::kEq || op == SeekOp::kEqLast) bound_ = *prefix;
+  switch (op) {
+    case SeekOp::kEq:
+    case SeekOp::kGE:
+      return Position(true, *prefix, true);
+    case SeekOp::kGT: {
+      std::optional<std::string> succ = Successor(*prefix);
+      if (!succ) return Status::OK();
+      return Position(true, *succ, true);
+    }
+    case SeekOp::kEqLast:
+    case SeekOp::kLE: {
+      std::optional<std::string> succ = Successor(*prefix);
+      if (!succ) return Position(false, std::nullopt, true);
+      return Position(false, *succ, false);
+    }
+    case SeekOp::kLT:
+      return Position(false, *prefix, false);
+    default:
+      return Status::InvalidArgument("unknown seek operation");
+  }
+}
+
+Status VictimOf(TransactionImpl* txn, Status st) {
+  return txn->Victim(std::move(st));
+}
+
+Status CursorImpl::Position(bool forward, std::optional<std::string> from, bool inclusive) {
+  return VictimOf(txn_, PositionOrRollBack(forward, std::move(from), inclusive));
+}
+
+Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> from,
+                                      bool inclusive) {
+  valid_ = false;
+  using btree::SeekMode;
+  for (;;) {
+    // The tree's candidate (read first: V1), then the version store's.
+    const bool continue_tree =
+        from && !inclusive && tree_cursor_.Valid() && tree_cursor_.key() == *from;
+    if (continue_tree) {
+      SUBITO_RETURN_IF_ERROR(forward ? tree_cursor_.Next() : tree_cursor_.Prev());
+    } else if (!from) {
+      SUBITO_RETURN_IF_ERROR(tree_cursor_.Seek(forward ? SeekMode::kFirst : SeekMode::kLast));
+    } else {
+      const SeekMode m = forward ? (inclusive ? SeekMode::kGE : SeekMode::kGT)
+                                 : (inclusive ? SeekMode::kLE : SeekMode::kLT);
+      SUBITO_RETURN_IF_ERROR(tree_cursor_.Seek(m, *from));
+    }
+    std::optional<std::string> candidate;
+    if (tree_cursor_.Valid()) candidate = tree_cursor_.key();
+    std::optional<std::string> other =
+        index_->versions->Neighbor(from.value_or(std::string()), forward, from ? inclusive : false);
+    bool from_tree = candidate.has_value();
+    if (other && (!candidate || (forward ? *other < *candidate : *other > *candidate))) {
+      candidate = std::move(other);
+      from_tree = false;
+    }
+    if (!candidate) return Status::OK();
+    if (bound_ && !HasPrefix(*candidate, *bound_)) return Status::OK();
+    std::optional<std::string> tree_value;
+    if (from_tree) tree_value = tree_cursor_.value();
+    Result<std::optional<Row>> row = Resolve(*candidate, std::move(tree_value));
+    if (!row.ok()) return row.status();
+    if (row->has_value()) {
+      key_ = std::move(*candidate);
+      row_ = std::move(**row);
+      valid_ = true;
+      return Status::OK();
+    }
+    from = std::move(candidate);
+    inclusive = false;
+  }
+}
+
+Result<std::optional<Row>> CursorImpl::Resolve(const std::string& key,
+                                               std::optional<std::string> tree_value) {
+  const TableDef& def = table_->def();
+  if (index_->number == 0) {
+    if (mode_ == ReadMode::kSnapshot) {
+      std::optional<std::string> bytes =
+          index_->versions->Visible(key, std::move(tree_value), view_);
+      if (!bytes) return std::optional<Row>();
+      Result<Row> row = DecodeRow(def, *bytes);
+      if (!row.ok()) return row.status();
+      table_->rows_read.fetch_add(1, std::memory_order_relaxed);
+      return std::optional<Row>(std::move(*row));
+    }
+    return txn_->ReadRow(table_, key, mode_, view_);
+  }
+  // A secondary entry: its key ends with the primary key.
+  const size_t own_parts = def.indexes[index_->number - 1].columns.size();
+  Result<size_t> split = KeyPrefixLength(def, index_->key_columns, key, own_parts);
+  if (!split.ok()) return split.status();
+  const std::string pk = key.substr(*split);
+  if (mode_ == ReadMode::kSnapshot) {
+    if (!index_->versions->Visible(key, std::move(tree_value), view_)) return std::optional<Row>();
+    Result<std::optional<Row>> row = txn_->ReadRow(table_, pk, mode_, view_);
+    if (row.ok() && !row->has_value()) {
+      return Status::Corruption(StrFormat("index %s of %s: an entry for a missing row",
+                                          index_->cat.def.name.c_str(), def.name.c_str()));
+    }
+    return row;
+  }
+  SUBITO_RETURN_IF_ERROR(txn_->LockKey(index_, key, mode_));
+  Result<std::optional<std::string>> entry = index_->tree->Get(key);
+  if (!entry.ok()) return entry.status();
+  if (!entry->has_value()) return std::optional<Row>();
+  Result<std::optional<Row>> row = txn_->ReadRow(table_, pk, mode_, view_);
+  if (!row.ok() || !row->has_value()) return row;
+  if (RowKey(def, index_->number, **row) != key) return std::optional<Row>();  // moved on
+  return row;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Transaction>> NewTransaction(DatabaseImpl* db, Isolation isolation) {
+  return std::unique_ptr<Transaction>(new TransactionImpl(db, isolation));
+}
+
+}  // namespace subito::engine

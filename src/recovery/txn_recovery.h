@@ -1,0 +1,50 @@
+// Crash recovery of a database, in three steps:
+//
+//   pages     buffer/page_recovery.h: torn pages repaired from the
+//             double-write area, then every page-edit record from the
+//             checkpoint redone where the page is older (ARIES redo,
+//             "repeating history", losers' changes included);
+//   analysis  one pass over the same records: a transaction with undo
+//             records and no commit or abort record is a loser;
+//   undo      the losers' undo records, newest first (txn/txn_records.h:
+//             logical and idempotent), each applied as an ordinary logged
+//             change; then one abort record per loser, made durable.
+//
+// While a transaction runs, the checkpoint never passes its first record
+// (engine/, BufferPool::PinCheckpoint), so every loser's undo records are at
+// or after it. Here the checkpoint is held from before page redo until the
+// losers' first record is pinned, and that pin stays until their abort
+// records are durable. A crash during any step is recovered the same way:
+// redo is idempotent (page LSNs), applied undo is in the log as page edits,
+// and applying all of a loser's undo again gives the same keys.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "buffer/buffer_pool.h"
+#include "buffer/double_write.h"
+#include "buffer/page_recovery.h"
+#include "txn/txn_records.h"
+
+namespace subito::recovery {
+
+struct RecoveryStats {
+  buffer::PageRecoveryStats pages;
+  uint64_t committed = 0;  // commit records read
+  uint64_t aborted = 0;    // abort records read
+  uint64_t losers = 0;     // rolled back here
+  uint64_t undo_applied = 0;
+  uint64_t max_txn = 0;  // largest id seen (new ids start above it)
+};
+
+using ApplyUndo = std::function<Status(const txn::UndoRecord&)>;
+using IsDropped = std::function<bool(uint32_t space)>;
+
+// Every live space must be open in the pool. `apply` is called for each
+// undo record of a loser once the pages are recovered; `dropped` spaces'
+// records are skipped.
+Result<RecoveryStats> Recover(buffer::BufferPool* pool, buffer::DoubleWrite* dwb,
+                              const ApplyUndo& apply, const IsDropped& dropped);
+
+}  // namespace subito::recovery

@@ -1,0 +1,52 @@
+#include "txn/txn_records.h"
+
+#include "util/coding.h"
+
+namespace subito::txn {
+
+std::string EncodeUndo(uint64_t txn, uint32_t space, std::string_view key,
+                       const std::optional<std::string>& before) {
+  std::string out(kUndoHeaderSize, '\0');
+  auto* p = reinterpret_cast<uint8_t*>(out.data());
+  EncodeFixed64(p, txn);
+  EncodeFixed32(p + 8, space);
+  p[12] = before.has_value() ? 1 : 0;
+  EncodeFixed32(p + 13, static_cast<uint32_t>(key.size()));
+  out.append(key);
+  if (before) out.append(*before);
+  return out;
+}
+
+Result<UndoRecord> DecodeUndo(const uint8_t* payload, uint32_t length) {
+  if (length < kUndoHeaderSize) return Status::Corruption("undo record: truncated header");
+  UndoRecord r;
+  r.txn = DecodeFixed64(payload);
+  r.space = DecodeFixed32(payload + 8);
+  const uint8_t had_before = payload[12];
+  const uint32_t key_length = DecodeFixed32(payload + 13);
+  if (had_before > 1 || key_length > length - kUndoHeaderSize) {
+    return Status::Corruption("undo record: bad key length or flag");
+  }
+  const char* key = reinterpret_cast<const char*>(payload + kUndoHeaderSize);
+  r.key.assign(key, key_length);
+  const uint32_t rest = length - kUndoHeaderSize - key_length;
+  if (had_before) {
+    r.before.emplace(key + key_length, rest);
+  } else if (rest != 0) {
+    return Status::Corruption("undo record: bytes after an absent value");
+  }
+  return r;
+}
+
+std::string EncodeTxnEnd(uint64_t txn) {
+  std::string out(8, '\0');
+  EncodeFixed64(reinterpret_cast<uint8_t*>(out.data()), txn);
+  return out;
+}
+
+Result<uint64_t> DecodeTxnEnd(const uint8_t* payload, uint32_t length) {
+  if (length != 8) return Status::Corruption("commit/abort record: wrong length");
+  return DecodeFixed64(payload);
+}
+
+}  // namespace subito::txn

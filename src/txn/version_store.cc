@@ -1,0 +1,136 @@
+#include "txn/version_store.h"
+
+namespace subito::txn {
+
+void VersionStore::Add(std::string_view key, const std::shared_ptr<TxnState>& writer,
+                       std::optional<std::string> before) {
+  std::unique_lock lock(mu_);
+  auto it = chains_.find(key);
+  if (it == chains_.end()) it = chains_.emplace(std::string(key), std::vector<Version>{}).first;
+  auto& chain = it->second;
+  if (!chain.empty() && chain.front().writer == writer) return;
+  chain.insert(chain.begin(), Version{writer, std::move(before)});
+}
+
+std::optional<std::string> VersionStore::Visible(std::string_view key,
+                                                 std::optional<std::string> latest,
+                                                 const ReadView& view) const {
+  std::shared_lock lock(mu_);
+  auto it = chains_.find(key);
+  if (it == chains_.end()) return latest;
+  for (const Version& v : it->second) {
+    if (view.Sees(*v.writer)) return latest;
+    latest = v.before;
+  }
+  return latest;
+}
+
+bool VersionStore::HasActiveWriterOtherThan(std::string_view key, const TxnState* self) const {
+  std::shared_lock lock(mu_);
+  auto it = chains_.find(key);
+  if (it == chains_.end()) return false;
+  for (const Version& v : it->second) {
+    if (v.writer.get() != self && v.writer->end_ts.load(std::memory_order_acquire) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::optional<std::string> VersionStore::Neighbor(std::string_view key, bool forward,
+                                                  bool inclusive) const {
+  std::shared_lock lock(mu_);
+  if (chains_.empty()) return std::nullopt;
+  if (key.empty() && !inclusive) {
+    return forward ? chains_.begin()->first : chains_.rbegin()->first;
+  }
+  if (forward) {
+    auto it = inclusive ? chains_.lower_bound(key) : chains_.upper_bound(key);
+    if (it == chains_.end()) return std::nullopt;
+    return it->first;
+  }
+  auto it = inclusive ? chains_.upper_bound(key) : chains_.lower_bound(key);
+  if (it == chains_.begin()) return std::nullopt;
+  return std::prev(it)->first;
+}
+
+void VersionStore::Purge(std::string_view key, uint64_t oldest_read_ts) {
+  std::unique_lock lock(mu_);
+  auto it = chains_.find(key);
+  if (it == chains_.end()) return;
+  auto& chain = it->second;
+  for (size_t i = 0; i < chain.size();) {
+    const TxnState& w = *chain[i].writer;
+    const uint64_t ts = w.end_ts.load(std::memory_order_acquire);
+    if (ts == 0 || ts > oldest_read_ts) {
+      ++i;
+    } else if (w.aborted.load(std::memory_order_acquire)) {
+      chain.erase(chain.begin() + static_cast<ptrdiff_t>(i));  // V3
+    } else {
+      chain.resize(i);  // V2
+      break;
+    }
+  }
+  if (chain.empty()) chains_.erase(it);
+}
+
+size_t VersionStore::keys() const {
+  std::shared_lock lock(mu_);
+  return chains_.size();
+}
+
+uint64_t TxnSystem::OpenSnapshot() {
+  std::lock_guard lock(mu_);
+  snapshots_.insert(clock_);
+  return clock_;
+}
+
+void TxnSystem::CloseSnapshot(uint64_t read_ts) {
+  std::lock_guard lock(mu_);
+  auto it = snapshots_.find(read_ts);
+  if (it != snapshots_.end()) snapshots_.erase(it);
+}
+
+void TxnSystem::End(const std::shared_ptr<TxnState>& writer, bool committed,
+                    std::vector<KeyRef> keys) {
+  std::lock_guard lock(mu_);
+  const uint64_t ts = ++clock_;
+  if (!committed) writer->aborted.store(true, std::memory_order_release);
+  writer->end_ts.store(ts, std::memory_order_release);
+  if (!keys.empty()) ended_.push_back({ts, std::move(keys)});
+}
+
+uint64_t TxnSystem::OldestReadTs() const {
+  return snapshots_.empty() ? clock_ : *snapshots_.begin();
+}
+
+size_t TxnSystem::Purge() {
+  std::lock_guard serial(purge_mu_);
+  size_t visited = 0;
+  for (;;) {
+    Ended e;
+    uint64_t oldest;
+    {
+      std::lock_guard lock(mu_);
+      oldest = OldestReadTs();
+      if (ended_.empty() || ended_.front().end_ts > oldest) break;
+      e = std::move(ended_.front());
+      ended_.pop_front();
+    }
+    for (auto& [store, key] : e.keys) store->Purge(key, oldest);
+    visited += e.keys.size();
+  }
+  return visited;
+}
+
+size_t TxnSystem::purge_backlog() const {
+  std::lock_guard lock(mu_);
+  return ended_.size();
+}
+
+uint64_t TxnSystem::active_snapshots() const {
+  std::lock_guard lock(mu_);
+  return snapshots_.size();
+}
+
+}  // namespace subito::txn

@@ -1,0 +1,126 @@
+// Multi-version concurrency control, in DRAM only.
+//
+// A B-tree always holds each key's newest value, committed or not (its
+// writer holds the key's exclusive lock until it ends). For each key changed
+// by a transaction that some snapshot may not see yet, a VersionStore keeps
+// a chain of versions, newest first: the writer, and the value the key had
+// before that write (nullopt: absent). A reader walks the chain from the
+// tree's value back to the newest value its ReadView sees.
+//
+// Invariants:
+//  V1. A writer adds its version before it changes the tree, and a reader
+//      reads the tree before the chain: a reader that saw a value written by
+//      a transaction it must not see also finds that writer's version.
+//  V2. A committed writer's version is removed (with every older version of
+//      the key) only when every open snapshot sees the writer: it can no
+//      longer change what any reader computes.
+//  V3. An aborted writer's version stays until every open snapshot was taken
+//      after the rollback ended (a reader may have read the tree before the
+//      rollback restored it); readers skip it meanwhile.
+//
+// Nothing here is persistent. After a restart no snapshot exists and the
+// trees hold only committed values (recovery undoes the rest): restart reads
+// nothing here, whatever the size of the data.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "txn/lock_manager.h"
+
+namespace subito::txn {
+
+struct TxnState {
+  explicit TxnState(TxnId txn_id) : id(txn_id) {}
+  const TxnId id;
+  // 0 while active, then the commit (or abort) timestamp. `aborted` is set
+  // before end_ts is published.
+  std::atomic<uint64_t> end_ts{0};
+  std::atomic<bool> aborted{false};
+};
+
+// What a consistent read sees: writers that committed at or before read_ts,
+// and its own transaction's writes.
+struct ReadView {
+  uint64_t read_ts = 0;
+  const TxnState* self = nullptr;
+  bool Sees(const TxnState& writer) const {
+    if (&writer == self) return true;
+    const uint64_t ts = writer.end_ts.load(std::memory_order_acquire);
+    return ts != 0 && ts <= read_ts && !writer.aborted.load(std::memory_order_acquire);
+  }
+};
+
+class VersionStore {
+ public:
+  // Records that `writer` is about to change key, whose value is `before`.
+  // Nothing is added if the key's newest version is already writer's.
+  void Add(std::string_view key, const std::shared_ptr<TxnState>& writer,
+           std::optional<std::string> before);
+  // The value `view` sees, given the tree's value read just before (V1).
+  std::optional<std::string> Visible(std::string_view key, std::optional<std::string> latest,
+                                     const ReadView& view) const;
+  // True if a transaction other than `self` that has not ended wrote key.
+  bool HasActiveWriterOtherThan(std::string_view key, const TxnState* self) const;
+  // The nearest key with versions after (forward) or before key; with
+  // `inclusive`, key itself counts. Empty `key` with !inclusive means the
+  // first (forward) or last key.
+  std::optional<std::string> Neighbor(std::string_view key, bool forward, bool inclusive) const;
+  // V2, V3 for one key, given the oldest open snapshot's read_ts.
+  void Purge(std::string_view key, uint64_t oldest_read_ts);
+  size_t keys() const;
+
+ private:
+  struct Version {
+    std::shared_ptr<TxnState> writer;
+    std::optional<std::string> before;
+  };
+  mutable std::shared_mutex mu_;
+  std::map<std::string, std::vector<Version>, std::less<>> chains_;  // newest first
+};
+
+// Timestamps, open snapshots and the purge queue shared by all transactions.
+class TxnSystem {
+ public:
+  explicit TxnSystem(TxnId first_id) : next_id_(first_id) {}
+  std::shared_ptr<TxnState> Begin() {
+    return std::make_shared<TxnState>(next_id_.fetch_add(1, std::memory_order_relaxed));
+  }
+  // A snapshot: its read_ts stays registered until CloseSnapshot.
+  uint64_t OpenSnapshot();
+  void CloseSnapshot(uint64_t read_ts);
+  using KeyRef = std::pair<std::shared_ptr<VersionStore>, std::string>;
+  // Publishes the writer's end (commit: visible to snapshots opened from now
+  // on) and queues the keys it wrote for purge.
+  void End(const std::shared_ptr<TxnState>& writer, bool committed, std::vector<KeyRef> keys);
+  // Purges the keys of every ended transaction that all open snapshots see.
+  // Returns the number of keys visited.
+  size_t Purge();
+  size_t purge_backlog() const;
+  uint64_t active_snapshots() const;
+
+ private:
+  struct Ended {
+    uint64_t end_ts;
+    std::vector<KeyRef> keys;
+  };
+  uint64_t OldestReadTs() const;  // caller holds mu_
+  std::atomic<TxnId> next_id_;
+  mutable std::mutex mu_;
+  uint64_t clock_ = 0;
+  std::multiset<uint64_t> snapshots_;
+  std::deque<Ended> ended_;  // in end_ts order
+  std::mutex purge_mu_;      // one purge at a time
+};
+
+}  // namespace subito::txn

@@ -1,0 +1,521 @@
+// The embedded API end to end: tables, indexes, transactions, savepoints,
+// cursors, DDL, auto-increment, statistics, reopen; and randomized runs
+// against a std::map model, single-threaded and concurrent.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "engine_util.h"
+#include "test_util.h"
+
+namespace subito {
+namespace {
+
+using test::SampleRow;
+using test::SampleTable;
+using test::ScanAll;
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Open(); }
+  void Open() {
+    auto db = Database::Open(test::SmallOptions(dir_.path()));
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    db_ = std::move(*db);
+  }
+  void Reopen() {
+    ASSERT_OK(db_->Close());
+    db_.reset();
+    Open();
+  }
+  Table* Create(const TableDef& def = SampleTable()) {
+    auto t = db_->CreateTable(def);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? *t : nullptr;
+  }
+  test::ScratchDir dir_;
+  std::unique_ptr<Database> db_;
+};
+
+TEST_F(EngineTest, InsertGetUpdateDeleteAndReopen) {
+  EXPECT_TRUE(db_->recovery().created);
+  Table* t = Create();
+  ASSERT_NE(t, nullptr);
+  auto txn = db_->Begin();
+  ASSERT_OK(txn->Insert(t, SampleRow(1, 10, "a", "one")));
+  ASSERT_OK(txn->Insert(t, SampleRow(2, 20, std::nullopt, "two")));
+  ASSERT_OK(txn->Insert(t, SampleRow(3, 10, std::nullopt, std::string(5000, 'x'))));
+  ASSERT_OK(txn->Commit());
+
+  txn = db_->Begin();
+  auto r = txn->Get(t, {int64_t{1}});
+  ASSERT_TRUE(r.ok() && r->has_value());
+  EXPECT_EQ(**r, SampleRow(1, 10, "a", "one"));
+  ASSERT_OK(txn->Update(t, **r, SampleRow(1, 11, "b", "uno")));
+  ASSERT_OK(txn->Delete(t, SampleRow(2, 0, std::nullopt, "")));
+  ASSERT_OK(txn->Commit());
+
+  Reopen();
+  EXPECT_FALSE(db_->recovery().created);
+  t = db_->FindTable("t");
+  ASSERT_NE(t, nullptr);
+  txn = db_->Begin();
+  EXPECT_EQ(ScanAll(txn.get(), t),
+            (std::vector<Row>{SampleRow(1, 11, "b", "uno"),
+                              SampleRow(3, 10, std::nullopt, std::string(5000, 'x'))}));
+  // Secondary k: (10, 3) before (11, 1); unique u: NULL (3) before "b" (1).
+  auto by_k = ScanAll(txn.get(), t, 1);
+  ASSERT_EQ(by_k.size(), 2u);
+  EXPECT_EQ(std::get<int64_t>(by_k[0][0]), 3);
+  auto by_u = ScanAll(txn.get(), t, 2);
+  ASSERT_EQ(by_u.size(), 2u);
+  EXPECT_EQ(std::get<int64_t>(by_u[0][0]), 3);
+  const TableStats st = t->Stats();
+  EXPECT_EQ(st.rows, 2u);
+  ASSERT_EQ(st.indexes.size(), 3u);
+  EXPECT_EQ(st.indexes[1].entries, 2u);
+  EXPECT_GT(st.indexes[0].pages, 1u);
+  ASSERT_OK(txn->Commit());
+}
+
+TEST_F(EngineTest, RefusesBadInputWithClearErrors) {
+  TableDef bad = SampleTable();
+  bad.primary_key = {2};  // nullable
+  EXPECT_TRUE(db_->CreateTable(bad).status().IsInvalidArgument());
+  bad = SampleTable();
+  bad.indexes.push_back({"k", {3}, false});
+  EXPECT_TRUE(db_->CreateTable(bad).status().IsInvalidArgument());
+  bad = SampleTable();
+  bad.columns[1].width = 9;
+  EXPECT_TRUE(db_->CreateTable(bad).status().IsInvalidArgument());
+  bad = SampleTable();
+  bad.auto_increment_column = 1;
+  EXPECT_TRUE(db_->CreateTable(bad).status().IsInvalidArgument());
+
+  Table* t = Create();
+  EXPECT_TRUE(db_->CreateTable(SampleTable()).status().IsAlreadyExists());
+  auto txn = db_->Begin();
+  ASSERT_OK(txn->Insert(t, SampleRow(1, 1, "a", "")));
+  EXPECT_TRUE(txn->Insert(t, SampleRow(1, 2, "z", "")).IsAlreadyExists());
+  EXPECT_TRUE(txn->Insert(t, SampleRow(2, 2, "a", "")).IsAlreadyExists());
+  ASSERT_OK(txn->Insert(t, SampleRow(3, 2, std::nullopt, "")));
+  ASSERT_OK(txn->Insert(t, SampleRow(4, 2, std::nullopt, "")));  // NULLs never clash
+  EXPECT_TRUE(txn->Insert(t, {int64_t{5}}).IsInvalidArgument());
+  EXPECT_TRUE(txn->Insert(t, SampleRow(6, uint64_t{1} << 40, "b", "")).IsInvalidArgument());
+  EXPECT_TRUE(
+      txn->Insert(t, {int64_t{7}, std::string("x"), Value(), std::string()}).IsInvalidArgument());
+  EXPECT_TRUE(txn->Insert(t, {Value(), uint64_t{1}, Value(), std::string()}).IsInvalidArgument());
+  EXPECT_TRUE(
+      txn->Update(t, SampleRow(9, 0, std::nullopt, ""), SampleRow(9, 0, "q", "")).IsNotFound());
+  EXPECT_TRUE(txn->Delete(t, SampleRow(9, 0, std::nullopt, "")).IsNotFound());
+  EXPECT_TRUE(txn->Update(t, SampleRow(3, 0, std::nullopt, ""), SampleRow(1, 0, std::nullopt, ""))
+                  .IsAlreadyExists());
+  EXPECT_TRUE(txn->Get(t, {int64_t{1}, int64_t{2}}).status().IsInvalidArgument());
+  EXPECT_TRUE(txn->OpenCursor(t, 3).status().IsInvalidArgument());
+  // Failed statements left nothing behind.
+  EXPECT_EQ(ScanAll(txn.get(), t).size(), 3u);
+  ASSERT_OK(txn->Commit());
+  EXPECT_TRUE(txn->Insert(t, SampleRow(8, 0, std::nullopt, "")).IsInvalidArgument());
+  EXPECT_TRUE(txn->Commit().IsInvalidArgument());
+  Options o = test::SmallOptions(dir_.path());
+  o.page_size = 1000;
+  EXPECT_TRUE(Database::Open(o).status().IsInvalidArgument());
+}
+
+TEST_F(EngineTest, SavepointsAndRollback) {
+  Table* t = Create();
+  auto txn = db_->Begin();
+  ASSERT_OK(txn->Insert(t, SampleRow(1, 1, "a", "first")));
+  const uint64_t sp = txn->Savepoint();
+  ASSERT_OK(txn->Insert(t, SampleRow(2, 2, "b", "second")));
+  ASSERT_OK(txn->Update(t, SampleRow(1, 0, std::nullopt, ""), SampleRow(1, 5, "c", "changed")));
+  ASSERT_OK(txn->Delete(t, SampleRow(1, 0, std::nullopt, "")));
+  ASSERT_OK(txn->RollbackTo(sp));
+  EXPECT_EQ(ScanAll(txn.get(), t), (std::vector<Row>{SampleRow(1, 1, "a", "first")}));
+  ASSERT_OK(txn->Insert(t, SampleRow(3, 3, "b", "third")));  // "b" is free again
+  ASSERT_OK(txn->Commit());
+
+  txn = db_->Begin();
+  ASSERT_OK(txn->Insert(t, SampleRow(4, 4, "d", "gone")));
+  ASSERT_OK(txn->Delete(t, SampleRow(1, 0, std::nullopt, "")));
+  ASSERT_OK(txn->Rollback());
+  txn = db_->Begin();
+  const std::vector<Row> want{SampleRow(1, 1, "a", "first"), SampleRow(3, 3, "b", "third")};
+  EXPECT_EQ(ScanAll(txn.get(), t), want);
+  EXPECT_EQ(ScanAll(txn.get(), t, 0, /*backward=*/true), (std::vector<Row>{want[1], want[0]}));
+  EXPECT_EQ(ScanAll(txn.get(), t, 2).size(), 2u);
+  {
+    auto dropped = db_->Begin();
+    ASSERT_OK(dropped->Insert(t, SampleRow(9, 9, "z", "")));
+  }
+  EXPECT_EQ(ScanAll(txn.get(), t).size(), 2u);  // destroyed unended: rolled back
+  ASSERT_OK(txn->Commit());
+  Reopen();
+  txn = db_->Begin();
+  EXPECT_EQ(ScanAll(txn.get(), db_->FindTable("t")), want);
+}
+
+TEST_F(EngineTest, CursorSeeksOnCompositeKeys) {
+  TableDef def;
+  def.name = "c";
+  def.columns = {{"a", ColumnType::kInt, 2}, {"b", ColumnType::kString}, {"x", ColumnType::kInt}};
+  def.primary_key = {0, 1};
+  def.indexes = {{"x", {2}, false}};
+  Table* t = Create(def);
+  auto txn = db_->Begin();
+  for (int a = -2; a <= 2; ++a) {
+    for (const char* b : {"", "m", "mm", "z"}) {
+      ASSERT_OK(txn->Insert(t, {int64_t{a}, std::string(b), int64_t{a * 10}}));
+    }
+  }
+  ASSERT_OK(txn->Commit());
+  txn = db_->Begin();
+  auto c = txn->OpenCursor(t, 0);
+  ASSERT_TRUE(c.ok());
+  Cursor& cur = **c;
+  auto at = [&](int64_t a, const char* b) {
+    return cur.Valid() && std::get<int64_t>(cur.row()[0]) == a &&
+           std::get<std::string>(cur.row()[1]) == b;
+  };
+  ASSERT_OK(cur.Seek(SeekOp::kEq, {int64_t{0}}));
+  EXPECT_TRUE(at(0, ""));
+  int n = 0;
+  while (cur.Valid()) {
+    ++n;
+    ASSERT_OK(cur.Next());
+  }
+  EXPECT_EQ(n, 4);  // bounded by the prefix
+  ASSERT_OK(cur.Seek(SeekOp::kEqLast, {int64_t{0}}));
+  EXPECT_TRUE(at(0, "z"));
+  ASSERT_OK(cur.Seek(SeekOp::kGT, {int64_t{0}}));
+  EXPECT_TRUE(at(1, ""));
+  ASSERT_OK(cur.Seek(SeekOp::kLE, {int64_t{0}}));
+  EXPECT_TRUE(at(0, "z"));
+  ASSERT_OK(cur.Seek(SeekOp::kLT, {int64_t{0}}));
+  EXPECT_TRUE(at(-1, "z"));
+  ASSERT_OK(cur.Seek(SeekOp::kGE, {int64_t{0}, std::string("m")}));
+  EXPECT_TRUE(at(0, "m"));
+  ASSERT_OK(cur.Next());
+  EXPECT_TRUE(at(0, "mm"));
+  ASSERT_OK(cur.Prev());
+  ASSERT_OK(cur.Prev());
+  EXPECT_TRUE(at(0, ""));
+  ASSERT_OK(cur.Seek(SeekOp::kGT, {int64_t{2}}));
+  EXPECT_FALSE(cur.Valid());
+  ASSERT_OK(cur.Seek(SeekOp::kLT, {int64_t{-2}}));
+  EXPECT_FALSE(cur.Valid());
+  ASSERT_OK(cur.Seek(SeekOp::kLast));
+  EXPECT_TRUE(at(2, "z"));
+  // The secondary index, by prefix.
+  auto s = txn->OpenCursor(t, 1);
+  ASSERT_TRUE(s.ok());
+  ASSERT_OK((*s)->Seek(SeekOp::kEq, {int64_t{-10}}));
+  n = 0;
+  while ((*s)->Valid()) {
+    EXPECT_EQ(std::get<int64_t>((*s)->row()[0]), -1);
+    ++n;
+    ASSERT_OK((*s)->Next());
+  }
+  EXPECT_EQ(n, 4);
+  EXPECT_TRUE(cur.Seek(SeekOp::kEq, {int64_t{1} << 20}).IsInvalidArgument());
+  ASSERT_OK(txn->Commit());
+}
+
+TEST_F(EngineTest, IndexesAndTablesComeAndGo) {
+  Table* t = Create();
+  auto txn = db_->Begin();
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_OK(txn->Insert(t, SampleRow(i, i % 7, "u" + std::to_string(i), std::to_string(i % 3))));
+  }
+  ASSERT_OK(txn->Commit());
+  EXPECT_TRUE(db_->CreateIndex("t", {"by_v", {3}, true}).IsAlreadyExists());  // v repeats
+  ASSERT_OK(db_->CreateIndex("t", {"by_v", {3, 1}, false}));
+  EXPECT_TRUE(db_->CreateIndex("t", {"by_v", {3}, false}).IsAlreadyExists());
+  txn = db_->Begin();
+  auto c = txn->OpenCursor(t, 3);
+  ASSERT_TRUE(c.ok());
+  ASSERT_OK((*c)->Seek(SeekOp::kEq, {std::string("1"), uint64_t{3}}));
+  int n = 0;
+  while ((*c)->Valid()) {
+    ++n;
+    ASSERT_OK((*c)->Next());
+  }
+  EXPECT_EQ(n, 14);                           // i % 3 == 1 and i % 7 == 3 for i < 300
+  EXPECT_TRUE(db_->DropTable("t").IsBusy());  // txn uses it
+  ASSERT_OK(txn->Commit());
+  ASSERT_OK(db_->DropIndex("t", "k"));
+  EXPECT_TRUE(db_->DropIndex("t", "PRIMARY").IsInvalidArgument());
+  ASSERT_EQ(t->def().indexes.size(), 2u);
+  Reopen();
+  t = db_->FindTable("t");
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->def().indexes.size(), 2u);
+  EXPECT_EQ(t->def().indexes[1].name, "by_v");
+  txn = db_->Begin();
+  EXPECT_EQ(ScanAll(txn.get(), t, 2).size(), 300u);
+  ASSERT_OK(txn->Commit());
+  ASSERT_OK(db_->DropTable("t"));
+  EXPECT_EQ(db_->FindTable("t"), nullptr);
+  Table* again = Create();  // same name, new spaces
+  txn = db_->Begin();
+  EXPECT_TRUE(ScanAll(txn.get(), again).empty());
+  ASSERT_OK(txn->Commit());
+  Reopen();
+  EXPECT_EQ(db_->TableNames(), std::vector<std::string>{"t"});
+  int files = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir_.Sub("db"))) {
+    files += e.path().extension() == ".sbt";
+  }
+  EXPECT_EQ(files, 3);  // the dropped table's files are gone
+}
+
+TEST_F(EngineTest, TablesLiveInTheirChosenDirectory) {
+  TableDef def = SampleTable("placed");
+  def.data_dir = dir_.Sub("fast");
+  Table* t = Create(def);
+  ASSERT_NE(t, nullptr);
+  int files = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir_.Sub("fast"))) {
+    files += e.path().extension() == ".sbt";
+  }
+  EXPECT_EQ(files, 3);
+}
+
+TEST_F(EngineTest, AutoIncrementContinuesAfterTheLargestKey) {
+  TableDef def;
+  def.name = "ai";
+  def.columns = {{"id", ColumnType::kUInt, 8}, {"v", ColumnType::kString}};
+  def.primary_key = {0};
+  def.auto_increment_column = 0;
+  Table* t = Create(def);
+  auto txn = db_->Begin();
+  for (int i = 0; i < 3; ++i) {
+    auto id = t->NextAutoIncrement();
+    ASSERT_TRUE(id.ok());
+    EXPECT_EQ(*id, uint64_t(i + 1));
+    ASSERT_OK(txn->Insert(t, {*id, std::string("x")}));
+  }
+  ASSERT_OK(txn->Insert(t, {uint64_t{100}, std::string("explicit")}));
+  EXPECT_EQ(*t->NextAutoIncrement(), 101u);
+  ASSERT_OK(txn->Commit());
+  Reopen();
+  EXPECT_EQ(*db_->FindTable("ai")->NextAutoIncrement(), 101u);
+  EXPECT_TRUE(Create(SampleTable())->NextAutoIncrement().status().IsInvalidArgument());
+}
+
+TEST_F(EngineTest, StatisticsCountBytesPerIndex) {
+  Table* t = Create();
+  auto txn = db_->Begin();
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_OK(txn->Insert(t, SampleRow(i, i, std::nullopt, std::string(100, 'v'))));
+  }
+  ASSERT_OK(txn->Commit());
+  Reopen();
+  t = db_->FindTable("t");
+  const TableStats s = t->Stats();
+  EXPECT_EQ(s.rows, 2000u);
+  EXPECT_EQ(s.indexes[2].entries, 2000u);
+  const DatabaseStats d = db_->Stats();
+  EXPECT_EQ(d.commits, 0u);  // since this Open
+  txn = db_->Begin();
+  EXPECT_EQ(ScanAll(txn.get(), t).size(), 2000u);
+  ASSERT_OK(txn->Commit());
+  const TableStats after = t->Stats();
+  EXPECT_EQ(after.rows_read, 2000u);
+  EXPECT_GT(after.indexes[0].file_bytes_read, 200000u);  // read back from its file
+  EXPECT_EQ(db_->Stats().commits, 1u);
+  // Writes land on the PM tier (log, double-write) and then in the files.
+  txn = db_->Begin();
+  ASSERT_OK(txn->Update(t, SampleRow(5, 0, std::nullopt, ""), SampleRow(5, 7, "x", "y")));
+  ASSERT_OK(txn->Commit());
+  EXPECT_GT(t->Stats().indexes[0].pm_bytes_written, 0u);
+  ASSERT_OK(db_->Close());
+  EXPECT_GT(t->Stats().indexes[0].file_bytes_written, 0u);
+}
+
+// Random single-threaded operations against a model, with rollbacks and
+// savepoints, checked through every index and after reopening.
+TEST_F(EngineTest, RandomOperationsMatchAModel) {
+  const uint64_t seed = test::TestSeed();
+  std::mt19937_64 rng(seed);
+  Table* t = Create();
+  std::map<int64_t, Row> model;
+  auto check = [&](Transaction* txn) {
+    std::vector<Row> want;
+    for (auto& [id, row] : model) want.push_back(row);
+    ASSERT_EQ(ScanAll(txn, t), want) << "seed " << seed;
+    auto by_k = ScanAll(txn, t, 1);
+    auto by_u = ScanAll(txn, t, 2);
+    ASSERT_EQ(by_k.size(), want.size());
+    ASSERT_EQ(by_u.size(), want.size());
+    for (size_t i = 1; i < by_k.size(); ++i) {
+      ASSERT_LE(std::get<uint64_t>(by_k[i - 1][1]), std::get<uint64_t>(by_k[i][1]));
+    }
+  };
+  for (int round = 0; round < 150; ++round) {
+    auto txn = db_->Begin();
+    std::map<int64_t, Row> work = model;
+    std::map<int64_t, Row> at_sp = work;
+    uint64_t sp = txn->Savepoint();
+    const int ops = 1 + static_cast<int>(rng() % 20);
+    for (int i = 0; i < ops; ++i) {
+      const int64_t id = static_cast<int64_t>(rng() % 400);
+      const auto u =
+          rng() % 3 ? std::optional<std::string>("u" + std::to_string(rng() % 500)) : std::nullopt;
+      const Row row = SampleRow(id, rng() % 50, u, std::string(rng() % 600, 'a' + rng() % 26));
+      const bool u_taken = u && std::any_of(work.begin(), work.end(), [&](auto& e) {
+                             return e.first != id && e.second[2] == Value(*u);
+                           });
+      switch (rng() % 5) {
+        case 0:
+        case 1: {
+          Status s = txn->Insert(t, row);
+          if (work.count(id) || u_taken) {
+            ASSERT_TRUE(s.IsAlreadyExists()) << s.ToString() << " seed " << seed;
+          } else {
+            ASSERT_OK(s);
+            work[id] = row;
+          }
+          break;
+        }
+        case 2: {
+          Status s = txn->Update(t, row, row);
+          if (!work.count(id)) {
+            ASSERT_TRUE(s.IsNotFound()) << s.ToString();
+          } else if (u_taken) {
+            ASSERT_TRUE(s.IsAlreadyExists()) << s.ToString();
+          } else {
+            ASSERT_OK(s);
+            work[id] = row;
+          }
+          break;
+        }
+        case 3: {
+          Status s = txn->Delete(t, row);
+          if (work.erase(id)) {
+            ASSERT_OK(s);
+          } else {
+            ASSERT_TRUE(s.IsNotFound()) << s.ToString();
+          }
+          break;
+        }
+        default:
+          if (rng() % 2) {
+            ASSERT_OK(txn->RollbackTo(sp));
+            work = at_sp;
+          } else {
+            sp = txn->Savepoint();
+            at_sp = work;
+          }
+      }
+    }
+    if (rng() % 4 == 0) {
+      ASSERT_OK(txn->Rollback());
+    } else {
+      ASSERT_OK(txn->Commit());
+      model = work;
+    }
+    if (round % 25 == 0) {
+      auto r = db_->Begin();
+      check(r.get());
+      ASSERT_OK(r->Commit());
+    }
+  }
+  Reopen();
+  t = db_->FindTable("t");
+  auto r = db_->Begin();
+  check(r.get());
+  EXPECT_EQ(t->Stats().rows, model.size());
+}
+
+// Threads own disjoint key ranges (so each has its own exact model) while
+// snapshot readers scan everything and check that both secondary indexes
+// agree with the table within one snapshot.
+TEST_F(EngineTest, ConcurrentTransactionsMatchTheirModels) {
+  const uint64_t seed = test::TestSeed();
+  Table* t = Create();
+  constexpr int kThreads = 3;
+  std::vector<std::map<int64_t, Row>> models(kThreads);
+  std::atomic<bool> done{false};
+  std::atomic<int> scans{0};
+  std::thread reader([&] {
+    while (!done.load()) {
+      auto txn = db_->Begin();
+      const auto rows = ScanAll(txn.get(), t);
+      const auto by_k = ScanAll(txn.get(), t, 1);
+      const auto by_u = ScanAll(txn.get(), t, 2);
+      ASSERT_EQ(rows.size(), by_k.size());
+      size_t non_null_u = 0;
+      for (auto& row : rows) non_null_u += !std::holds_alternative<std::monostate>(row[2]);
+      ASSERT_EQ(rows.size(), by_u.size());
+      ASSERT_LE(non_null_u, rows.size());
+      ASSERT_OK(txn->Commit());
+      ++scans;
+    }
+  });
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kThreads; ++w) {
+    writers.emplace_back([&, w] {
+      std::mt19937_64 rng(seed + w);
+      auto& model = models[w];
+      for (int round = 0; round < 150; ++round) {
+        auto txn = db_->Begin(round % 2 ? Isolation::kReadCommitted : Isolation::kRepeatableRead);
+        auto work = model;
+        for (int i = 0; i < 8; ++i) {
+          const int64_t id = w * 1000 + static_cast<int64_t>(rng() % 100);
+          const std::string u = "w" + std::to_string(w) + "-" + std::to_string(rng() % 200);
+          const Row row = SampleRow(id, rng() % 10, u, std::string(rng() % 300, 'q'));
+          const bool u_taken = std::any_of(work.begin(), work.end(), [&](auto& e) {
+            return e.first != id && e.second[2] == Value(u);
+          });
+          Status s;
+          if (rng() % 3 == 0) {
+            s = txn->Delete(t, row);
+            if (work.erase(id)) ASSERT_OK(s);
+          } else if (work.count(id)) {
+            s = txn->Update(t, row, row);
+            if (!u_taken) {
+              ASSERT_OK(s);
+              work[id] = row;
+            }
+          } else {
+            s = txn->Insert(t, row);
+            if (!u_taken) {
+              ASSERT_OK(s);
+              work[id] = row;
+            }
+          }
+        }
+        auto got = txn->Get(t, {int64_t{w * 1000 + 7}});
+        ASSERT_TRUE(got.ok());
+        ASSERT_EQ(got->has_value(), work.count(w * 1000 + 7) > 0);
+        if (rng() % 5 == 0) {
+          ASSERT_OK(txn->Rollback());
+        } else {
+          ASSERT_OK(txn->Commit());
+          model = work;
+        }
+      }
+    });
+  }
+  for (auto& th : writers) th.join();
+  done = true;
+  reader.join();
+  EXPECT_GT(scans.load(), 0);
+  std::vector<Row> want;
+  for (auto& m : models) {
+    for (auto& [id, row] : m) want.push_back(row);
+  }
+  auto txn = db_->Begin();
+  EXPECT_EQ(ScanAll(txn.get(), t), want) << "seed " << seed;
+  ASSERT_OK(txn->Commit());
+  Reopen();
+  txn = db_->Begin();
+  EXPECT_EQ(ScanAll(txn.get(), db_->FindTable("t")), want) << "seed " << seed;
+}
+
+}  // namespace
+}  // namespace subito

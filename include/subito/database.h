@@ -121,7 +121,8 @@ struct DatabaseStats {
   uint64_t page_file_bytes_written = 0;
   uint64_t page_file_bytes_read = 0;
   uint64_t buffer_hits = 0, buffer_misses = 0, checkpoints = 0;
-  uint64_t version_keys = 0;  // keys with old versions kept for snapshots
+  uint64_t version_keys = 0;      // keys with old versions kept for snapshots
+  uint64_t undo_relocations = 0;  // undo lists rewritten so the checkpoint could pass
 };
 
 // What Open found and did.

@@ -341,6 +341,7 @@ Status BufferPool::LogFreeCheck() {
   const uint64_t limit = log_->capacity() / 4 * 3;
   for (int spins = 0; log_->reserved_lsn() - log_->checkpoint_lsn() > limit; ++spins) {
     OnLogFull();
+    if (relief_) relief_();
     // Write the oldest pages here too: there may be no cleaner thread, and
     // this thread holds no latch.
     SUBITO_RETURN_IF_ERROR(CleanBatch());

@@ -26,6 +26,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -149,6 +150,9 @@ class BufferPool {
   };
   // For the log's on_log_full hook: asks the cleaners to hurry.
   void OnLogFull();
+  // Called (holding no latch) while LogFreeCheck waits: the owner lets go of
+  // old checkpoint pins it can move (engine/: undo relocation).
+  void SetLogRelief(std::function<void()> relief) { relief_ = std::move(relief); }
 
   // Writes every dirty page and checkpoints at the durable LSN. The caller
   // must hold no page latch.
@@ -205,6 +209,7 @@ class BufferPool {
   std::vector<std::thread> cleaners_;
 
   std::atomic<int> checkpoint_holds_{0};
+  std::function<void()> relief_;  // set before use, then read-only
   std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, foreground_flushes_{0},
       checkpoints_{0};
 };

@@ -196,6 +196,7 @@ Status DatabaseImpl::OpenAll() {
   if (!p.ok()) return p.status();
   pool_ = std::move(*p);
   pool_for_log_.store(pool_.get());
+  pool_->SetLogRelief([this] { RelieveLog(); });
 
   SUBITO_RETURN_IF_ERROR(FinishInterruptedDdl());
   for (CatalogTable& ct : catalog_.tables) {
@@ -314,6 +315,11 @@ Status DatabaseImpl::ApplyUndo(const txn::UndoRecord& u) {
   return ix->tree->Delete(u.key).status();
 }
 
+void DatabaseImpl::RelieveLog() {
+  std::lock_guard lock(owners_mu_);
+  for (UndoOwner* t : owners_) t->RelieveLog(log_->capacity() / 4);
+}
+
 void DatabaseImpl::PurgeLoop() {
   std::unique_lock lock(purge_mu_);
   while (!purge_stop_) {
@@ -379,7 +385,10 @@ Result<Table*> DatabaseImpl::CreateTable(const TableDef& def) {
     ct.indexes.push_back({i, catalog_.next_space_id++, DefState::kLive});
   }
   catalog_.tables.push_back(ct);
-  SUBITO_RETURN_IF_ERROR(Persist());  // K2: files are recorded before they exist
+  if (Status st = Persist(); !st.ok()) {  // K2: files are recorded before they exist
+    catalog_.tables.pop_back();
+    return st;
+  }
 
   auto t = std::make_unique<TableImpl>(this, ct);
   Status st;
@@ -427,14 +436,25 @@ Status DatabaseImpl::DropTable(std::string_view name) {
   auto ct = std::find_if(catalog_.tables.begin(), catalog_.tables.end(),
                          [&](const CatalogTable& c) { return c.def.name == name; });
   ct->state = DefState::kDropping;
-  SUBITO_RETURN_IF_ERROR(Persist());
+  if (Status st = Persist(); !st.ok()) {
+    ct->state = DefState::kLive;
+    return st;
+  }
+  // From here the table is gone whatever fails: the catalog says kDropping,
+  // and the next Open finishes the drop (K2).
   t->dropped = true;
-  for (auto& ix : t->indexes) SUBITO_RETURN_IF_ERROR(RemoveIndexFiles(ix.get()));
-  catalog_.tables.erase(ct);
-  SUBITO_RETURN_IF_ERROR(Persist());
+  Status st;
+  for (auto& ix : t->indexes) {
+    Status s = RemoveIndexFiles(ix.get());
+    if (st.ok()) st = s;
+  }
+  if (st.ok()) {
+    catalog_.tables.erase(ct);
+    st = Persist();
+  }
   dropped_tables_.push_back(std::move(it->second));
   tables_.erase(it);
-  return Status::OK();
+  return st;
 }
 
 Status DatabaseImpl::CreateIndex(std::string_view table, const IndexDef& def) {
@@ -454,7 +474,10 @@ Status DatabaseImpl::CreateIndex(std::string_view table, const IndexDef& def) {
                          [&](const CatalogTable& c) { return c.def.name == table; });
   const CatalogIndex ci{def, catalog_.next_space_id++, DefState::kCreating};
   ct->indexes.push_back(ci);
-  SUBITO_RETURN_IF_ERROR(Persist());
+  if (Status st = Persist(); !st.ok()) {
+    ct->indexes.pop_back();
+    return st;
+  }
   Status st = OpenIndex(t, ci, /*create=*/true);
   IndexImpl* ix = st.ok() ? t->indexes.back().get() : nullptr;
   if (st.ok()) {
@@ -506,6 +529,7 @@ Status DatabaseImpl::CreateIndex(std::string_view table, const IndexDef& def) {
     return st;
   }
   ix->cat.state = DefState::kLive;
+  ix->created_ts = txns_->Now();
   t->RebuildDef();
   return Status::OK();
 }
@@ -525,14 +549,21 @@ Status DatabaseImpl::DropIndex(std::string_view table, std::string_view index) {
   auto ct = std::find_if(catalog_.tables.begin(), catalog_.tables.end(),
                          [&](const CatalogTable& c) { return c.def.name == table; });
   ct->indexes[k].state = DefState::kDropping;
-  SUBITO_RETURN_IF_ERROR(Persist());
-  SUBITO_RETURN_IF_ERROR(RemoveIndexFiles(t->indexes[k].get()));
-  ct->indexes.erase(ct->indexes.begin() + static_cast<ptrdiff_t>(k));
-  SUBITO_RETURN_IF_ERROR(Persist());
+  if (Status st = Persist(); !st.ok()) {
+    ct->indexes[k].state = DefState::kLive;
+    return st;
+  }
+  // As in DropTable: once recorded, the index is gone from memory whatever
+  // fails; the next Open finishes the drop.
+  Status st = RemoveIndexFiles(t->indexes[k].get());
+  if (st.ok()) {
+    ct->indexes.erase(ct->indexes.begin() + static_cast<ptrdiff_t>(k));
+    st = Persist();
+  }
   t->indexes.erase(t->indexes.begin() + static_cast<ptrdiff_t>(k));
   for (size_t i = 0; i < t->indexes.size(); ++i) t->indexes[i]->number = static_cast<uint32_t>(i);
   t->RebuildDef();
-  return Status::OK();
+  return st;
 }
 
 Table* DatabaseImpl::FindTable(std::string_view name) const {
@@ -556,6 +587,7 @@ DatabaseStats DatabaseImpl::Stats() const {
   DatabaseStats s;
   s.commits = commits.load();
   s.rollbacks = rollbacks.load();
+  s.undo_relocations = relocations.load();
   const txn::LockStats ls = locks_.stats();
   s.deadlocks = ls.deadlocks;
   s.lock_waits = ls.waits;

@@ -38,6 +38,16 @@ namespace subito::engine {
 
 class DatabaseImpl;
 
+// What the database may ask of an open transaction.
+class UndoOwner {
+ public:
+  virtual ~UndoOwner() = default;
+  // If the transaction holds the checkpoint back more than `limit` log
+  // bytes, rewrites its undo list at the log's end (txn_records.h,
+  // relocation). Skipped while the transaction's own thread is inside it.
+  virtual void RelieveLog(uint64_t limit) = 0;
+};
+
 struct IndexImpl {
   uint32_t number = 0;  // 0: primary
   CatalogIndex cat;
@@ -46,6 +56,8 @@ struct IndexImpl {
   std::unique_ptr<page::SpaceFile> file;
   std::unique_ptr<btree::BTree> tree;
   std::shared_ptr<txn::VersionStore> versions = std::make_shared<txn::VersionStore>();
+  // Snapshots older than this cannot read the index (it was built later).
+  uint64_t created_ts = 0;
   uint32_t space() const { return cat.space_id; }
 };
 
@@ -98,7 +110,15 @@ class DatabaseImpl final : public Database {
   std::chrono::milliseconds lock_timeout() const {
     return std::chrono::milliseconds(options_.lock_wait_timeout_ms);
   }
-  std::atomic<uint64_t> commits{0}, rollbacks{0};
+  std::atomic<uint64_t> commits{0}, rollbacks{0}, relocations{0};
+  void Register(UndoOwner* t) {
+    std::lock_guard lock(owners_mu_);
+    owners_.insert(t);
+  }
+  void Unregister(UndoOwner* t) {
+    std::lock_guard lock(owners_mu_);
+    owners_.erase(t);
+  }
 
  private:
   explicit DatabaseImpl(const Options& options) : options_(options) {}
@@ -111,6 +131,7 @@ class DatabaseImpl final : public Database {
   Status RemoveIndexFiles(IndexImpl* ix);
   Status Persist();  // writes catalog_
   void PurgeLoop();
+  void RelieveLog();
 
   Options options_;
   FileSystem* fs_ = nullptr;
@@ -128,6 +149,9 @@ class DatabaseImpl final : public Database {
   std::unordered_map<uint32_t, IndexImpl*> by_space_;
   RecoveryInfo recovery_;
   bool closed_ = false;
+
+  std::mutex owners_mu_;  // held while relieving: owners stay alive
+  std::set<UndoOwner*> owners_;
 
   std::mutex purge_mu_;
   std::condition_variable purge_cv_;

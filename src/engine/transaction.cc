@@ -30,9 +30,12 @@ Status VictimOf(TransactionImpl* txn, Status st);
 
 class CursorImpl final : public Cursor {
  public:
-  CursorImpl(TransactionImpl* txn, TableImpl* table, IndexImpl* index, ReadMode mode,
-             txn::ReadView view, bool own_snapshot)
+  CursorImpl(TransactionImpl* txn, std::shared_ptr<std::atomic<bool>> alive, txn::TxnSystem* txns,
+             TableImpl* table, IndexImpl* index, ReadMode mode, txn::ReadView view,
+             bool own_snapshot)
       : txn_(txn),
+        alive_(std::move(alive)),
+        txns_(txns),
         table_(table),
         index_(index),
         mode_(mode),
@@ -56,7 +59,9 @@ class CursorImpl final : public Cursor {
   Status Position(bool forward, std::optional<std::string> from, bool inclusive);
   Result<std::optional<Row>> Resolve(const std::string& key, std::optional<std::string> tree_value);
 
-  TransactionImpl* const txn_;
+  TransactionImpl* const txn_;  // used only while *alive_
+  const std::shared_ptr<std::atomic<bool>> alive_;
+  txn::TxnSystem* const txns_;
   TableImpl* const table_;
   IndexImpl* const index_;
   const ReadMode mode_;
@@ -69,13 +74,22 @@ class CursorImpl final : public Cursor {
   Row row_;
 };
 
-class TransactionImpl final : public Transaction {
+class TransactionImpl final : public Transaction, public UndoOwner {
  public:
   TransactionImpl(DatabaseImpl* db, Isolation isolation)
-      : db_(db), isolation_(isolation), state_(db->txns().Begin()) {}
+      : db_(db), isolation_(isolation), state_(db->txns().Begin()) {
+    db_->Register(this);
+  }
   ~TransactionImpl() override {
     if (!ended_) (void)Rollback();
+    db_->Unregister(this);
   }
+  void RelieveLog(uint64_t limit) override {
+    std::unique_lock lock(mu_, std::try_to_lock);
+    if (lock.owns_lock() && !ended_) (void)RelocateIfOld(limit);
+  }
+  // Shared with cursors: false once the transaction has ended.
+  const std::shared_ptr<std::atomic<bool>>& alive() const { return alive_; }
   Status Insert(Table* table, const Row& row) override;
   Status Update(Table* table, const Row& old_row, const Row& new_row) override;
   Status Delete(Table* table, const Row& row) override;
@@ -121,6 +135,17 @@ class TransactionImpl final : public Transaction {
   }
   std::string UniquePrefix(TableImpl* t, uint32_t index, const Row& row);
   Status End(bool commit);
+  // Caller holds mu_. See txn_records.h (relocation).
+  Status RelocateIfOld(uint64_t limit);
+  Status Usable() const {
+    if (ended_) return Status::InvalidArgument(kEnded);
+    return poisoned_;
+  }
+  void FailStop(Status st) {
+    poisoned_ = std::move(st);
+    ended_ = true;
+    alive_->store(false);
+  }
 
   DatabaseImpl* const db_;
   const Isolation isolation_;
@@ -131,14 +156,23 @@ class TransactionImpl final : public Transaction {
   bool pinned_ = false;
   uint64_t pin_token_ = 0;
   std::vector<Undo> undo_;
+  uint64_t undo_bytes_ = 0;
+  // Changes per (space, key) still in undo_: when one drops to zero the
+  // key is back to its value before this transaction.
+  std::map<std::pair<uint32_t, std::string>, int> live_writes_;
   std::vector<txn::TxnSystem::KeyRef> written_;
   std::set<TableImpl*> used_;
+  // Held by this transaction's thread while it changes trees or its undo,
+  // and by a thread relieving the log (RelieveLog).
+  std::mutex mu_;
+  Status poisoned_;  // a failed statement rollback: only Rollback is allowed
+  std::shared_ptr<std::atomic<bool>> alive_ = std::make_shared<std::atomic<bool>>(true);
 };
 
 // ---- TransactionImpl ----
 
 Result<TableImpl*> TransactionImpl::Use(Table* table) {
-  if (ended_) return Status::InvalidArgument(kEnded);
+  SUBITO_RETURN_IF_ERROR(Usable());
   auto* t = static_cast<TableImpl*>(table);
   if (t == nullptr || t->dropped.load()) return Status::NotFound("the table was dropped");
   if (used_.insert(t).second) t->users.fetch_add(1);
@@ -167,18 +201,21 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
                                  std::optional<std::string> after,
                                  std::optional<std::string> before) {
   log::RedoLog* log = db_->log();
+  const std::string rec = txn::EncodeUndo(state_->id, ix->space(), key, before);
+  if (undo_bytes_ + rec.size() > log->capacity() / 16) {
+    return Status::Busy(StrFormat(
+        "transaction %llu is too large: its undo would exceed %llu MiB (1/16 of the redo log); "
+        "commit in smaller pieces or raise log_file_size",
+        static_cast<unsigned long long>(state_->id),
+        static_cast<unsigned long long>(log->capacity() / 16 >> 20)));
+  }
+  SUBITO_RETURN_IF_ERROR(db_->pool()->LogFreeCheck());  // may relocate this one too
+  std::lock_guard lock(mu_);
   if (!pinned_) {
     pin_token_ = db_->pool()->BeginChange();
     pinned_ = true;
-  } else if (log->reserved_lsn() - pin_token_ > log->capacity() / 8) {
-    return Status::Busy(StrFormat(
-        "transaction %llu has spanned %llu MiB of the redo log, more than 1/8 of it: roll it "
-        "back and commit in smaller pieces, or raise log_file_size",
-        static_cast<unsigned long long>(state_->id),
-        static_cast<unsigned long long>((log->reserved_lsn() - pin_token_) >> 20)));
   }
-  SUBITO_RETURN_IF_ERROR(db_->pool()->LogFreeCheck());
-  const std::string rec = txn::EncodeUndo(state_->id, ix->space(), key, before);
+  SUBITO_RETURN_IF_ERROR(RelocateIfOld(log->capacity() / 4));
   Result<log::AppendResult> a =
       log->Append(txn::kRecordTxnUndo, rec.data(), static_cast<uint32_t>(rec.size()));
   if (!a.ok()) return a.status();
@@ -186,9 +223,46 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
   ix->versions->Add(key, state_, before);
   written_.push_back({ix->versions, key});
   undo_.push_back({ix, key, std::move(before)});
+  undo_bytes_ += rec.size();
+  ++live_writes_[{ix->space(), key}];
+  // Log space was checked above; the change must not wait on the pin this
+  // transaction holds.
+  buffer::BufferPool::LogFreeExemption exempt;
   return after ? ix->tree->Put(key, *after) : ix->tree->Delete(key).status();
 }
 
+Status TransactionImpl::RelocateIfOld(uint64_t limit) {
+  log::RedoLog* log = db_->log();
+  if (!pinned_ || log->reserved_lsn() - pin_token_ <= limit) return Status::OK();
+  const uint64_t new_pin = db_->pool()->BeginChange();
+  Status st;
+  for (const Undo& u : undo_) {
+    const std::string rec = txn::EncodeUndo(state_->id, u.index->space(), u.key, u.before);
+    Result<log::AppendResult> a =
+        log->Append(txn::kRecordTxnUndo, rec.data(), static_cast<uint32_t>(rec.size()));
+    if (!a.ok()) {
+      st = a.status();
+      break;
+    }
+    u.index->file->CountPmBytes(a->end - a->start);
+  }
+  if (st.ok()) {
+    const std::string rec = txn::EncodeUndoReset(state_->id, new_pin);
+    Result<log::AppendResult> a =
+        log->Append(txn::kRecordTxnUndoReset, rec.data(), static_cast<uint32_t>(rec.size()));
+    st = a.ok() ? log->WaitDurable(a->end) : a.status();
+  }
+  if (!st.ok()) {
+    db_->pool()->EndChange(new_pin);  // the old pin stays: nothing was superseded
+    return st;
+  }
+  db_->pool()->EndChange(pin_token_);
+  pin_token_ = new_pin;
+  db_->relocations.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+// Caller holds mu_.
 Status TransactionImpl::ApplyUndo(const Undo& u) {
   buffer::BufferPool::LogFreeExemption exempt;
   if (u.before) return u.index->tree->Put(u.key, *u.before);
@@ -197,10 +271,19 @@ Status TransactionImpl::ApplyUndo(const Undo& u) {
 
 Status TransactionImpl::RollbackTo(uint64_t savepoint) {
   if (ended_) return Status::InvalidArgument(kEnded);
-  if (savepoint > undo_.size())
+  if (savepoint > undo_.size()) {
     return Status::InvalidArgument("savepoint is ahead of the transaction");
+  }
+  std::lock_guard lock(mu_);
   while (undo_.size() > savepoint) {
-    SUBITO_RETURN_IF_ERROR(ApplyUndo(undo_.back()));
+    const Undo& u = undo_.back();
+    SUBITO_RETURN_IF_ERROR(ApplyUndo(u));
+    auto it = live_writes_.find({u.index->space(), u.key});
+    if (it != live_writes_.end() && --it->second == 0) {
+      u.index->versions->MarkUndoneBySelf(u.key, state_.get());
+      live_writes_.erase(it);
+    }
+    undo_bytes_ -= txn::kUndoHeaderSize + u.key.size() + (u.before ? u.before->size() : 0);
     undo_.pop_back();
   }
   return Status::OK();
@@ -208,7 +291,7 @@ Status TransactionImpl::RollbackTo(uint64_t savepoint) {
 
 template <typename Fn>
 Status TransactionImpl::Statement(Fn&& fn) {
-  if (ended_) return Status::InvalidArgument(kEnded);
+  SUBITO_RETURN_IF_ERROR(Usable());
   const uint64_t sp = Savepoint();
   Status st = fn();
   if (st.ok()) return st;
@@ -217,7 +300,13 @@ Status TransactionImpl::Statement(Fn&& fn) {
     return r.ok() ? st : r;
   }
   Status r = RollbackTo(sp);
-  return r.ok() ? st : r;
+  if (!r.ok()) {
+    // Half a statement must never be committed.
+    poisoned_ = Status::IOError("a failed statement could not be undone (" + r.ToString() +
+                                "): the transaction can only roll back");
+    return r;
+  }
+  return st;
 }
 
 std::string TransactionImpl::UniquePrefix(TableImpl* t, uint32_t index, const Row& row) {
@@ -415,14 +504,21 @@ Result<std::unique_ptr<Cursor>> TransactionImpl::OpenCursor(Table* table, uint32
     return Status::InvalidArgument(
         StrFormat("table %s has no index %u", (*t)->def().name.c_str(), index));
   }
+  IndexImpl* ix = (*t)->indexes[index].get();
   bool own = false;
   const txn::ReadView view = mode == ReadMode::kSnapshot ? View(own) : txn::ReadView{};
+  if (mode == ReadMode::kSnapshot && ix->created_ts > view.read_ts) {
+    if (own) db_->txns().CloseSnapshot(view.read_ts);
+    return Status::Busy("index " + ix->cat.def.name +
+                        " was created after this snapshot: " + "retry the transaction");
+  }
   return std::unique_ptr<Cursor>(
-      new CursorImpl(this, *t, (*t)->indexes[index].get(), mode, view, own));
+      new CursorImpl(this, alive_, &db_->txns(), *t, ix, mode, view, own));
 }
 
 Status TransactionImpl::End(bool commit) {
   if (ended_) return Status::InvalidArgument(kEnded);
+  if (commit && !poisoned_.ok()) return poisoned_;
   Status st;
   // Once an undo record is logged, the end must be too: recovery would
   // otherwise take the transaction for a loser.
@@ -430,8 +526,16 @@ Status TransactionImpl::End(bool commit) {
     const std::string rec = txn::EncodeTxnEnd(state_->id);
     Result<log::AppendResult> a =
         db_->log()->Append(txn::kRecordTxnCommit, rec.data(), static_cast<uint32_t>(rec.size()));
-    st = a.ok() ? db_->log()->WaitDurable(a->end) : a.status();
-    if (!st.ok()) commit = false;  // not acknowledged: roll back below
+    if (!a.ok()) {
+      st = a.status();
+      commit = false;  // never in the log: roll back below
+    } else if (Status d = db_->log()->WaitDurable(a->end); !d.ok()) {
+      // The record may or may not become durable: only recovery can tell.
+      // Fail-stop: keep locks and pin, so nothing builds on these keys.
+      FailStop(Status::IOError("commit outcome unknown (" + d.ToString() +
+                               "); restart the database, recovery decides"));
+      return poisoned_;
+    }
   }
   if (!commit) {
     Status r = RollbackTo(0);
@@ -442,10 +546,10 @@ Status TransactionImpl::End(bool commit) {
       r = a.ok() ? db_->log()->WaitDurable(a->end) : a.status();
     }
     if (!r.ok()) {
-      // The rollback could not be completed or recorded: keep the locks (no
-      // one may build on these keys); recovery finishes it after a restart.
-      ended_ = true;
-      return st.ok() ? r : st;
+      // Fail-stop likewise: recovery finishes the rollback after a restart.
+      FailStop(Status::IOError("rollback failed (" + r.ToString() +
+                               "); restart the database, recovery finishes it"));
+      return poisoned_;
     }
   }
   db_->txns().End(state_, commit, std::move(written_));
@@ -454,6 +558,7 @@ Status TransactionImpl::End(bool commit) {
   if (has_snapshot_) db_->txns().CloseSnapshot(read_ts_);
   for (TableImpl* t : used_) t->users.fetch_sub(1);
   ended_ = true;
+  alive_->store(false);
   (commit ? db_->commits : db_->rollbacks).fetch_add(1, std::memory_order_relaxed);
   return st;
 }
@@ -468,7 +573,7 @@ Status TransactionImpl::Rollback() {
 // ---- CursorImpl ----
 
 CursorImpl::~CursorImpl() {
-  if (own_snapshot_) txn_->CloseStatementSnapshot(view_.read_ts);
+  if (own_snapshot_) txns_->CloseSnapshot(view_.read_ts);
 }
 
 Status CursorImpl::Seek(SeekOp op, const Row& key) {
@@ -506,6 +611,10 @@ Status VictimOf(TransactionImpl* txn, Status st) {
 }
 
 Status CursorImpl::Position(bool forward, std::optional<std::string> from, bool inclusive) {
+  if (!alive_->load()) {
+    valid_ = false;
+    return Status::InvalidArgument("the cursor's transaction has ended");
+  }
   return VictimOf(txn_, PositionOrRollBack(forward, std::move(from), inclusive));
 }
 
@@ -529,7 +638,8 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
     std::optional<std::string> candidate;
     if (tree_cursor_.Valid()) candidate = tree_cursor_.key();
     std::optional<std::string> other =
-        index_->versions->Neighbor(from.value_or(std::string()), forward, from ? inclusive : false);
+        from ? index_->versions->Neighbor(std::string_view(*from), forward, inclusive)
+             : index_->versions->Neighbor(std::nullopt, forward, true);
     bool from_tree = candidate.has_value();
     if (other && (!candidate || (forward ? *other < *candidate : *other > *candidate))) {
       candidate = std::move(other);

@@ -7,6 +7,9 @@
 //   kRecordTxnCommit  u64 txn. A transaction is committed iff this record
 //                     is durable.
 //   kRecordTxnAbort   u64 txn. Appended after its rollback's page edits.
+//   kRecordTxnUndoReset  u64 txn, u64 lsn: the transaction's undo records
+//                     before `lsn` are superseded by copies written from
+//                     `lsn` on (relocation, below).
 //
 // Undo is logical and idempotent: "make key hold `before` (or be absent)".
 // The writer holds the key's exclusive lock from before the undo record
@@ -14,6 +17,15 @@
 // between; applying a transaction's undo records newest to oldest restores
 // every key it touched, however much of it was already applied (a rollback
 // or a recovery cut short).
+//
+// Relocation: a transaction that has been open while much log was written
+// would hold the checkpoint back (its undo records must stay readable). It
+// writes its current undo list again at the log's end (copies), then a
+// kRecordTxnUndoReset naming the first copy, waits until that is durable,
+// and only then lets the checkpoint pass its older records. A crash before
+// the reset is durable finds the whole old list (the checkpoint had not
+// moved) plus a prefix of copies: applied newest first, the old list still
+// restores every key. After it, recovery drops the older records.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +41,7 @@ namespace subito::txn {
 inline constexpr uint16_t kRecordTxnUndo = log::kRecordTxnFirst + 1;
 inline constexpr uint16_t kRecordTxnCommit = log::kRecordTxnFirst + 2;
 inline constexpr uint16_t kRecordTxnAbort = log::kRecordTxnFirst + 3;
+inline constexpr uint16_t kRecordTxnUndoReset = log::kRecordTxnFirst + 4;
 inline constexpr uint32_t kUndoHeaderSize = 17;
 
 struct UndoRecord {
@@ -43,5 +56,7 @@ std::string EncodeUndo(uint64_t txn, uint32_t space, std::string_view key,
 Result<UndoRecord> DecodeUndo(const uint8_t* payload, uint32_t length);
 std::string EncodeTxnEnd(uint64_t txn);  // commit and abort
 Result<uint64_t> DecodeTxnEnd(const uint8_t* payload, uint32_t length);
+std::string EncodeUndoReset(uint64_t txn, uint64_t first_copy_lsn);
+Result<std::pair<uint64_t, uint64_t>> DecodeUndoReset(const uint8_t* payload, uint32_t length);
 
 }  // namespace subito::txn

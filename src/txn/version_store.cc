@@ -8,8 +8,11 @@ void VersionStore::Add(std::string_view key, const std::shared_ptr<TxnState>& wr
   auto it = chains_.find(key);
   if (it == chains_.end()) it = chains_.emplace(std::string(key), std::vector<Version>{}).first;
   auto& chain = it->second;
-  if (!chain.empty() && chain.front().writer == writer) return;
-  chain.insert(chain.begin(), Version{writer, std::move(before)});
+  if (!chain.empty() && chain.front().writer == writer) {
+    chain.front().undone_by_self = false;
+    return;
+  }
+  chain.insert(chain.begin(), Version{writer, std::move(before), false});
 }
 
 std::optional<std::string> VersionStore::Visible(std::string_view key,
@@ -19,37 +22,33 @@ std::optional<std::string> VersionStore::Visible(std::string_view key,
   auto it = chains_.find(key);
   if (it == chains_.end()) return latest;
   for (const Version& v : it->second) {
-    if (view.Sees(*v.writer)) return latest;
+    const bool skip = v.undone_by_self && v.writer.get() == view.self;
+    if (!skip && view.Sees(*v.writer)) return latest;
     latest = v.before;
   }
   return latest;
 }
 
-bool VersionStore::HasActiveWriterOtherThan(std::string_view key, const TxnState* self) const {
-  std::shared_lock lock(mu_);
+void VersionStore::MarkUndoneBySelf(std::string_view key, const TxnState* writer) {
+  std::unique_lock lock(mu_);
   auto it = chains_.find(key);
-  if (it == chains_.end()) return false;
-  for (const Version& v : it->second) {
-    if (v.writer.get() != self && v.writer->end_ts.load(std::memory_order_acquire) == 0) {
-      return true;
-    }
+  if (it == chains_.end()) return;
+  for (Version& v : it->second) {
+    if (v.writer.get() == writer) v.undone_by_self = true;
   }
-  return false;
 }
 
-std::optional<std::string> VersionStore::Neighbor(std::string_view key, bool forward,
+std::optional<std::string> VersionStore::Neighbor(std::optional<std::string_view> key, bool forward,
                                                   bool inclusive) const {
   std::shared_lock lock(mu_);
   if (chains_.empty()) return std::nullopt;
-  if (key.empty() && !inclusive) {
-    return forward ? chains_.begin()->first : chains_.rbegin()->first;
-  }
+  if (!key) return forward ? chains_.begin()->first : chains_.rbegin()->first;
   if (forward) {
-    auto it = inclusive ? chains_.lower_bound(key) : chains_.upper_bound(key);
+    auto it = inclusive ? chains_.lower_bound(*key) : chains_.upper_bound(*key);
     if (it == chains_.end()) return std::nullopt;
     return it->first;
   }
-  auto it = inclusive ? chains_.upper_bound(key) : chains_.lower_bound(key);
+  auto it = inclusive ? chains_.upper_bound(*key) : chains_.lower_bound(*key);
   if (it == chains_.begin()) return std::nullopt;
   return std::prev(it)->first;
 }

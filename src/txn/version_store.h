@@ -70,12 +70,15 @@ class VersionStore {
   // The value `view` sees, given the tree's value read just before (V1).
   std::optional<std::string> Visible(std::string_view key, std::optional<std::string> latest,
                                      const ReadView& view) const;
-  // True if a transaction other than `self` that has not ended wrote key.
-  bool HasActiveWriterOtherThan(std::string_view key, const TxnState* self) const;
   // The nearest key with versions after (forward) or before key; with
-  // `inclusive`, key itself counts. Empty `key` with !inclusive means the
-  // first (forward) or last key.
-  std::optional<std::string> Neighbor(std::string_view key, bool forward, bool inclusive) const;
+  // `inclusive`, key itself counts. No key: the first (forward) or last.
+  std::optional<std::string> Neighbor(std::optional<std::string_view> key, bool forward,
+                                      bool inclusive) const;
+  // The writer rolled back (to a savepoint) its first change of key: the
+  // tree holds the version's `before` again. The writer's own reads then
+  // skip the version; others still need it (they may have read the tree
+  // before the rollback). A new change of the key by the writer clears it.
+  void MarkUndoneBySelf(std::string_view key, const TxnState* writer);
   // V2, V3 for one key, given the oldest open snapshot's read_ts.
   void Purge(std::string_view key, uint64_t oldest_read_ts);
   size_t keys() const;
@@ -84,6 +87,7 @@ class VersionStore {
   struct Version {
     std::shared_ptr<TxnState> writer;
     std::optional<std::string> before;
+    bool undone_by_self = false;
   };
   mutable std::shared_mutex mu_;
   std::map<std::string, std::vector<Version>, std::less<>> chains_;  // newest first
@@ -99,6 +103,11 @@ class TxnSystem {
   // A snapshot: its read_ts stays registered until CloseSnapshot.
   uint64_t OpenSnapshot();
   void CloseSnapshot(uint64_t read_ts);
+  // The latest timestamp handed out.
+  uint64_t Now() const {
+    std::lock_guard lock(mu_);
+    return clock_;
+  }
   using KeyRef = std::pair<std::shared_ptr<VersionStore>, std::string>;
   // Publishes the writer's end (commit: visible to snapshots opened from now
   // on) and queues the keys it wrote for purge.

@@ -254,6 +254,15 @@ Status TrackingFileSystem::Rename(const std::string& from, const std::string& to
   return Status::OK();
 }
 
+void TrackingFileSystem::Load(const Image& image) {
+  for (const auto& [name, bytes] : image) {
+    Result<std::unique_ptr<File>> f = Create(name);
+    if (!f.ok()) continue;
+    (void)(*f)->Write(0, bytes.data(), bytes.size());
+    (void)(*f)->Sync();
+  }
+}
+
 Status TrackingFileSystem::Remove(const std::string& path) {
   std::lock_guard lock(clock_->mu);
   auto it = files_.find(path);

@@ -66,6 +66,9 @@ class TrackingFileSystem final : public FileSystem {
   Status Remove(const std::string& path) override;
 
   using Image = std::map<std::string, std::vector<uint8_t>>;
+  // Creates the image's files, synced (a test recovering from a crash image
+  // under tracking, to crash again during recovery).
+  void Load(const Image& image);
   Image ImageAtTime(uint64_t time, uint64_t seed = 0, bool keep_random_unsynced = false) const;
   Image CrashImage(uint64_t seed = 0, bool keep_random_unsynced = false) const {
     return ImageAtTime(UINT64_MAX, seed, keep_random_unsynced);

@@ -1,0 +1,305 @@
+// Isolation at READ COMMITTED and REPEATABLE READ: dirty reads, non-
+// repeatable reads, phantoms, lost updates, deadlocks, lock wait timeouts,
+// a long snapshot while writers go on, and purge of old versions.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "engine_util.h"
+#include "test_util.h"
+
+namespace subito {
+namespace {
+
+using test::SampleRow;
+
+class IsolationTest : public ::testing::TestWithParam<Isolation> {
+ protected:
+  void SetUp() override {
+    Options o = test::SmallOptions(dir_.path());
+    o.lock_wait_timeout_ms = 1000;
+    auto db = Database::Open(o);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    db_ = std::move(*db);
+    auto t = db_->CreateTable(test::SampleTable());
+    ASSERT_TRUE(t.ok());
+    t_ = *t;
+    auto txn = db_->Begin();
+    for (int i = 0; i < 10; ++i) ASSERT_OK(txn->Insert(t_, R(i, "v0")));
+    ASSERT_OK(txn->Commit());
+  }
+  static subito::Row R(int64_t id, const std::string& v, uint64_t k = 0) {
+    return SampleRow(id, k, std::nullopt, v);
+  }
+  std::string V(Transaction* txn, int64_t id, ReadMode mode = ReadMode::kSnapshot) {
+    auto r = txn->Get(t_, {id}, mode);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok() || !r->has_value()) return "<none>";
+    return std::get<std::string>((**r)[3]);
+  }
+  size_t Count(Transaction* txn) { return test::ScanAll(txn, t_).size(); }
+  bool rc() const { return GetParam() == Isolation::kReadCommitted; }
+
+  test::ScratchDir dir_;
+  std::unique_ptr<Database> db_;
+  Table* t_ = nullptr;
+};
+
+TEST_P(IsolationTest, NoDirtyReads) {
+  auto writer = db_->Begin(GetParam());
+  auto reader = db_->Begin(GetParam());
+  ASSERT_OK(writer->Update(t_, R(1, ""), R(1, "dirty")));
+  ASSERT_OK(writer->Insert(t_, R(100, "new")));
+  ASSERT_OK(writer->Delete(t_, R(2, "")));
+  EXPECT_EQ(V(reader.get(), 1), "v0");
+  EXPECT_EQ(V(reader.get(), 100), "<none>");
+  EXPECT_EQ(V(reader.get(), 2), "v0");
+  EXPECT_EQ(Count(reader.get()), 10u);
+  EXPECT_EQ(V(writer.get(), 1), "dirty");  // its own writes
+  ASSERT_OK(writer->Rollback());
+  EXPECT_EQ(V(reader.get(), 1), "v0");
+  ASSERT_OK(reader->Commit());
+}
+
+TEST_P(IsolationTest, NonRepeatableReadOnlyAtReadCommitted) {
+  auto reader = db_->Begin(GetParam());
+  EXPECT_EQ(V(reader.get(), 1), "v0");
+  auto writer = db_->Begin(GetParam());
+  ASSERT_OK(writer->Update(t_, R(1, ""), R(1, "v1")));
+  ASSERT_OK(writer->Commit());
+  EXPECT_EQ(V(reader.get(), 1), rc() ? "v1" : "v0");
+  // A locking read always sees the newest committed version.
+  EXPECT_EQ(V(reader.get(), 1, ReadMode::kShared), "v1");
+  ASSERT_OK(reader->Commit());
+}
+
+TEST_P(IsolationTest, PhantomsOnlyAtReadCommitted) {
+  auto reader = db_->Begin(GetParam());
+  EXPECT_EQ(Count(reader.get()), 10u);
+  auto writer = db_->Begin(GetParam());
+  ASSERT_OK(writer->Insert(t_, R(50, "phantom")));
+  ASSERT_OK(writer->Delete(t_, R(3, "")));
+  ASSERT_OK(writer->Insert(t_, R(51, "phantom")));
+  ASSERT_OK(writer->Commit());
+  EXPECT_EQ(Count(reader.get()), rc() ? 11u : 10u);
+  auto c = reader->OpenCursor(t_, 0);
+  ASSERT_TRUE(c.ok());
+  ASSERT_OK((*c)->Seek(SeekOp::kGE, {int64_t{3}}));
+  ASSERT_TRUE((*c)->Valid());
+  EXPECT_EQ(std::get<int64_t>((*c)->row()[0]), rc() ? 4 : 3);
+  ASSERT_OK(reader->Commit());
+}
+
+// A write rolled back to a savepoint gives the transaction back its
+// snapshot's version, not the newest one its write had read.
+TEST_P(IsolationTest, RollbackToSavepointRestoresTheSnapshotView) {
+  auto reader = db_->Begin(GetParam());
+  EXPECT_EQ(V(reader.get(), 1), "v0");
+  auto writer = db_->Begin(GetParam());
+  ASSERT_OK(writer->Update(t_, R(1, ""), R(1, "v1")));
+  ASSERT_OK(writer->Delete(t_, R(2, "")));
+  ASSERT_OK(writer->Commit());
+  const uint64_t sp = reader->Savepoint();
+  ASSERT_OK(reader->Update(t_, R(1, ""), R(1, "mine")));
+  ASSERT_OK(reader->Insert(t_, R(2, "mine")));
+  EXPECT_EQ(V(reader.get(), 1), "mine");
+  ASSERT_OK(reader->RollbackTo(sp));
+  EXPECT_EQ(V(reader.get(), 1), rc() ? "v1" : "v0");
+  EXPECT_EQ(V(reader.get(), 2), rc() ? "<none>" : "v0");
+  ASSERT_OK(reader->Commit());
+}
+
+// A cursor outlives neither its transaction's end nor, for snapshots, an
+// index built after the snapshot.
+TEST_P(IsolationTest, CursorsRefuseEndedTransactionsAndNewerIndexes) {
+  auto txn = db_->Begin(GetParam());
+  auto c = txn->OpenCursor(t_, 0);
+  ASSERT_TRUE(c.ok());
+  ASSERT_OK((*c)->Seek(SeekOp::kFirst));
+  EXPECT_TRUE((*c)->Valid());
+  ASSERT_OK(txn->Commit());
+  EXPECT_TRUE((*c)->Next().IsInvalidArgument());
+  EXPECT_FALSE((*c)->Valid());
+  if (rc()) return;
+  auto other = db_->CreateTable(test::SampleTable("other"));
+  ASSERT_TRUE(other.ok());
+  auto old = db_->Begin(GetParam());
+  EXPECT_EQ(test::ScanAll(old.get(), *other).size(), 0u);  // takes the snapshot
+  {
+    auto w = db_->Begin(GetParam());
+    ASSERT_OK(w->Insert(t_, R(10, "after the snapshot")));
+    ASSERT_OK(w->Commit());
+  }
+  ASSERT_OK(db_->CreateIndex("t", {"by_v", {3}, false}));
+  EXPECT_TRUE(old->OpenCursor(t_, 3).status().IsBusy());
+  ASSERT_OK(old->Commit());
+  auto fresh = db_->Begin(GetParam());
+  EXPECT_EQ(test::ScanAll(fresh.get(), t_, 3).size(), 11u);
+}
+
+// Read-modify-write through locking reads never loses an update: the
+// second reader waits for the first writer's commit.
+TEST_P(IsolationTest, LockingReadsPreventLostUpdates) {
+  constexpr int kThreads = 2, kIncrements = 50;
+  auto txn = db_->Begin();
+  ASSERT_OK(txn->Update(t_, R(1, ""), R(1, "0")));
+  ASSERT_OK(txn->Commit());
+  std::vector<std::thread> threads;
+  std::atomic<int> retries{0};
+  for (int w = 0; w < kThreads; ++w) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kIncrements;) {
+        auto tx = db_->Begin(GetParam());
+        const int n = std::stoi(V(tx.get(), 1, ReadMode::kExclusive));
+        Status s = tx->Update(t_, R(1, ""), R(1, std::to_string(n + 1)));
+        if (s.ok()) s = tx->Commit();
+        if (s.ok()) {
+          ++i;
+        } else {
+          ++retries;
+          (void)tx->Rollback();
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  auto check = db_->Begin(GetParam());
+  EXPECT_EQ(V(check.get(), 1), std::to_string(kThreads * kIncrements));
+  ASSERT_OK(check->Commit());
+}
+
+TEST_P(IsolationTest, DeadlockPicksAVictimAndTheOtherGoesOn) {
+  auto a = db_->Begin(GetParam());
+  auto b = db_->Begin(GetParam());
+  ASSERT_OK(a->Update(t_, R(1, ""), R(1, "a")));
+  ASSERT_OK(b->Update(t_, R(2, ""), R(2, "b")));
+  auto waiting = std::async(std::launch::async, [&] {
+    return a->Update(t_, R(2, ""), R(2, "a"));  // waits for b
+  });
+  while (db_->Stats().lock_waits == 0) std::this_thread::yield();
+  Status s = b->Update(t_, R(1, ""), R(1, "b"));  // closes the cycle
+  ASSERT_TRUE(s.IsDeadlock()) << s.ToString();
+  // The victim was rolled back whole: its lock on 2 is gone, a goes on.
+  ASSERT_OK(waiting.get());
+  EXPECT_TRUE(b->Commit().IsInvalidArgument());
+  ASSERT_OK(a->Commit());
+  auto check = db_->Begin(GetParam());
+  EXPECT_EQ(V(check.get(), 1), "a");
+  EXPECT_EQ(V(check.get(), 2), "a");
+  EXPECT_EQ(db_->Stats().deadlocks, 1u);
+}
+
+TEST_P(IsolationTest, LockWaitTimeoutFailsOnlyTheStatement) {
+  auto holder = db_->Begin(GetParam());
+  ASSERT_OK(holder->Update(t_, R(1, ""), R(1, "held")));
+  auto other = db_->Begin(GetParam());
+  ASSERT_OK(other->Insert(t_, R(200, "kept")));
+  Status s = other->Update(t_, R(1, ""), R(1, "other"));
+  EXPECT_TRUE(s.IsTimedOut()) << s.ToString();
+  ASSERT_OK(other->Commit());  // its earlier statement stands
+  ASSERT_OK(holder->Commit());
+  auto check = db_->Begin(GetParam());
+  EXPECT_EQ(V(check.get(), 200), "kept");
+  EXPECT_EQ(V(check.get(), 1), "held");
+}
+
+// A long reader sees one state while writers commit many versions; once
+// it ends, purge drops every old version.
+TEST_P(IsolationTest, LongSnapshotWhileWritersGoOnThenPurge) {
+  auto reader = db_->Begin(Isolation::kRepeatableRead);
+  EXPECT_EQ(Count(reader.get()), 10u);
+  for (int round = 1; round <= 50; ++round) {
+    auto w = db_->Begin(GetParam());
+    for (int i = 0; i < 10; ++i) {
+      ASSERT_OK(w->Update(t_, R(i, ""), R(i, "v" + std::to_string(round), round)));
+    }
+    ASSERT_OK(w->Insert(t_, R(1000 + round, "x")));
+    ASSERT_OK(w->Commit());
+  }
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(V(reader.get(), i), "v0");
+  EXPECT_EQ(Count(reader.get()), 10u);
+  EXPECT_EQ(test::ScanAll(reader.get(), t_, 1).size(), 10u);  // by k: old entries
+  EXPECT_GT(db_->Stats().version_keys, 0u);
+  ASSERT_OK(reader->Commit());
+  for (int i = 0; i < 500 && db_->Stats().version_keys > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(db_->Stats().version_keys, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, IsolationTest,
+                         ::testing::Values(Isolation::kReadCommitted, Isolation::kRepeatableRead),
+                         [](const auto& info) {
+                           return info.param == Isolation::kReadCommitted ? "ReadCommitted"
+                                                                          : "RepeatableRead";
+                         });
+
+// Money moves between accounts with locking reads, retried on deadlock;
+// consistent readers must always see the same total.
+TEST(IsolationBank, SnapshotsAlwaysSeeTheSameTotal) {
+  test::ScratchDir dir;
+  auto db = Database::Open(test::SmallOptions(dir.path()));
+  ASSERT_TRUE(db.ok());
+  auto t = (*db)->CreateTable(test::SampleTable());
+  ASSERT_TRUE(t.ok());
+  constexpr int kAccounts = 20;
+  {
+    auto txn = (*db)->Begin();
+    for (int i = 0; i < kAccounts; ++i) {
+      ASSERT_OK(txn->Insert(*t, SampleRow(i, 100, std::nullopt, "")));
+    }
+    ASSERT_OK(txn->Commit());
+  }
+  const uint64_t seed = test::TestSeed();
+  std::atomic<bool> done{false};
+  std::atomic<int> checks{0}, deadlocks{0};
+  std::thread auditor([&] {
+    while (!done.load()) {
+      auto txn = (*db)->Begin(Isolation::kRepeatableRead);
+      uint64_t total = 0;
+      for (auto& row : test::ScanAll(txn.get(), *t)) total += std::get<uint64_t>(row[1]);
+      ASSERT_EQ(total, 100u * kAccounts);
+      ASSERT_OK(txn->Commit());
+      ++checks;
+    }
+  });
+  std::vector<std::thread> movers;
+  for (int m = 0; m < 3; ++m) {
+    movers.emplace_back([&, m] {
+      std::mt19937_64 rng(seed + m);
+      for (int i = 0; i < 200; ++i) {
+        const int64_t from = static_cast<int64_t>(rng() % kAccounts);
+        const int64_t to = static_cast<int64_t>(rng() % kAccounts);
+        if (from == to) continue;
+        auto txn = (*db)->Begin(m % 2 ? Isolation::kReadCommitted : Isolation::kRepeatableRead);
+        auto a = txn->Get(*t, {from}, ReadMode::kExclusive);
+        auto b = a.ok() ? txn->Get(*t, {to}, ReadMode::kExclusive) : a;
+        if (!a.ok() || !b.ok()) {
+          ASSERT_TRUE(a.status().IsDeadlock() || b.status().IsDeadlock());
+          ++deadlocks;
+          continue;  // rolled back already
+        }
+        Row ra = **a, rb = **b;
+        const uint64_t amount = rng() % 10;
+        if (std::get<uint64_t>(ra[1]) < amount) {
+          ASSERT_OK(txn->Rollback());
+          continue;
+        }
+        Row na = ra, nb = rb;
+        na[1] = std::get<uint64_t>(ra[1]) - amount;
+        nb[1] = std::get<uint64_t>(rb[1]) + amount;
+        ASSERT_OK(txn->Update(*t, ra, na));
+        ASSERT_OK(txn->Update(*t, rb, nb));
+        ASSERT_OK(txn->Commit());
+      }
+    });
+  }
+  for (auto& th : movers) th.join();
+  done = true;
+  auditor.join();
+  EXPECT_GT(checks.load(), 0);
+}
+
+}  // namespace
+}  // namespace subito

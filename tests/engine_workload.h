@@ -93,9 +93,11 @@ class ThreadWorkload {
 };
 
 // Checks a recovered database: thread w's rows equal states[k] for some
-// k in [min_k[w], max_k[w]], and every index agrees with the table.
+// k in [min_k[w], max_k[w]] (stored in found[w] if given), and every index
+// agrees with the table.
 inline void CheckRecovered(Database* db, const std::vector<const ThreadWorkload*>& threads,
-                           const std::vector<size_t>& min_k, const std::vector<size_t>& max_k) {
+                           const std::vector<size_t>& min_k, const std::vector<size_t>& max_k,
+                           std::vector<size_t>* found = nullptr) {
   Table* t = db->FindTable("t");
   ASSERT_NE(t, nullptr);
   auto txn = db->Begin();
@@ -110,6 +112,7 @@ inline void CheckRecovered(Database* db, const std::vector<const ThreadWorkload*
     bool match = false;
     for (size_t k = min_k[w]; k <= max_k[w] && k < states.size() && !match; ++k) {
       match = states[k] == got;
+      if (match && found) (*found)[w] = k;
     }
     ASSERT_TRUE(match) << "thread " << w << ": recovered rows (" << got.size()
                        << ") match no state with " << min_k[w] << ".." << max_k[w]

@@ -116,8 +116,12 @@ struct TableStats {
 
 struct DatabaseStats {
   uint64_t commits = 0, rollbacks = 0, deadlocks = 0, lock_waits = 0, lock_timeouts = 0;
-  uint64_t log_bytes = 0;           // redo bytes persisted (padding included)
-  uint64_t double_write_bytes = 0;  // page copies to the double-write area
+  uint64_t log_bytes = 0;          // redo bytes persisted (padding included)
+  uint64_t log_record_bytes = 0;   // redo records appended (headers included)
+  uint64_t log_padding_bytes = 0;  // zeros written to pad partial blocks
+  // Page copies to the double-write area: on the PM tier, or in a file with
+  // Options::double_write_on_pm = false. Every page write makes one.
+  uint64_t double_write_bytes = 0;
   uint64_t page_file_bytes_written = 0;
   uint64_t page_file_bytes_read = 0;
   uint64_t buffer_hits = 0, buffer_misses = 0, checkpoints = 0;

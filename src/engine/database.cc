@@ -592,7 +592,10 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.deadlocks = ls.deadlocks;
   s.lock_waits = ls.waits;
   s.lock_timeouts = ls.timeouts;
-  s.log_bytes = log_->stats().persisted_bytes;
+  const log::LogStats log_stats = log_->stats();
+  s.log_bytes = log_stats.persisted_bytes;
+  s.log_record_bytes = log_stats.append_bytes;
+  s.log_padding_bytes = log_stats.padding_bytes;
   const buffer::BufferPoolStats ps = pool_->stats();
   s.double_write_bytes = ps.pages_written * catalog_.page_size;
   s.buffer_hits = ps.hits;

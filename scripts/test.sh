@@ -35,7 +35,7 @@ run_tree() {  # name, cmake flags...
   fi
   local p f
   p=$(grep -cE 'Test +#[0-9]+: .* Passed' "$log" || true)
-  f=$(grep -cE 'Test +#[0-9]+: .* (\*\*\*Failed|\*\*\*Exception|\*\*\*Timeout|Failed)' "$log" || true)
+  f=$(grep -cE 'Test +#[0-9]+: .*(\*\*\*Failed|\*\*\*Exception|\*\*\*Timeout|\*\*\*Not Run| Failed)' "$log" || true)
   passed=$((passed + p))
   failed=$((failed + f))
 }

@@ -294,6 +294,11 @@ Status BTree::Put(std::string_view key, std::string_view value) {
         StrFormat("value of %zu bytes exceeds the limit of %u", value.size(), max_value()));
   }
   SUBITO_RETURN_IF_ERROR(pool_->LogFreeCheck());
+  if (key.size() + 1 + value.size() <= max_record()) {
+    std::shared_lock shared(latch_);
+    Result<bool> done = PutInLeaf(key, value);
+    if (!done.ok() || *done) return done.status();
+  }
   std::unique_lock tree(latch_);
   Result<std::vector<uint32_t>> path = Path(key);
   if (!path.ok()) return path.status();
@@ -468,8 +473,67 @@ Status BTree::InsertAt(Op& op, std::vector<uint32_t> path, Entry entry) {
   return Status::Corruption("B-tree path ended without a root");
 }
 
+// Optimistic descent (InnoDB's BTR_MODIFY_LEAF): under the shared tree
+// latch, a change that stays inside its leaf (no split, no merge, no
+// overflow pages) latches only that leaf (and, at commit, the space header
+// for the key count). Internal nodes change only under the exclusive tree
+// latch, so the path found under the shared one still leads to the key's
+// leaf. Returns false, having changed nothing, when the change needs more.
+Result<bool> BTree::PutInLeaf(std::string_view key, std::string_view value) {
+  Result<std::vector<uint32_t>> path = Path(key);
+  if (!path.ok()) return path.status();
+  Op op(this);
+  Result<PageHandle*> leaf = op.Page(path->back());
+  if (!leaf.ok()) return leaf.status();
+  std::vector<uint8_t> img = op.Image(*leaf);
+  NodeView n(img.data(), op.page_size());
+  const uint16_t i = n.LowerBound(key);
+  if (i < n.count() && n.Key(i) == key) {
+    const std::string_view old = n.Value(i);
+    if (old.empty() || old[0] != kInline) return false;  // its overflow pages go
+    n.Remove(i);
+  } else {
+    op.CountEntries(1);
+  }
+  std::string stored;
+  stored.reserve(1 + value.size());
+  stored.push_back(kInline);
+  stored.append(value);
+  if (!n.Insert(i, key, stored)) return false;  // a split
+  op.Put(*leaf, img);
+  SUBITO_RETURN_IF_ERROR(op.Commit());
+  return true;
+}
+
+// As PutInLeaf; nullopt when the delete needs more than the leaf.
+Result<std::optional<bool>> BTree::DeleteInLeaf(std::string_view key) {
+  Result<std::vector<uint32_t>> path = Path(key);
+  if (!path.ok()) return path.status();
+  Op op(this);
+  Result<PageHandle*> leaf = op.Page(path->back());
+  if (!leaf.ok()) return leaf.status();
+  std::vector<uint8_t> img = op.Image(*leaf);
+  NodeView n(img.data(), op.page_size());
+  const uint16_t i = n.LowerBound(key);
+  if (i >= n.count() || n.Key(i) != key) return std::optional<bool>(false);
+  const std::string_view old = n.Value(i);
+  if (old.empty() || old[0] != kInline) return std::optional<bool>();
+  n.Remove(i);
+  if (path->size() > 1 && n.UsedBytes() < n.Capacity() / 4) return std::optional<bool>();
+  op.Put(*leaf, img);
+  op.CountEntries(-1);
+  SUBITO_RETURN_IF_ERROR(op.Commit());
+  return std::optional<bool>(true);
+}
+
 Result<bool> BTree::Delete(std::string_view key) {
   SUBITO_RETURN_IF_ERROR(pool_->LogFreeCheck());
+  {
+    std::shared_lock shared(latch_);
+    Result<std::optional<bool>> done = DeleteInLeaf(key);
+    if (!done.ok()) return done.status();
+    if (done->has_value()) return **done;
+  }
   std::unique_lock tree(latch_);
   Result<std::vector<uint32_t>> path = Path(key);
   if (!path.ok()) return path.status();

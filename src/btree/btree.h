@@ -13,9 +13,11 @@
 // entry removed upward; a root with one child takes that child's place.
 // Freed pages go on a free list in the space header and are reused first.
 //
-// Stage (docs/architecture.md): concurrent readers share a tree latch and
-// writers hold it exclusively; internal nodes are not merged (only removed
-// when empty). Values longer than fit inline (a quarter page per record) go
+// Concurrency (docs/architecture.md): readers and writers whose change stays
+// inside one leaf share the tree latch and latch pages (a reader one page at
+// a time, such a writer its leaf); a change that splits, merges or touches
+// overflow pages takes the tree latch exclusively. Internal nodes are not
+// merged (only removed when empty). Values longer than fit inline (a quarter page per record) go
 // to a chain of overflow pages written, replaced and freed in the same
 // mini-transaction as the leaf record that points to them.
 #pragma once
@@ -68,6 +70,8 @@ class BTree {
   Result<std::vector<uint32_t>> Path(std::string_view key);
   class Op;
   Status InsertAt(Op& op, std::vector<uint32_t> path, Entry entry);
+  Result<bool> PutInLeaf(std::string_view key, std::string_view value);
+  Result<std::optional<bool>> DeleteInLeaf(std::string_view key);
   Result<uint32_t> WriteOverflow(Op& op, std::string_view value);
   Status FreeOverflow(Op& op, std::string_view stored);
   Result<std::string> ReadValue(std::string_view stored);
@@ -78,7 +82,7 @@ class BTree {
   buffer::BufferPool* const pool_;
   const uint32_t space_;
   const uint32_t root_;
-  std::shared_mutex latch_;  // readers shared, writers exclusive (this stage)
+  std::shared_mutex latch_;  // shared: reads and leaf-only changes; exclusive: structure
   friend class Cursor;
 };
 

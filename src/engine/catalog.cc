@@ -63,6 +63,7 @@ std::string EncodeBody(const Catalog& c) {
   w.U32(c.page_size);
   w.U32(c.next_space_id);
   w.U32(c.next_table_id);
+  w.U8(c.in_use ? 1 : 0);
   w.U32(static_cast<uint32_t>(c.tables.size()));
   for (const CatalogTable& t : c.tables) {
     w.U32(t.id);
@@ -94,9 +95,12 @@ std::string EncodeBody(const Catalog& c) {
 bool DecodeBody(std::string_view body, Catalog& c) {
   Reader r(body);
   uint32_t tables = 0;
-  if (!r.U32(c.page_size) || !r.U32(c.next_space_id) || !r.U32(c.next_table_id) || !r.U32(tables)) {
+  uint8_t in_use = 0;
+  if (!r.U32(c.page_size) || !r.U32(c.next_space_id) || !r.U32(c.next_table_id) || !r.U8(in_use) ||
+      in_use > 1 || !r.U32(tables)) {
     return false;
   }
+  c.in_use = in_use != 0;
   for (uint32_t ti = 0; ti < tables; ++ti) {
     CatalogTable t;
     uint8_t state = 0;

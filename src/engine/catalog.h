@@ -9,7 +9,7 @@
 //   [12, 16)  body length
 //   [16, 20)  CRC32C of the body
 //   [20, ..)  body: u32 page_size, u32 next_space_id, u32 next_table_id,
-//             u32 table count, then per table: u32 id, u8 state, str name,
+//             u8 in_use, u32 table count, then per table: u32 id, u8 state, str name,
 //             str data_dir, i32 auto_increment_column, u32 column count,
 //             columns (str name, u8 type, u8 width, u8 nullable,
 //             u32 max_length), u32 index count (primary first), indexes
@@ -24,6 +24,9 @@
 //      makes them live; DDL that drops records kDropping and then removes
 //      the files. Open finishes either kind: kCreating and kDropping
 //      entries lose their files and leave the catalog.
+//  K3. in_use is 1 from the end of a successful Open to a clean Close. A
+//      database in use whose PM tier has no log lost its redo log (a
+//      wiped /dev/shm): Open refuses it rather than lose commits silently.
 #pragma once
 
 #include <optional>
@@ -56,6 +59,7 @@ struct Catalog {
   uint32_t page_size = 0;
   uint32_t next_space_id = 1;
   uint32_t next_table_id = 1;
+  bool in_use = false;
   std::vector<CatalogTable> tables;
 };
 

@@ -173,6 +173,14 @@ Status DatabaseImpl::OpenAll() {
     return Status::InvalidArgument("PM directory " + options_.pm_dir + " holds a log, but " +
                                    options_.dir + " holds no database: refusing to mix them");
   }
+  if (catalog_.in_use && !PosixFileSystem()->Exists(lo.dir + "/log.0")) {
+    return Status::Corruption(
+        "the database in " + options_.dir + " was not shut down cleanly, and its PM tier (" +
+        options_.pm_dir +
+        ") holds no redo log: the log was lost (a reboot clears /dev/shm), "
+        "so committed transactions may be missing. Refusing to open; restore from a backup "
+        "or point pm_dir at the log");
+  }
   Result<std::unique_ptr<log::RedoLog>> l = log::RedoLog::Open(lo);
   if (!l.ok()) return l.status();
   log_ = std::move(*l);
@@ -225,6 +233,8 @@ Status DatabaseImpl::OpenAll() {
     }
   }
   txns_ = std::make_unique<txn::TxnSystem>(rs->max_txn + 1);
+  catalog_.in_use = true;  // K3
+  SUBITO_RETURN_IF_ERROR(Persist());
   purge_thread_ = std::thread([this] { PurgeLoop(); });
   return Status::OK();
 }
@@ -343,6 +353,11 @@ Status DatabaseImpl::Close() {
   if (log_) {
     Status c = log_->Close();
     if (st.ok()) st = c;
+  }
+  if (st.ok() && catalog_.in_use) {
+    std::unique_lock ddl(ddl_mu_);
+    catalog_.in_use = false;  // K3: a clean shutdown
+    st = Persist();
   }
   return st;
 }

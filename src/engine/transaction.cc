@@ -80,9 +80,10 @@ class TransactionImpl final : public Transaction, public UndoOwner {
       : db_(db), isolation_(isolation), state_(db->txns().Begin()) {
     db_->Register(this);
   }
+  // An ended transaction no longer touches its database (which may be
+  // gone by the time the object is destroyed).
   ~TransactionImpl() override {
     if (!ended_) (void)Rollback();
-    db_->Unregister(this);
   }
   void RelieveLog(uint64_t limit) override {
     std::unique_lock lock(mu_, std::try_to_lock);
@@ -145,6 +146,7 @@ class TransactionImpl final : public Transaction, public UndoOwner {
     poisoned_ = std::move(st);
     ended_ = true;
     alive_->store(false);
+    db_->Unregister(this);
   }
 
   DatabaseImpl* const db_;
@@ -559,6 +561,7 @@ Status TransactionImpl::End(bool commit) {
   for (TableImpl* t : used_) t->users.fetch_sub(1);
   ended_ = true;
   alive_->store(false);
+  db_->Unregister(this);
   (commit ? db_->commits : db_->rollbacks).fetch_add(1, std::memory_order_relaxed);
   return st;
 }

@@ -120,7 +120,7 @@ class TxnSystem {
 
  private:
   struct Ended {
-    uint64_t end_ts;
+    uint64_t end_ts = 0;
     std::vector<KeyRef> keys;
   };
   uint64_t OldestReadTs() const;  // caller holds mu_

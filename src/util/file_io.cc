@@ -188,6 +188,8 @@ Result<std::unique_ptr<File>> TrackingFileSystem::Create(const std::string& path
   node->index = names_.size();
   names_.push_back(path);
   files_[path] = node;
+  events_.push_back({clock_->next++, node->index, Event::kCreate, 0,
+                     std::vector<uint8_t>(path.begin(), path.end())});
   return std::unique_ptr<File>(new TrackingFile(this, path, node));
 }
 
@@ -235,9 +237,24 @@ TrackingFileSystem::Image TrackingFileSystem::ImageAtTime(uint64_t time, uint64_
     }
   }
   Image image;
-  // Names are as of now (renames and removals count as durable at once).
-  for (size_t i = 0; i < names_.size(); ++i) {
-    if (!names_[i].empty()) image[names_[i]] = std::move(bytes[i]);
+  // Each file under its name at `time`.
+  std::vector<std::string> names(names_.size());
+  std::vector<bool> exists(names_.size(), false);
+  for (const Event& e : events_) {
+    if (e.time >= time) break;
+    const std::string name(e.bytes.begin(), e.bytes.end());
+    if (e.kind == Event::kCreate || e.kind == Event::kRename) {
+      for (size_t j = 0; j < names.size(); ++j) {
+        if (exists[j] && names[j] == name) exists[j] = false;  // replaced
+      }
+      names[e.file] = name;
+      exists[e.file] = true;
+    } else if (e.kind == Event::kRemove) {
+      exists[e.file] = false;
+    }
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (exists[i]) image[names[i]] = std::move(bytes[i]);
   }
   return image;
 }
@@ -248,6 +265,8 @@ Status TrackingFileSystem::Rename(const std::string& from, const std::string& to
   if (it == files_.end()) return Status::IOError("cannot rename " + from + ": No such file");
   auto old = files_.find(to);
   if (old != files_.end()) names_[old->second->index].clear();  // replaced
+  events_.push_back({clock_->next++, it->second->index, Event::kRename, 0,
+                     std::vector<uint8_t>(to.begin(), to.end())});
   files_[to] = it->second;
   names_[it->second->index] = to;
   files_.erase(it);
@@ -268,6 +287,7 @@ Status TrackingFileSystem::Remove(const std::string& path) {
   auto it = files_.find(path);
   if (it == files_.end()) return Status::OK();
   names_[it->second->index].clear();
+  events_.push_back({clock_->next++, it->second->index, Event::kRemove, 0, {}});
   files_.erase(it);
   return Status::OK();
 }

@@ -87,13 +87,15 @@ class TrackingFileSystem final : public FileSystem {
   struct Event {
     uint64_t time;
     size_t file;
-    enum Kind { kWrite, kExtend, kSync } kind;
+    // Names change with kCreate, kRename (bytes: the new name) and kRemove,
+    // which count as durable at once (as after a directory sync).
+    enum Kind { kWrite, kExtend, kSync, kCreate, kRename, kRemove } kind;
     uint64_t offset;  // write offset, or the new size for kExtend
     std::vector<uint8_t> bytes;
   };
   std::shared_ptr<CrashClock> clock_;  // its mutex guards everything below
   std::map<std::string, std::shared_ptr<Node>> files_;
-  std::vector<std::string> names_;  // by Node::index
+  std::vector<std::string> names_;  // by Node::index, as of now
   std::vector<Event> events_;
   uint64_t syncs_ = 0;
 };

@@ -154,6 +154,34 @@ TEST(BTree, RandomOperationsMatchAMap) {
   h.Close(true);
 }
 
+// Keys arriving in order (auto-increment) fill leaves instead of leaving
+// each half empty; both directions.
+TEST(BTree, OrderedInsertsFillTheirLeaves) {
+  for (bool ascending : {true, false}) {
+    test::ScratchDir dir;
+    Harness h(dir.path(), 64);
+    ASSERT_TRUE(h.Open(true).ok());
+    const std::string v(100, 'v');
+    constexpr uint32_t kKeys = 4000;
+    for (uint32_t i = 0; i < kKeys; ++i) {
+      const uint32_t k = ascending ? i : kKeys - i;
+      ASSERT_TRUE(h.tree->Put(KeyEncoder().Unsigned(k, 4).Release(), v).ok());
+    }
+    const uint64_t bytes = uint64_t{kKeys} * (4 + 1 + 100 + 6);  // key, tag, value, slot+lengths
+    const uint64_t ideal_pages = bytes / (kPs - 64) + 1;
+    EXPECT_LT(h.space->page_count(), ideal_pages * 5 / 4 + 3)
+        << (ascending ? "ascending" : "descending") << ": leaves are left part empty";
+    BTree::Cursor c(h.tree.get());
+    ASSERT_TRUE(c.Seek(SeekMode::kFirst).ok());
+    uint32_t n = 0;
+    while (c.Valid()) {
+      ++n;
+      ASSERT_TRUE(c.Next().ok());
+    }
+    EXPECT_EQ(n, kKeys);
+  }
+}
+
 TEST(BTree, MergedAndFreedPagesAreReused) {
   test::ScratchDir dir;
   Harness h(dir.path(), 64);

@@ -18,6 +18,7 @@ namespace subito {
 namespace {
 
 constexpr int kThreads = 3;
+constexpr uint64_t kLogFile = 4096 + 768 * 1024;  // small: checkpoints and relocations happen
 
 Options TrackedOptions(const std::string& pm_dir, FileSystem* fs, pmem::Persistence* pm) {
   Options o;
@@ -27,7 +28,7 @@ Options TrackedOptions(const std::string& pm_dir, FileSystem* fs, pmem::Persiste
   o.persistence = pm;
   o.page_size = 4096;
   o.buffer_pool_bytes = 64 * 4096;  // small: evictions and cleaner writes happen
-  o.log_file_size = 4096 + 1536 * 1024;
+  o.log_file_size = kLogFile;
   o.log_buffer_size = 256 * 1024;
   o.double_write_pages = 8;
   return o;
@@ -56,7 +57,7 @@ Options PlainOptions(const std::string& dir) {
   o.pm_dir = dir + "/pm";
   o.page_size = 4096;
   o.buffer_pool_bytes = 64 * 4096;
-  o.log_file_size = 4096 + 1536 * 1024;
+  o.log_file_size = kLogFile;
   o.log_buffer_size = 256 * 1024;
   o.double_write_pages = 8;
   return o;
@@ -80,17 +81,30 @@ TEST(EngineCrash, PowerCutsKeepExactlyTheAcknowledgedTransactions) {
   std::vector<std::vector<uint64_t>> started(kThreads), acked(kThreads);
   const uint64_t start_time = clock->Now();
   std::vector<std::thread> threads;
+  std::atomic<int> running{kThreads};
   for (int w = 0; w < kThreads; ++w) {
     threads.emplace_back([&, w] {
-      for (int i = 0; i < 100; ++i) {
+      for (int i = 0; i < 200; ++i) {
         bool committed = false;
-        ASSERT_OK(work[w].Next(db->get(), *t, &committed,
-                               [&](uint32_t) { started[w].push_back(clock->Now()); }));
+        ASSERT_OK(work[w].Next(db->get(), *t, &committed, [&](uint32_t seq) {
+          // Thread 0 keeps some transactions open while the others write,
+          // until its undo is relocated (or the others are done).
+          if (w == 0 && seq % 4 == 0) {
+            const uint64_t before = (*db)->Stats().undo_relocations;
+            while (running.load() > 1 && (*db)->Stats().undo_relocations == before) {
+              std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            }
+          }
+          started[w].push_back(clock->Now());
+        }));
         if (committed) acked[w].push_back(clock->Now());
       }
+      --running;
     });
   }
   for (auto& th : threads) th.join();
+  const uint64_t relocations = (*db)->Stats().undo_relocations;
+  EXPECT_GT(relocations, 0u) << "no undo relocation happened: the test lost its reach";
   const uint64_t end_time = clock->Now();
   EXPECT_GT((*db)->Stats().checkpoints, 0u);
   db->reset();  // closes cleanly; the cuts all lie before
@@ -153,8 +167,11 @@ TEST(EngineCrash, PowerCutsKeepExactlyTheAcknowledgedTransactions) {
     EXPECT_EQ((*again)->recovery().transactions_rolled_back, 0u);
     test::CheckRecovered(again->get(), plans, min_k, max_k);
   }
-  std::printf("%zu cuts: %llu log records redone, %llu transactions rolled back\n", times.size(),
-              static_cast<unsigned long long>(redone), static_cast<unsigned long long>(losers));
+  std::printf(
+      "%zu cuts: %llu log records redone, %llu transactions rolled back, %llu undo "
+      "relocations in the run\n",
+      times.size(), static_cast<unsigned long long>(redone),
+      static_cast<unsigned long long>(losers), static_cast<unsigned long long>(relocations));
   EXPECT_GT(redone, 0u);
 }
 

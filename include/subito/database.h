@@ -19,6 +19,12 @@
 // Thread safety: a Database and its Tables may be used from any thread; a
 // Transaction and its Cursors by one thread at a time. DDL (create/drop of
 // tables and indexes) must not race with transactions using the same table.
+//
+// Lifetimes: end (commit or roll back) transactions before closing the
+// Database; one still open at Close is rolled back by recovery at the next
+// Open. An ended Transaction object may outlive the Database. A Cursor
+// reports InvalidArgument once its transaction has ended, and must not
+// outlive the Transaction object.
 #pragma once
 
 #include <cstdint>

@@ -401,6 +401,11 @@ Status BTree::InsertAt(Op& op, std::vector<uint32_t> path, Entry entry) {
     }
     if (cut == 0) cut = 1;
     const uint16_t level = n.level();
+    // A leaf filling at one end (ascending or descending keys, as with
+    // auto-increment) keeps its old entries: splitting in the middle would
+    // leave every leaf half empty.
+    if (level == 0 && i + 1u == all.size()) cut = all.size() - 1;
+    if (level == 0 && i == 0) cut = 1;
     auto fill = [&](NodeView& dst, size_t from, size_t to) {
       for (size_t k = from; k < to; ++k) {
         if (!dst.Insert(dst.count(), all[k].key, all[k].value)) return false;

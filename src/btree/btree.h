@@ -22,18 +22,42 @@
 // mini-transaction as the leaf record that points to them.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "buffer/buffer_pool.h"
 #include "buffer/mtr.h"
 
 namespace subito::btree {
+
+// The tree latch, writer-preferring: while a structure change waits for
+// it, new shared holders wait too, so a split is not starved by a steady
+// stream of reads and leaf-only writes. Shared holders must not nest.
+class TreeLatch {
+ public:
+  void lock_shared() {
+    while (exclusive_waiting_.load(std::memory_order_acquire) > 0) std::this_thread::yield();
+    mu_.lock_shared();
+  }
+  void unlock_shared() { mu_.unlock_shared(); }
+  void lock() {
+    exclusive_waiting_.fetch_add(1, std::memory_order_acq_rel);
+    mu_.lock();
+    exclusive_waiting_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  void unlock() { mu_.unlock(); }
+
+ private:
+  std::shared_mutex mu_;
+  std::atomic<int> exclusive_waiting_{0};
+};
 
 enum class SeekMode { kFirst, kLast, kGE, kGT, kLE, kLT };
 
@@ -82,7 +106,7 @@ class BTree {
   buffer::BufferPool* const pool_;
   const uint32_t space_;
   const uint32_t root_;
-  std::shared_mutex latch_;  // shared: reads and leaf-only changes; exclusive: structure
+  TreeLatch latch_;  // shared: reads and leaf-only changes; exclusive: structure
   friend class Cursor;
 };
 

@@ -326,8 +326,12 @@ Status DatabaseImpl::ApplyUndo(const txn::UndoRecord& u) {
 }
 
 void DatabaseImpl::RelieveLog() {
+  // One relocation per call: each needs log space, and the caller checks
+  // again whether the checkpoint could move.
   std::lock_guard lock(owners_mu_);
-  for (UndoOwner* t : owners_) t->RelieveLog(log_->capacity() / 4);
+  for (UndoOwner* t : owners_) {
+    if (t->RelieveLog(log_->capacity() / 4)) return;
+  }
 }
 
 void DatabaseImpl::PurgeLoop() {
@@ -354,7 +358,14 @@ Status DatabaseImpl::Close() {
     Status c = log_->Close();
     if (st.ok()) st = c;
   }
-  if (st.ok() && catalog_.in_use) {
+  bool open_transactions;
+  {
+    std::lock_guard lock(owners_mu_);
+    open_transactions = !owners_.empty();
+  }
+  // With transactions still open the log is needed (recovery rolls them
+  // back): the database stays marked in use.
+  if (st.ok() && catalog_.in_use && !open_transactions) {
     std::unique_lock ddl(ddl_mu_);
     catalog_.in_use = false;  // K3: a clean shutdown
     st = Persist();

@@ -45,7 +45,8 @@ class UndoOwner {
   // If the transaction holds the checkpoint back more than `limit` log
   // bytes, rewrites its undo list at the log's end (txn_records.h,
   // relocation). Skipped while the transaction's own thread is inside it.
-  virtual void RelieveLog(uint64_t limit) = 0;
+  // Returns whether it relocated.
+  virtual bool RelieveLog(uint64_t limit) = 0;
 };
 
 struct IndexImpl {

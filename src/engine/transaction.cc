@@ -85,9 +85,12 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   ~TransactionImpl() override {
     if (!ended_) (void)Rollback();
   }
-  void RelieveLog(uint64_t limit) override {
+  bool RelieveLog(uint64_t limit) override {
     std::unique_lock lock(mu_, std::try_to_lock);
-    if (lock.owns_lock() && !ended_) (void)RelocateIfOld(limit);
+    if (!lock.owns_lock() || ended_ || !pinned_) return false;
+    const uint64_t before = pin_token_;
+    (void)RelocateIfOld(limit);
+    return pin_token_ != before;
   }
   // Shared with cursors: false once the transaction has ended.
   const std::shared_ptr<std::atomic<bool>>& alive() const { return alive_; }
@@ -143,8 +146,11 @@ class TransactionImpl final : public Transaction, public UndoOwner {
     return poisoned_;
   }
   void FailStop(Status st) {
-    poisoned_ = std::move(st);
-    ended_ = true;
+    {
+      std::lock_guard lock(mu_);
+      poisoned_ = std::move(st);
+      ended_ = true;
+    }
     alive_->store(false);
     db_->Unregister(this);
   }
@@ -204,7 +210,7 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
                                  std::optional<std::string> before) {
   log::RedoLog* log = db_->log();
   const std::string rec = txn::EncodeUndo(state_->id, ix->space(), key, before);
-  if (undo_bytes_ + rec.size() > log->capacity() / 16) {
+  if (undo_bytes_ + log::RecordSpan(rec.size()) > log->capacity() / 16) {
     return Status::Busy(StrFormat(
         "transaction %llu is too large: its undo would exceed %llu MiB (1/16 of the redo log); "
         "commit in smaller pieces or raise log_file_size",
@@ -225,7 +231,7 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
   ix->versions->Add(key, state_, before);
   written_.push_back({ix->versions, key});
   undo_.push_back({ix, key, std::move(before)});
-  undo_bytes_ += rec.size();
+  undo_bytes_ += log::RecordSpan(rec.size());
   ++live_writes_[{ix->space(), key}];
   // Log space was checked above; the change must not wait on the pin this
   // transaction holds.
@@ -276,17 +282,23 @@ Status TransactionImpl::RollbackTo(uint64_t savepoint) {
   if (savepoint > undo_.size()) {
     return Status::InvalidArgument("savepoint is ahead of the transaction");
   }
-  std::lock_guard lock(mu_);
+  // In chunks: between them this thread waits for log space, which a
+  // long rollback may need, and the transaction may be relocated then.
   while (undo_.size() > savepoint) {
-    const Undo& u = undo_.back();
-    SUBITO_RETURN_IF_ERROR(ApplyUndo(u));
-    auto it = live_writes_.find({u.index->space(), u.key});
-    if (it != live_writes_.end() && --it->second == 0) {
-      u.index->versions->MarkUndoneBySelf(u.key, state_.get());
-      live_writes_.erase(it);
+    SUBITO_RETURN_IF_ERROR(db_->pool()->LogFreeCheck());
+    std::lock_guard lock(mu_);
+    for (int n = 0; n < 16 && undo_.size() > savepoint; ++n) {
+      const Undo& u = undo_.back();
+      SUBITO_RETURN_IF_ERROR(ApplyUndo(u));
+      auto it = live_writes_.find({u.index->space(), u.key});
+      if (it != live_writes_.end() && --it->second == 0) {
+        u.index->versions->MarkUndoneBySelf(u.key, state_.get());
+        live_writes_.erase(it);
+      }
+      undo_bytes_ -=
+          log::RecordSpan(txn::kUndoHeaderSize + u.key.size() + (u.before ? u.before->size() : 0));
+      undo_.pop_back();
     }
-    undo_bytes_ -= txn::kUndoHeaderSize + u.key.size() + (u.before ? u.before->size() : 0);
-    undo_.pop_back();
   }
   return Status::OK();
 }
@@ -555,13 +567,18 @@ Status TransactionImpl::End(bool commit) {
     }
   }
   db_->txns().End(state_, commit, std::move(written_));
-  if (pinned_) db_->pool()->EndChange(pin_token_);
+  {
+    // Under mu_: a relocation (RelieveLog) may have moved the pin until now.
+    std::lock_guard lock(mu_);
+    if (pinned_) db_->pool()->EndChange(pin_token_);
+    pinned_ = false;
+    ended_ = true;
+  }
+  db_->Unregister(this);
   db_->locks().ReleaseAll(state_->id);
   if (has_snapshot_) db_->txns().CloseSnapshot(read_ts_);
   for (TableImpl* t : used_) t->users.fetch_sub(1);
-  ended_ = true;
   alive_->store(false);
-  db_->Unregister(this);
   (commit ? db_->commits : db_->rollbacks).fetch_add(1, std::memory_order_relaxed);
   return st;
 }

@@ -1,5 +1,8 @@
 #include "recovery/txn_recovery.h"
 
+#include <algorithm>
+#include <map>
+#include <tuple>
 #include <unordered_set>
 #include <vector>
 
@@ -11,7 +14,6 @@ namespace {
 
 struct Analysis {
   std::unordered_set<uint64_t> losers;
-  log::Lsn first_loser_lsn = 0;
 };
 
 Result<Analysis> Analyze(log::RedoLog* log, RecoveryStats& stats) {
@@ -34,25 +36,26 @@ Result<Analysis> Analyze(log::RedoLog* log, RecoveryStats& stats) {
     return Status::OK();
   }));
   Analysis a;
-  for (auto [id, lsn] : first) {  // in log order
-    if (ended.count(id)) continue;
-    if (a.losers.empty()) a.first_loser_lsn = lsn;
-    a.losers.insert(id);
+  for (const auto& [id, lsn] : first) {
+    if (!ended.count(id)) a.losers.insert(id);
   }
   return a;
 }
 
-Status UndoLosers(buffer::BufferPool* pool, const Analysis& a, const ApplyUndo& apply,
-                  const IsDropped& dropped, RecoveryStats& stats) {
-  log::RedoLog* log = pool->log();
-  std::vector<std::pair<log::Lsn, txn::UndoRecord>> undo;
+// Each loser's undo records (after any undo reset), in log order.
+using LoserUndo = std::map<uint64_t, std::vector<std::pair<log::Lsn, txn::UndoRecord>>>;
+
+Result<LoserUndo> CollectUndo(log::RedoLog* log, const Analysis& a, const IsDropped& dropped) {
+  LoserUndo undo;
+  for (uint64_t id : a.losers) undo[id];
   SUBITO_RETURN_IF_ERROR(log->ForEachRecoveredRecord([&](const log::LogRecordView& r) {
     if (r.type == txn::kRecordTxnUndoReset) {
       Result<std::pair<uint64_t, uint64_t>> reset = txn::DecodeUndoReset(r.payload, r.length);
       if (!reset.ok()) return reset.status();
-      std::erase_if(undo, [&](const auto& u) {
-        return u.second.txn == reset->first && u.first < reset->second;
-      });
+      auto it = undo.find(reset->first);
+      if (it != undo.end()) {
+        std::erase_if(it->second, [&](const auto& u) { return u.first < reset->second; });
+      }
       return Status::OK();
     }
     if (r.type != txn::kRecordTxnUndo) return Status::OK();
@@ -62,28 +65,35 @@ Status UndoLosers(buffer::BufferPool* pool, const Analysis& a, const ApplyUndo& 
                                           static_cast<unsigned long long>(r.lsn),
                                           u.status().message().c_str()));
     }
-    if (a.losers.count(u->txn) && !(dropped && dropped(u->space))) {
-      undo.emplace_back(r.lsn, std::move(*u));
+    auto it = undo.find(u->txn);
+    if (it != undo.end() && !(dropped && dropped(u->space))) {
+      it->second.emplace_back(r.lsn, std::move(*u));
     }
     return Status::OK();
   }));
-  // The losers pin the checkpoint: waiting for log space could wait for
-  // ever. Their undo (bounded per transaction) fits in the quarter of the
-  // log that LogFreeCheck keeps free.
-  buffer::BufferPool::LogFreeExemption exempt;
-  for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
-    SUBITO_RETURN_IF_ERROR(apply(it->second));
-    ++stats.undo_applied;
+  return undo;
+}
+
+// Rolls one loser back: its undo newest first, then its abort record, made
+// durable. The loser's pin keeps its records readable until then.
+Status UndoLoser(buffer::BufferPool* pool, uint64_t id,
+                 const std::vector<std::pair<log::Lsn, txn::UndoRecord>>& undo,
+                 const ApplyUndo& apply, RecoveryStats& stats) {
+  {
+    // The losers pin the checkpoint, so waiting for log space could wait
+    // for ever: one transaction's undo is bounded (1/16 of the log) and
+    // fits in the quarter of the log that LogFreeCheck keeps free.
+    buffer::BufferPool::LogFreeExemption exempt;
+    for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
+      SUBITO_RETURN_IF_ERROR(apply(it->second));
+      ++stats.undo_applied;
+    }
   }
-  log::Lsn end = 0;
-  for (uint64_t id : a.losers) {
-    const std::string rec = txn::EncodeTxnEnd(id);
-    Result<log::AppendResult> r = log->Append(txn::kRecordTxnAbort, rec.data(), rec.size());
-    if (!r.ok()) return r.status();
-    end = r->end;
-  }
-  stats.losers = a.losers.size();
-  return log->WaitDurable(end);
+  const std::string rec = txn::EncodeTxnEnd(id);
+  Result<log::AppendResult> r = pool->log()->Append(txn::kRecordTxnAbort, rec.data(), rec.size());
+  if (!r.ok()) return r.status();
+  ++stats.losers;
+  return pool->log()->WaitDurable(r->end);
 }
 
 }  // namespace
@@ -95,17 +105,30 @@ Result<RecoveryStats> Recover(buffer::BufferPool* pool, buffer::DoubleWrite* dwb
   Result<buffer::PageRecoveryStats> pages = buffer::RecoverPages(pool, dwb, dropped);
   Result<Analysis> analysis =
       pages.ok() ? Analyze(pool->log(), stats) : Result<Analysis>(pages.status());
-  if (!analysis.ok() || analysis->losers.empty()) {
+  Result<LoserUndo> undo = !analysis.ok() ? Result<LoserUndo>(analysis.status())
+                           : analysis->losers.empty()
+                               ? Result<LoserUndo>(LoserUndo{})
+                               : CollectUndo(pool->log(), *analysis, dropped);
+  if (!undo.ok()) {
     pool->ReleaseCheckpoint();
-    if (!analysis.ok()) return analysis.status();
-    stats.pages = *pages;
-    return stats;
+    return undo.status();
   }
   stats.pages = *pages;
-  const uint64_t pin = pool->PinCheckpoint(analysis->first_loser_lsn);
+  // One pin per loser at its first needed record, taken while the
+  // checkpoint is still held; losers are then rolled back oldest first, each
+  // unpinned once its abort record is durable.
+  std::vector<std::tuple<log::Lsn, uint64_t, uint64_t>> order;  // first LSN, txn, pin
+  for (const auto& [id, records] : *undo) {
+    const log::Lsn first = records.empty() ? pool->log()->reserved_lsn() : records.front().first;
+    order.emplace_back(first, id, pool->PinCheckpoint(first));
+  }
   pool->ReleaseCheckpoint();
-  Status st = UndoLosers(pool, *analysis, apply, dropped, stats);
-  pool->EndChange(pin);
+  std::sort(order.begin(), order.end());
+  Status st;
+  for (const auto& [first, id, pin] : order) {
+    if (st.ok()) st = UndoLoser(pool, id, (*undo)[id], apply, stats);
+    pool->EndChange(pin);
+  }
   SUBITO_RETURN_IF_ERROR(st);
   return stats;
 }

@@ -12,10 +12,10 @@
 //
 // While a transaction runs, the checkpoint never passes its first record
 // (engine/, BufferPool::PinCheckpoint), so every loser's undo records are at
-// or after it. Here the checkpoint is held from before page redo until the
-// losers' first record is pinned, and that pin stays until their abort
-// records are durable. A crash during any step is recovered the same way:
-// redo is idempotent (page LSNs), applied undo is in the log as page edits,
+// or after it. Here the checkpoint is held from before page redo until each
+// loser's first needed record is pinned; losers are rolled back oldest
+// first, each pin kept until that loser's abort record is durable. A crash during any step is
+// recovered the same way: redo is idempotent (page LSNs), applied undo is in the log as page edits,
 // and applying all of a loser's undo again gives the same keys.
 #pragma once
 

@@ -493,18 +493,21 @@ Result<bool> BTree::PutInLeaf(std::string_view key, std::string_view value) {
   std::vector<uint8_t> img = op.Image(*leaf);
   NodeView n(img.data(), op.page_size());
   const uint16_t i = n.LowerBound(key);
-  if (i < n.count() && n.Key(i) == key) {
-    const std::string_view old = n.Value(i);
-    if (old.empty() || old[0] != kInline) return false;  // its overflow pages go
-    n.Remove(i);
-  } else {
-    op.CountEntries(1);
-  }
   std::string stored;
   stored.reserve(1 + value.size());
   stored.push_back(kInline);
   stored.append(value);
-  if (!n.Insert(i, key, stored)) return false;  // a split
+  if (i < n.count() && n.Key(i) == key) {
+    const std::string_view old = n.Value(i);
+    if (old.empty() || old[0] != kInline) return false;  // its overflow pages go
+    if (!n.ReplaceValue(i, stored)) {
+      n.Remove(i);
+      if (!n.Insert(i, key, stored)) return false;  // a split
+    }
+  } else {
+    op.CountEntries(1);
+    if (!n.Insert(i, key, stored)) return false;  // a split
+  }
   op.Put(*leaf, img);
   SUBITO_RETURN_IF_ERROR(op.Commit());
   return true;

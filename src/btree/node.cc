@@ -180,6 +180,18 @@ bool NodeView::Insert(uint16_t i, std::string_view key, std::string_view value) 
   return true;
 }
 
+bool NodeView::ReplaceValue(uint16_t i, std::string_view value) {
+  const uint16_t off = Slot(i);
+  const uint16_t key_len = Get16(off), old_len = Get16(off + 2);
+  if (value.size() > old_len) return false;
+  uint8_t* v = p_ + off + 4 + key_len;
+  std::memcpy(v, value.data(), value.size());
+  std::memset(v + value.size(), 0, old_len - value.size());
+  Put16(off + 2, static_cast<uint16_t>(value.size()));
+  Put16(38, static_cast<uint16_t>(Get16(38) + (old_len - value.size())));
+  return true;
+}
+
 void NodeView::Remove(uint16_t i) {
   const uint16_t n = count();
   const uint16_t off = Slot(i);

@@ -63,6 +63,10 @@ class NodeView {
   // compaction.
   bool Insert(uint16_t i, std::string_view key, std::string_view value);
   void Remove(uint16_t i);
+  // Replaces slot i's value in place if the new one is no longer (the
+  // bytes left over become garbage); false otherwise. An update then
+  // changes (and logs) only the value's bytes.
+  bool ReplaceValue(uint16_t i, std::string_view value);
   uint32_t UsedBytes() const;  // slots + live records
   uint32_t Capacity() const { return ps_ - kNodeHeaderEnd; }
 

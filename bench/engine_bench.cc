@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "pmem/pm_file.h"
 #include "subito/database.h"
 #include "util/strings.h"
@@ -573,18 +574,7 @@ Run Measure(const Config& c, Database* db, const std::vector<Table*>& tables, co
 // ---- output ----
 
 std::string Machine() {
-  utsname u{};
-  ::uname(&u);
-  std::string cpu = "?";
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      cpu = line.substr(line.find(':') + 2);
-      break;
-    }
-  }
-  return StrFormat("%s, %ld cores, Linux %s", cpu.c_str(), ::sysconf(_SC_NPROCESSORS_ONLN),
-                   u.release);
+  return subito::bench::MachineDescription();
 }
 
 std::string JsonString(const std::string& s) {

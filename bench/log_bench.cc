@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "log/redo_log.h"
 #include "pmem/pm_file.h"
 #include "util/strings.h"
@@ -170,18 +171,7 @@ Run MeasureLog(const Config& c, log::LogWriteMode mode, uint32_t streams, int th
 }
 
 std::string Machine() {
-  utsname u{};
-  ::uname(&u);
-  std::string cpu = "?";
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      cpu = line.substr(line.find(':') + 2);
-      break;
-    }
-  }
-  return StrFormat("%s, %ld cores, Linux %s", cpu.c_str(), ::sysconf(_SC_NPROCESSORS_ONLN),
-                   u.release);
+  return subito::bench::MachineDescription();
 }
 
 }  // namespace

@@ -5,19 +5,11 @@
 // so the expected state of every range is known. SUBITO_KILL_ITERATIONS
 // sets the number of kills.
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <cstring>
 
 #include "engine_workload.h"
 #include "test_util.h"
-
-extern char** environ;
 
 namespace subito {
 namespace {
@@ -29,46 +21,9 @@ struct Counts {
 };
 
 Counts RunAndKill(const std::string& dir, uint64_t seed, int first_thread, int ms) {
-  int fds[2];
-  EXPECT_EQ(::pipe(fds), 0);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-  posix_spawn_file_actions_addclose(&fa, fds[0]);
-  const std::string s = std::to_string(seed), f = std::to_string(first_thread),
-                    n = std::to_string(kThreads);
-  const char* argv[] = {
-      SUBITO_ENGINE_KILL_CHILD, dir.c_str(), s.c_str(), f.c_str(), n.c_str(), nullptr};
-  pid_t pid = 0;
-  const int rc =
-      posix_spawn(&pid, SUBITO_ENGINE_KILL_CHILD, &fa, nullptr, const_cast<char**>(argv), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  ::close(fds[1]);
-  EXPECT_EQ(rc, 0) << "cannot start " << SUBITO_ENGINE_KILL_CHILD;
-  std::string bytes;
-  char buf[4096];
-  auto stop_at = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  bool started = false;
-  while (std::chrono::steady_clock::now() < stop_at) {
-    pollfd pfd{fds[0], POLLIN, 0};
-    if (::poll(&pfd, 1, 1) > 0) {
-      const ssize_t got = ::read(fds[0], buf, sizeof buf);
-      if (got <= 0) break;  // died on its own: checked below
-      bytes.append(buf, static_cast<size_t>(got));
-      if (!started) {
-        started = true;
-        stop_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-      }
-    }
-  }
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
-      << "child ended on its own, status " << status;
-  ssize_t got;
-  while ((got = ::read(fds[0], buf, sizeof buf)) > 0) bytes.append(buf, static_cast<size_t>(got));
-  ::close(fds[0]);
+  const std::string bytes = test::RunChildAndKill(
+      SUBITO_ENGINE_KILL_CHILD,
+      {dir, std::to_string(seed), std::to_string(first_thread), std::to_string(kThreads)}, ms);
   Counts c{std::vector<size_t>(kThreads), std::vector<size_t>(kThreads)};
   for (size_t off = 0; off + 8 <= bytes.size(); off += 8) {
     uint32_t rec[2];

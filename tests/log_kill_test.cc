@@ -33,45 +33,9 @@ struct Ack {
 // Runs the child for ~`ms` after its first ack, kills it with SIGKILL, and
 // returns every ack it had written.
 std::vector<Ack> RunAndKill(const std::string& dir, const Param& p, int ms) {
-  int fds[2];
-  EXPECT_EQ(::pipe(fds), 0);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-  posix_spawn_file_actions_addclose(&fa, fds[0]);
   std::string streams = std::to_string(p.streams);
-  const char* argv[] = {SUBITO_KILL_CHILD, dir.c_str(), LogWriteModeName(p.mode),
-                        streams.c_str(),   "3",         nullptr};
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, SUBITO_KILL_CHILD, &fa, nullptr, const_cast<char**>(argv), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  ::close(fds[1]);
-  EXPECT_EQ(rc, 0) << "cannot start " << SUBITO_KILL_CHILD;
-  std::string bytes;
-  char buf[4096];
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  bool started = false;
-  auto stop_at = deadline;
-  while (std::chrono::steady_clock::now() < stop_at) {
-    pollfd pfd{fds[0], POLLIN, 0};
-    if (::poll(&pfd, 1, 1) > 0) {
-      ssize_t n = ::read(fds[0], buf, sizeof buf);
-      if (n <= 0) break;  // the child died on its own: the test fails below
-      bytes.append(buf, static_cast<size_t>(n));
-      if (!started) {
-        started = true;
-        stop_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-      }
-    }
-  }
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
-      << "child ended on its own, status " << status;
-  ssize_t n;
-  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) bytes.append(buf, static_cast<size_t>(n));
-  ::close(fds[0]);
+  const std::string bytes =
+      test::RunChildAndKill(SUBITO_KILL_CHILD, {dir, LogWriteModeName(p.mode), streams, "3"}, ms);
   std::vector<Ack> acks;
   for (size_t off = 0; off + 24 <= bytes.size(); off += 24) {
     const char* a = bytes.data() + off;

@@ -1,5 +1,16 @@
 #include "test_util.h"
 
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+
+extern char** environ;
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -105,6 +116,49 @@ void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(bytes.data()),
             static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string RunChildAndKill(const std::string& program, const std::vector<std::string>& args,
+                            int ms) {
+  int fds[2];
+  EXPECT_EQ(::pipe(fds), 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  std::vector<char*> argv{const_cast<char*>(program.c_str())};
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, program.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(fds[1]);
+  EXPECT_EQ(rc, 0) << "cannot start " << program;
+  std::string bytes;
+  char buf[4096];
+  auto stop_at = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool started = false;
+  while (std::chrono::steady_clock::now() < stop_at) {
+    pollfd pfd{fds[0], POLLIN, 0};
+    if (::poll(&pfd, 1, 1) > 0) {
+      const ssize_t n = ::read(fds[0], buf, sizeof buf);
+      if (n <= 0) break;  // the child died on its own: checked below
+      bytes.append(buf, static_cast<size_t>(n));
+      if (!started) {
+        started = true;
+        stop_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+      }
+    }
+  }
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+      << program << " ended on its own, status " << status;
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) bytes.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  return bytes;
 }
 
 }  // namespace subito::test

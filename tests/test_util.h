@@ -61,5 +61,10 @@ void PrintTo(const LogCase& c, std::ostream* os);
 std::vector<LogCase> AllLogCases();         // nf and classic, 1 and 4 streams
 std::string LogCaseName(const LogCase& c);  // e.g. "nf_4streams"
 void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes);
+// Runs `program` with `args`, its stdout piped back; lets it run `ms`
+// milliseconds after its first output (30 s at most in all), kills it with
+// SIGKILL and returns everything it wrote. Expects it to die of the kill.
+std::string RunChildAndKill(const std::string& program, const std::vector<std::string>& args,
+                            int ms);
 
 }  // namespace subito::test

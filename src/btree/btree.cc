@@ -484,13 +484,22 @@ Status BTree::InsertAt(Op& op, std::vector<uint32_t> path, Entry entry) {
 // for the key count). Internal nodes change only under the exclusive tree
 // latch, so the path found under the shared one still leads to the key's
 // leaf. Returns false, having changed nothing, when the change needs more.
-Result<bool> BTree::PutInLeaf(std::string_view key, std::string_view value) {
+Result<buffer::PageHandle*> BTree::LeafFor(Op& op, std::string_view key, std::vector<uint8_t>& img,
+                                           size_t* depth) {
   Result<std::vector<uint32_t>> path = Path(key);
   if (!path.ok()) return path.status();
-  Op op(this);
+  *depth = path->size();
   Result<PageHandle*> leaf = op.Page(path->back());
+  if (leaf.ok()) img = op.Image(*leaf);
+  return leaf;
+}
+
+Result<bool> BTree::PutInLeaf(std::string_view key, std::string_view value) {
+  Op op(this);
+  std::vector<uint8_t> img;
+  size_t depth = 0;
+  Result<PageHandle*> leaf = LeafFor(op, key, img, &depth);
   if (!leaf.ok()) return leaf.status();
-  std::vector<uint8_t> img = op.Image(*leaf);
   NodeView n(img.data(), op.page_size());
   const uint16_t i = n.LowerBound(key);
   std::string stored;
@@ -515,19 +524,18 @@ Result<bool> BTree::PutInLeaf(std::string_view key, std::string_view value) {
 
 // As PutInLeaf; nullopt when the delete needs more than the leaf.
 Result<std::optional<bool>> BTree::DeleteInLeaf(std::string_view key) {
-  Result<std::vector<uint32_t>> path = Path(key);
-  if (!path.ok()) return path.status();
   Op op(this);
-  Result<PageHandle*> leaf = op.Page(path->back());
+  std::vector<uint8_t> img;
+  size_t depth = 0;
+  Result<PageHandle*> leaf = LeafFor(op, key, img, &depth);
   if (!leaf.ok()) return leaf.status();
-  std::vector<uint8_t> img = op.Image(*leaf);
   NodeView n(img.data(), op.page_size());
   const uint16_t i = n.LowerBound(key);
   if (i >= n.count() || n.Key(i) != key) return std::optional<bool>(false);
   const std::string_view old = n.Value(i);
   if (old.empty() || old[0] != kInline) return std::optional<bool>();
   n.Remove(i);
-  if (path->size() > 1 && n.UsedBytes() < n.Capacity() / 4) return std::optional<bool>();
+  if (depth > 1 && n.UsedBytes() < n.Capacity() / 4) return std::optional<bool>();
   op.Put(*leaf, img);
   op.CountEntries(-1);
   SUBITO_RETURN_IF_ERROR(op.Commit());

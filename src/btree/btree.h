@@ -94,6 +94,10 @@ class BTree {
   Result<std::vector<uint32_t>> Path(std::string_view key);
   class Op;
   Status InsertAt(Op& op, std::vector<uint32_t> path, Entry entry);
+  // The key's leaf, exclusively latched in op, copied into img; depth: the
+  // path's length.
+  Result<buffer::PageHandle*> LeafFor(Op& op, std::string_view key, std::vector<uint8_t>& img,
+                                      size_t* depth);
   Result<bool> PutInLeaf(std::string_view key, std::string_view value);
   Result<std::optional<bool>> DeleteInLeaf(std::string_view key);
   Result<uint32_t> WriteOverflow(Op& op, std::string_view value);

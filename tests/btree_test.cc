@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "btree/node.h"
 #include "page/page_format.h"
 
@@ -180,6 +182,40 @@ TEST(BTree, OrderedInsertsFillTheirLeaves) {
     }
     EXPECT_EQ(n, kKeys);
   }
+}
+
+// Deleting most keys merges internal nodes too: the tree gets lower again,
+// and every key left is still found, both ways.
+TEST(BTree, InternalNodesMergeWhenTheTreeShrinks) {
+  const uint64_t seed = test::TestSeed();
+  std::mt19937_64 rng(seed);
+  test::ScratchDir dir;
+  Harness h(dir.path(), 128);
+  ASSERT_TRUE(h.Open(true).ok());
+  Model m;
+  auto key = [](uint32_t i) {
+    return KeyEncoder().Unsigned(i, 4).Release() + std::string(150, 'k');
+  };
+  std::vector<uint32_t> ids(6000);
+  for (uint32_t i = 0; i < ids.size(); ++i) ids[i] = i;
+  std::shuffle(ids.begin(), ids.end(), rng);
+  for (uint32_t i : ids) {
+    ASSERT_TRUE(h.tree->Put(key(i), "v").ok());
+    m[key(i)] = "v";
+  }
+  const uint32_t tall = *h.tree->height();
+  ASSERT_GE(tall, 3u) << "the test needs internal levels";
+  std::shuffle(ids.begin(), ids.end(), rng);
+  for (size_t n = 0; n + 30 < ids.size(); ++n) {
+    auto d = h.tree->Delete(key(ids[n]));
+    ASSERT_TRUE(d.ok() && *d);
+    m.erase(key(ids[n]));
+  }
+  EXPECT_LT(*h.tree->height(), tall) << "seed " << seed;
+  ExpectScansMatch(*h.tree, m);
+  for (auto& [k, v] : m) EXPECT_EQ(*h.tree->Get(k), std::optional<std::string>(v));
+  h.Close(true);
+  ExpectReopenedTreeMatches(dir.path(), m);
 }
 
 TEST(BTree, MergedAndFreedPagesAreReused) {

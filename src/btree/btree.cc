@@ -199,6 +199,13 @@ Result<uint64_t> BTree::entries() {
   return DecodeFixed64(meta->data() + kMetaEntries);
 }
 
+Result<uint32_t> BTree::height() {
+  std::shared_lock tree(latch_);
+  Result<PageHandle> root = Fetch(root_, Latch::kShared);
+  if (!root.ok()) return root.status();
+  return NodeView(root->data(), pool_->page_size()).level() + 1u;
+}
+
 uint32_t BTree::max_record() const {
   return pool_->page_size() / 4 - 8;
 }
@@ -635,6 +642,7 @@ Status BTree::Rebalance(Op& op, std::vector<uint32_t> path) {
       parent.Remove(right_entry);
       op.Put(*ph, pimg);
       SUBITO_RETURN_IF_ERROR(op.Free(right_no));
+      SUBITO_RETURN_IF_ERROR(MergeInternal(op, path));
       return CollapseRoot(op);
     }
   }
@@ -690,8 +698,77 @@ Status BTree::RemoveEmptyLeaf(Op& op, std::vector<uint32_t> path, uint32_t prev,
       }
     }));
     SUBITO_RETURN_IF_ERROR(op.Free(gone));
-    if (!parent_empty) return CollapseRoot(op);
+    if (!parent_empty) {
+      path.push_back(parent);
+      SUBITO_RETURN_IF_ERROR(MergeInternal(op, std::move(path)));
+      return CollapseRoot(op);
+    }
     gone = parent;
+  }
+  return Status::OK();
+}
+
+// The internal node at the end of `path` (root first) lost an entry. Under
+// a quarter full and not the root, it is merged with a sibling under the
+// same parent when both, with the parent's separator between them, fit in
+// 3/4 of a page: the right node's leftmost child goes under the separator
+// key, its entries follow, its parent entry goes and its page is freed;
+// upward while parents become underfull.
+Status BTree::MergeInternal(Op& op, std::vector<uint32_t> path) {
+  const uint32_t ps = op.page_size();
+  while (path.size() > 1) {
+    const uint32_t node_no = path.back();
+    path.pop_back();
+    Result<PageHandle*> nh = op.Page(node_no);
+    if (!nh.ok()) return nh.status();
+    {
+      NodeView node((*nh)->data(), ps);
+      if (node.leaf() || node.UsedBytes() >= node.Capacity() / 4) return Status::OK();
+    }
+    const uint32_t parent_no = path.back();
+    Result<PageHandle*> ph = op.Page(parent_no);
+    if (!ph.ok()) return ph.status();
+    std::vector<uint8_t> pimg = op.Image(*ph);
+    NodeView parent(pimg.data(), ps);
+    int pos = -2;  // -1: the parent's leftmost child
+    if (parent.leftmost() == node_no) pos = -1;
+    for (uint16_t k = 0; k < parent.count() && pos == -2; ++k) {
+      if (parent.Child(k) == node_no) pos = k;
+    }
+    if (pos == -2) return Status::Corruption("B-tree parent does not point to its child");
+    if (pos == -1 && parent.count() == 0) return Status::OK();  // an only child
+    const uint16_t sep = pos >= 0 ? static_cast<uint16_t>(pos) : 0;
+    const uint32_t left_no =
+        pos >= 0 ? (pos == 0 ? parent.leftmost() : parent.Child(static_cast<uint16_t>(pos - 1)))
+                 : node_no;
+    const uint32_t right_no = pos >= 0 ? node_no : parent.Child(0);
+    Result<PageHandle*> lh = op.Page(left_no);
+    if (!lh.ok()) return lh.status();
+    Result<PageHandle*> rh = op.Page(right_no);
+    if (!rh.ok()) return rh.status();
+    std::vector<uint8_t> limg = op.Image(*lh);
+    NodeView l(limg.data(), ps);
+    const NodeView r((*rh)->data(), ps);
+    if (left_no == right_no || l.leaf() || r.leaf() || l.level() != r.level()) {
+      return Status::Corruption(StrFormat("space %u: nodes %u and %u are not internal siblings",
+                                          space_, left_no, right_no));
+    }
+    const uint32_t separator_bytes = 4 + static_cast<uint32_t>(parent.Key(sep).size()) + 4 + 2;
+    if (l.UsedBytes() + r.UsedBytes() + separator_bytes > l.Capacity() / 4 * 3) {
+      return Status::OK();
+    }
+    if (!l.Insert(l.count(), parent.Key(sep), ChildValue(r.leftmost()))) {
+      return Status::Corruption("internal merge overflow");
+    }
+    for (uint16_t k = 0; k < r.count(); ++k) {
+      if (!l.Insert(l.count(), r.Key(k), r.Value(k))) {
+        return Status::Corruption("internal merge overflow");
+      }
+    }
+    op.Put(*lh, limg);
+    parent.Remove(sep);
+    op.Put(*ph, pimg);
+    SUBITO_RETURN_IF_ERROR(op.Free(right_no));
   }
   return Status::OK();
 }

@@ -16,8 +16,8 @@
 // Concurrency (docs/architecture.md): readers and writers whose change stays
 // inside one leaf share the tree latch and latch pages (a reader one page at
 // a time, such a writer its leaf); a change that splits, merges or touches
-// overflow pages takes the tree latch exclusively. Internal nodes are not
-// merged (only removed when empty). Values longer than fit inline (a quarter page per record) go
+// overflow pages takes the tree latch exclusively. Underfull internal nodes
+// merge with a sibling like leaves do. Values longer than fit inline (a quarter page per record) go
 // to a chain of overflow pages written, replaced and freed in the same
 // mini-transaction as the leaf record that points to them.
 #pragma once
@@ -80,6 +80,8 @@ class BTree {
   uint32_t root() const { return root_; }
   // Keys in the tree (kept in the space header, updated with every change).
   Result<uint64_t> entries();
+  // Levels: 1 for a lone leaf root.
+  Result<uint32_t> height();
 
   class Cursor;
 
@@ -105,6 +107,7 @@ class BTree {
   Result<std::string> ReadValue(std::string_view stored);
   Status Rebalance(Op& op, std::vector<uint32_t> path);
   Status RemoveEmptyLeaf(Op& op, std::vector<uint32_t> path, uint32_t prev, uint32_t next);
+  Status MergeInternal(Op& op, std::vector<uint32_t> path);
   Status CollapseRoot(Op& op);
 
   buffer::BufferPool* const pool_;

@@ -4,6 +4,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -25,6 +27,16 @@ inline std::string MachineDescription() {
   }
   return StrFormat("%s, %ld cores, Linux %s", cpu.c_str(), ::sysconf(_SC_NPROCESSORS_ONLN),
                    u.release);
+}
+
+// The value of option argv[i], which follows it (i moves past it); exits
+// with status 2 if there is none.
+inline std::string OptionValue(int argc, char** argv, int& i) {
+  if (i + 1 >= argc) {
+    std::fprintf(stderr, "%s needs a value\n", argv[i]);
+    std::exit(2);
+  }
+  return argv[++i];
 }
 
 }  // namespace subito::bench

@@ -573,10 +573,6 @@ Run Measure(const Config& c, Database* db, const std::vector<Table*>& tables, co
 
 // ---- output ----
 
-std::string Machine() {
-  return subito::bench::MachineDescription();
-}
-
 std::string JsonString(const std::string& s) {
   std::string out = "\"";
   for (char ch : s) {
@@ -617,13 +613,7 @@ int main(int argc, char** argv) {
   Config c;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    auto next = [&] { return subito::bench::OptionValue(argc, argv, i); };
     try {
       if (a == "--dir") {
         c.dir = next();
@@ -700,7 +690,7 @@ int main(int argc, char** argv) {
   const uint32_t page_size = Options().page_size;
 
   std::printf("Subito engine benchmark (sysbench-shaped)\nmachine: %s\nPM tier: %s in %s\n",
-              Machine().c_str(), tier.c_str(), c.pm_dir.c_str());
+              subito::bench::MachineDescription().c_str(), tier.c_str(), c.pm_dir.c_str());
   std::printf("data: %s; %u table(s) x %llu rows; %d thread(s); %.1f s per workload; log %s\n",
               c.dir.c_str(), c.tables, static_cast<unsigned long long>(c.rows), c.threads,
               c.seconds, c.log_mode.c_str());
@@ -765,9 +755,10 @@ int main(int argc, char** argv) {
 
   if (!c.json.empty()) {
     std::ofstream j(c.json);
-    j << "{\n  \"machine\": " << JsonString(Machine()) << ",\n  \"tier\": " << JsonString(tier)
-      << ",\n  \"describe\": " << JsonString(describe) << ",\n  \"dir\": " << JsonString(c.dir)
-      << ",\n  \"pm_dir\": " << JsonString(c.pm_dir) << ",\n";
+    j << "{\n  \"machine\": " << JsonString(subito::bench::MachineDescription())
+      << ",\n  \"tier\": " << JsonString(tier) << ",\n  \"describe\": " << JsonString(describe)
+      << ",\n  \"dir\": " << JsonString(c.dir) << ",\n  \"pm_dir\": " << JsonString(c.pm_dir)
+      << ",\n";
     j << StrFormat(
         "  \"settings\": {\"tables\": %u, \"rows\": %llu, \"threads\": %d, "
         "\"seconds_per_workload\": %.2f, \"page_size\": %u, \"log_mode\": \"%s\", "

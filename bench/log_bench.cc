@@ -170,23 +170,13 @@ Run MeasureLog(const Config& c, log::LogWriteMode mode, uint32_t streams, int th
   return r;
 }
 
-std::string Machine() {
-  return subito::bench::MachineDescription();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Config c;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    auto next = [&] { return subito::bench::OptionValue(argc, argv, i); };
     if (a == "--dir") {
       c.dir = next();
     } else if (a == "--seconds") {
@@ -214,7 +204,7 @@ int main(int argc, char** argv) {
   }
   std::filesystem::remove(c.dir + "/probe");
   std::printf("Subito log benchmark\nmachine: %s\ntier: %s in %s\n%.2f s per point\n\n",
-              Machine().c_str(), tier.c_str(), c.dir.c_str(), c.seconds);
+              subito::bench::MachineDescription().c_str(), tier.c_str(), c.dir.c_str(), c.seconds);
 
   std::vector<uint32_t> raw_sizes = c.sizes;
   if (std::find(raw_sizes.begin(), raw_sizes.end(), 256u) == raw_sizes.end())
@@ -299,8 +289,8 @@ int main(int argc, char** argv) {
 
   if (!c.json.empty()) {
     std::ofstream j(c.json);
-    j << "{\n  \"machine\": \"" << Machine() << "\",\n  \"tier\": \"" << tier
-      << "\",\n  \"dir\": \"" << c.dir << "\",\n  \"seconds_per_point\": " << c.seconds
+    j << "{\n  \"machine\": \"" << subito::bench::MachineDescription() << "\",\n  \"tier\": \""
+      << tier << "\",\n  \"dir\": \"" << c.dir << "\",\n  \"seconds_per_point\": " << c.seconds
       << ",\n  \"settings\": {\"log_file_size\": " << (4096 + (64ull << 20))
       << ", \"log_buffer_size\": " << (8ull << 20) << ", \"log_write_ahead_size\": 512},\n"
       << "  \"raw\": [\n";

@@ -41,6 +41,37 @@ std::string ChildValue(uint32_t child) {
   return v;
 }
 
+std::string InlineValue(std::string_view value) {
+  std::string stored;
+  stored.reserve(1 + value.size());
+  stored.push_back(kInline);
+  stored.append(value);
+  return stored;
+}
+
+// The two children of `parent` that a merge of `child` would join: left
+// absorbs right, whose parent entry goes. left = right = 0 for an only child.
+struct MergePair {
+  uint32_t left = 0, right = 0;
+  uint16_t right_entry = 0;
+};
+
+Result<MergePair> PairForMerge(const NodeView& parent, uint32_t child) {
+  int pos = -2;  // -1: the parent's leftmost child
+  if (parent.leftmost() == child) pos = -1;
+  for (uint16_t k = 0; k < parent.count() && pos == -2; ++k) {
+    if (parent.Child(k) == child) pos = k;
+  }
+  if (pos == -2) return Status::Corruption("B-tree parent does not point to its child");
+  if (pos >= 0) {
+    const uint32_t left =
+        pos == 0 ? parent.leftmost() : parent.Child(static_cast<uint16_t>(pos - 1));
+    return MergePair{left, child, static_cast<uint16_t>(pos)};
+  }
+  if (parent.count() > 0) return MergePair{child, parent.Child(0), 0};
+  return MergePair{};
+}
+
 }  // namespace
 
 // One write operation: the pages it holds (latched exclusively until the
@@ -312,9 +343,7 @@ Status BTree::Put(std::string_view key, std::string_view value) {
   Op op(this);
   std::string stored;
   if (key.size() + 1 + value.size() <= max_record()) {
-    stored.reserve(1 + value.size());
-    stored.push_back(kInline);
-    stored.append(value);
+    stored = InlineValue(value);
   } else {
     Result<uint32_t> first = WriteOverflow(op, value);
     if (!first.ok()) return first.status();
@@ -509,10 +538,7 @@ Result<bool> BTree::PutInLeaf(std::string_view key, std::string_view value) {
   if (!leaf.ok()) return leaf.status();
   NodeView n(img.data(), op.page_size());
   const uint16_t i = n.LowerBound(key);
-  std::string stored;
-  stored.reserve(1 + value.size());
-  stored.push_back(kInline);
-  stored.append(value);
+  const std::string stored = InlineValue(value);
   if (i < n.count() && n.Key(i) == key) {
     const std::string_view old = n.Value(i);
     if (old.empty() || old[0] != kInline) return false;  // its overflow pages go
@@ -593,28 +619,9 @@ Status BTree::Rebalance(Op& op, std::vector<uint32_t> path) {
   if (!ph.ok()) return ph.status();
   std::vector<uint8_t> pimg = op.Image(*ph);
   NodeView parent(pimg.data(), ps);
-  // Position of the leaf among the parent's children: -1 is leftmost.
-  int pos = -2;
-  if (parent.leftmost() == leaf_no) pos = -1;
-  for (uint16_t k = 0; k < parent.count() && pos == -2; ++k) {
-    if (parent.Child(k) == leaf_no) pos = k;
-  }
-  if (pos == -2) return Status::Corruption("B-tree parent does not point to its child");
-  // The pair to merge: left absorbs right; the parent entry of right goes.
-  uint32_t left_no, right_no;
-  uint16_t right_entry;
-  if (pos >= 0) {
-    left_no = pos == 0 ? parent.leftmost() : parent.Child(static_cast<uint16_t>(pos - 1));
-    right_no = leaf_no;
-    right_entry = static_cast<uint16_t>(pos);
-  } else if (parent.count() > 0) {
-    left_no = leaf_no;
-    right_no = parent.Child(0);
-    right_entry = 0;
-  } else {
-    left_no = right_no = 0;  // an only child
-    right_entry = 0;
-  }
+  Result<MergePair> pair = PairForMerge(parent, leaf_no);
+  if (!pair.ok()) return pair.status();
+  const auto [left_no, right_no, right_entry] = *pair;
   if (left_no != 0) {
     Result<PageHandle*> lh = op.Page(left_no);
     if (!lh.ok()) return lh.status();
@@ -730,18 +737,10 @@ Status BTree::MergeInternal(Op& op, std::vector<uint32_t> path) {
     if (!ph.ok()) return ph.status();
     std::vector<uint8_t> pimg = op.Image(*ph);
     NodeView parent(pimg.data(), ps);
-    int pos = -2;  // -1: the parent's leftmost child
-    if (parent.leftmost() == node_no) pos = -1;
-    for (uint16_t k = 0; k < parent.count() && pos == -2; ++k) {
-      if (parent.Child(k) == node_no) pos = k;
-    }
-    if (pos == -2) return Status::Corruption("B-tree parent does not point to its child");
-    if (pos == -1 && parent.count() == 0) return Status::OK();  // an only child
-    const uint16_t sep = pos >= 0 ? static_cast<uint16_t>(pos) : 0;
-    const uint32_t left_no =
-        pos >= 0 ? (pos == 0 ? parent.leftmost() : parent.Child(static_cast<uint16_t>(pos - 1)))
-                 : node_no;
-    const uint32_t right_no = pos >= 0 ? node_no : parent.Child(0);
+    Result<MergePair> pair = PairForMerge(parent, node_no);
+    if (!pair.ok()) return pair.status();
+    const auto [left_no, right_no, sep] = *pair;
+    if (left_no == 0) return Status::OK();  // an only child
     Result<PageHandle*> lh = op.Page(left_no);
     if (!lh.ok()) return lh.status();
     Result<PageHandle*> rh = op.Page(right_no);

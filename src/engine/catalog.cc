@@ -141,7 +141,6 @@ bool DecodeBody(std::string_view body, Catalog& c) {
       t.indexes.push_back(std::move(i));
     }
     t.def.primary_key = t.indexes[0].def.columns;
-    for (size_t k = 1; k < t.indexes.size(); ++k) t.def.indexes.push_back(t.indexes[k].def);
     c.tables.push_back(std::move(t));
   }
   return r.done();

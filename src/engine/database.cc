@@ -259,8 +259,6 @@ Status DatabaseImpl::FinishInterruptedDdl() {
       t = catalog_.tables.erase(t);
       changed = true;
     } else {
-      t->def.indexes.clear();
-      for (size_t k = 1; k < t->indexes.size(); ++k) t->def.indexes.push_back(t->indexes[k].def);
       ++t;
     }
   }
@@ -334,6 +332,15 @@ void DatabaseImpl::RelieveLog() {
   }
 }
 
+void DatabaseImpl::StopPurge() {
+  {
+    std::lock_guard lock(purge_mu_);
+    purge_stop_ = true;
+  }
+  purge_cv_.notify_all();
+  if (purge_thread_.joinable()) purge_thread_.join();
+}
+
 void DatabaseImpl::PurgeLoop() {
   std::unique_lock lock(purge_mu_);
   while (!purge_stop_) {
@@ -347,12 +354,7 @@ void DatabaseImpl::PurgeLoop() {
 Status DatabaseImpl::Close() {
   if (closed_) return Status::OK();
   closed_ = true;
-  {
-    std::lock_guard lock(purge_mu_);
-    purge_stop_ = true;
-  }
-  purge_cv_.notify_all();
-  if (purge_thread_.joinable()) purge_thread_.join();
+  StopPurge();
   Status st = pool_ ? pool_->FlushAll() : Status::OK();
   if (log_) {
     Status c = log_->Close();
@@ -375,12 +377,7 @@ Status DatabaseImpl::Close() {
 
 DatabaseImpl::~DatabaseImpl() {
   if (!closed_) (void)Close();
-  {
-    std::lock_guard lock(purge_mu_);
-    purge_stop_ = true;
-  }
-  purge_cv_.notify_all();
-  if (purge_thread_.joinable()) purge_thread_.join();
+  StopPurge();  // a failed Open started none, or Close stopped it
   // Trees before the pool, the pool before the files and the log.
   for (auto& [n, t] : tables_) {
     for (auto& ix : t->indexes) ix->tree.reset();

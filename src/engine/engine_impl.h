@@ -132,6 +132,7 @@ class DatabaseImpl final : public Database {
   Status RemoveIndexFiles(IndexImpl* ix);
   Status Persist();  // writes catalog_
   void PurgeLoop();
+  void StopPurge();
   void RelieveLog();
 
   Options options_;

@@ -137,6 +137,14 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   Result<std::optional<std::string>> LatestOf(IndexImpl* ix, const std::string& key) {
     return ix->tree->Get(key);
   }
+  // The row whose primary key the whole row `input` names, locked
+  // exclusively and read at its newest version. NotFound if there is none.
+  struct LockedRow {
+    std::string pk;     // encoded primary key
+    std::string bytes;  // stored row
+    Row row;            // decoded
+  };
+  Result<LockedRow> LockRowToWrite(TableImpl* t, const Row& input, const char* whole_row_error);
   std::string UniquePrefix(TableImpl* t, uint32_t index, const Row& row);
   Status End(bool commit);
   // Caller holds mu_. See txn_records.h (relocation).
@@ -212,10 +220,10 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
   const std::string rec = txn::EncodeUndo(state_->id, ix->space(), key, before);
   if (undo_bytes_ + log::RecordSpan(rec.size()) > log->capacity() / 16) {
     return Status::Busy(StrFormat(
-        "transaction %llu is too large: its undo would exceed %llu MiB (1/16 of the redo log); "
+        "transaction %llu is too large: its undo would exceed %llu KiB (1/16 of the redo log); "
         "commit in smaller pieces or raise log_file_size",
         static_cast<unsigned long long>(state_->id),
-        static_cast<unsigned long long>(log->capacity() / 16 >> 20)));
+        static_cast<unsigned long long>(log->capacity() / 16 >> 10)));
   }
   SUBITO_RETURN_IF_ERROR(db_->pool()->LogFreeCheck());  // may relocate this one too
   std::lock_guard lock(mu_);
@@ -229,10 +237,10 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
   if (!a.ok()) return a.status();
   ix->file->CountPmBytes(a->end - a->start);
   ix->versions->Add(key, state_, before);
-  written_.push_back({ix->versions, key});
+  // Purge visits each key once (again only after a savepoint rollback).
+  if (++live_writes_[{ix->space(), key}] == 1) written_.push_back({ix->versions, key});
   undo_.push_back({ix, key, std::move(before)});
   undo_bytes_ += log::RecordSpan(rec.size());
-  ++live_writes_[{ix->space(), key}];
   // Log space was checked above; the change must not wait on the pin this
   // transaction holds.
   buffer::BufferPool::LogFreeExemption exempt;
@@ -342,6 +350,24 @@ Status TransactionImpl::CheckUnique(TableImpl* t, uint32_t index, const Row& row
   return Status::OK();
 }
 
+Result<TransactionImpl::LockedRow> TransactionImpl::LockRowToWrite(TableImpl* t, const Row& input,
+                                                                   const char* whole_row_error) {
+  const TableDef& def = t->def();
+  if (input.size() != def.columns.size()) return Status::InvalidArgument(whole_row_error);
+  Row key_vals;
+  for (uint32_t c : def.primary_key) key_vals.push_back(input[c]);
+  Result<std::string> pk = EncodeKey(def, def.primary_key, key_vals);
+  if (!pk.ok()) return pk.status();
+  IndexImpl* primary = t->indexes[0].get();
+  SUBITO_RETURN_IF_ERROR(LockKey(primary, *pk, ReadMode::kExclusive));
+  Result<std::optional<std::string>> cur = LatestOf(primary, *pk);
+  if (!cur.ok()) return cur.status();
+  if (!cur->has_value()) return Status::NotFound("no such row in " + def.name);
+  Result<Row> row = DecodeRow(def, **cur);
+  if (!row.ok()) return row.status();
+  return LockedRow{std::move(*pk), std::move(**cur), std::move(*row)};
+}
+
 Status TransactionImpl::Insert(Table* table, const Row& input) {
   Result<TableImpl*> t = Use(table);
   if (!t.ok()) return t.status();
@@ -379,29 +405,20 @@ Status TransactionImpl::Delete(Table* table, const Row& input) {
   return Statement([&]() -> Status {
     TableImpl* tb = *t;
     const TableDef& def = tb->def();
-    IndexImpl* primary = tb->indexes[0].get();
-    if (input.size() != def.columns.size()) {
-      return Status::InvalidArgument("Delete takes a whole row (its primary key is used)");
-    }
-    Row key_vals;
-    for (uint32_t c : def.primary_key) key_vals.push_back(input[c]);
-    Result<std::string> pk = EncodeKey(def, def.primary_key, key_vals);
-    if (!pk.ok()) return pk.status();
-    SUBITO_RETURN_IF_ERROR(LockKey(primary, *pk, ReadMode::kExclusive));
-    Result<std::optional<std::string>> cur = LatestOf(primary, *pk);
+    Result<LockedRow> cur =
+        LockRowToWrite(tb, input, "Delete takes a whole row (its primary key is used)");
     if (!cur.ok()) return cur.status();
-    if (!cur->has_value()) return Status::NotFound("no such row in " + def.name);
-    Result<Row> old = DecodeRow(def, **cur);
-    if (!old.ok()) return old.status();
+    const Row& old = cur->row;
     for (uint32_t i = 1; i < tb->indexes.size(); ++i) {
-      if (!def.indexes[i - 1].unique || KeyHasNull(def, i, *old)) continue;
+      if (!def.indexes[i - 1].unique || KeyHasNull(def, i, old)) continue;
       SUBITO_RETURN_IF_ERROR(
-          LockKey(tb->indexes[i].get(), UniquePrefix(tb, i, *old), ReadMode::kExclusive));
+          LockKey(tb->indexes[i].get(), UniquePrefix(tb, i, old), ReadMode::kExclusive));
     }
-    SUBITO_RETURN_IF_ERROR(WriteKey(primary, *pk, std::nullopt, std::move(**cur)));
+    SUBITO_RETURN_IF_ERROR(
+        WriteKey(tb->indexes[0].get(), cur->pk, std::nullopt, std::move(cur->bytes)));
     for (uint32_t i = 1; i < tb->indexes.size(); ++i) {
       SUBITO_RETURN_IF_ERROR(
-          WriteKey(tb->indexes[i].get(), RowKey(def, i, *old), std::nullopt, std::string()));
+          WriteKey(tb->indexes[i].get(), RowKey(def, i, old), std::nullopt, std::string()));
     }
     tb->rows_deleted.fetch_add(1, std::memory_order_relaxed);
     return Status::OK();
@@ -417,21 +434,13 @@ Status TransactionImpl::Update(Table* table, const Row& old_input, const Row& ne
     TableImpl* tb = *t;
     const TableDef& def = tb->def();
     IndexImpl* primary = tb->indexes[0].get();
-    if (old_input.size() != def.columns.size()) {
-      return Status::InvalidArgument("Update takes the whole old row (its primary key is used)");
-    }
-    Row key_vals;
-    for (uint32_t c : def.primary_key) key_vals.push_back(old_input[c]);
-    Result<std::string> old_pk = EncodeKey(def, def.primary_key, key_vals);
-    if (!old_pk.ok()) return old_pk.status();
-    SUBITO_RETURN_IF_ERROR(LockKey(primary, *old_pk, ReadMode::kExclusive));
-    Result<std::optional<std::string>> cur = LatestOf(primary, *old_pk);
+    Result<LockedRow> cur =
+        LockRowToWrite(tb, old_input, "Update takes the whole old row (its primary key is used)");
     if (!cur.ok()) return cur.status();
-    if (!cur->has_value()) return Status::NotFound("no such row in " + def.name);
-    Result<Row> old = DecodeRow(def, **cur);
-    if (!old.ok()) return old.status();
+    const std::string& old_pk = cur->pk;
+    const Row& old = cur->row;
     const std::string new_pk = RowKey(def, 0, *row);
-    const bool pk_changes = new_pk != *old_pk;
+    const bool pk_changes = new_pk != old_pk;
     if (pk_changes) {
       SUBITO_RETURN_IF_ERROR(LockKey(primary, new_pk, ReadMode::kExclusive));
       Result<std::optional<std::string>> taken = LatestOf(primary, new_pk);
@@ -440,29 +449,29 @@ Status TransactionImpl::Update(Table* table, const Row& old_input, const Row& ne
     }
     std::vector<uint32_t> changed;
     for (uint32_t i = 1; i < tb->indexes.size(); ++i) {
-      if (RowKey(def, i, *old) == RowKey(def, i, *row)) continue;
+      if (RowKey(def, i, old) == RowKey(def, i, *row)) continue;
       changed.push_back(i);
       if (!def.indexes[i - 1].unique) continue;
       IndexImpl* ix = tb->indexes[i].get();
-      const bool old_null = KeyHasNull(def, i, *old), new_null = KeyHasNull(def, i, *row);
+      const bool old_null = KeyHasNull(def, i, old), new_null = KeyHasNull(def, i, *row);
       if (!old_null) {
-        SUBITO_RETURN_IF_ERROR(LockKey(ix, UniquePrefix(tb, i, *old), ReadMode::kExclusive));
+        SUBITO_RETURN_IF_ERROR(LockKey(ix, UniquePrefix(tb, i, old), ReadMode::kExclusive));
       }
-      if (!new_null && (old_null || UniquePrefix(tb, i, *old) != UniquePrefix(tb, i, *row))) {
+      if (!new_null && (old_null || UniquePrefix(tb, i, old) != UniquePrefix(tb, i, *row))) {
         SUBITO_RETURN_IF_ERROR(LockKey(ix, UniquePrefix(tb, i, *row), ReadMode::kExclusive));
         SUBITO_RETURN_IF_ERROR(CheckUnique(tb, i, *row));
       }
     }
     std::string bytes = EncodeRow(def, *row);
     if (pk_changes) {
-      SUBITO_RETURN_IF_ERROR(WriteKey(primary, *old_pk, std::nullopt, std::move(**cur)));
+      SUBITO_RETURN_IF_ERROR(WriteKey(primary, old_pk, std::nullopt, std::move(cur->bytes)));
       SUBITO_RETURN_IF_ERROR(WriteKey(primary, new_pk, std::move(bytes), std::nullopt));
     } else {
-      SUBITO_RETURN_IF_ERROR(WriteKey(primary, new_pk, std::move(bytes), std::move(**cur)));
+      SUBITO_RETURN_IF_ERROR(WriteKey(primary, new_pk, std::move(bytes), std::move(cur->bytes)));
     }
     for (uint32_t i : changed) {
       IndexImpl* ix = tb->indexes[i].get();
-      SUBITO_RETURN_IF_ERROR(WriteKey(ix, RowKey(def, i, *old), std::nullopt, std::string()));
+      SUBITO_RETURN_IF_ERROR(WriteKey(ix, RowKey(def, i, old), std::nullopt, std::string()));
       SUBITO_RETURN_IF_ERROR(WriteKey(ix, RowKey(def, i, *row), std::string(), std::nullopt));
     }
     tb->SawAutoIncrement(*row);

@@ -17,9 +17,7 @@ struct Analysis {
 };
 
 Result<Analysis> Analyze(log::RedoLog* log, RecoveryStats& stats) {
-  std::unordered_set<uint64_t> ended;
-  std::vector<std::pair<uint64_t, log::Lsn>> first;  // txn, its first undo record
-  std::unordered_set<uint64_t> seen;
+  std::unordered_set<uint64_t> ended, seen;  // seen: transactions with undo records
   SUBITO_RETURN_IF_ERROR(log->ForEachRecoveredRecord([&](const log::LogRecordView& r) {
     if (r.type == txn::kRecordTxnCommit || r.type == txn::kRecordTxnAbort) {
       Result<uint64_t> id = txn::DecodeTxnEnd(r.payload, r.length);
@@ -30,13 +28,13 @@ Result<Analysis> Analyze(log::RedoLog* log, RecoveryStats& stats) {
     } else if (r.type == txn::kRecordTxnUndo) {
       if (r.length < 8) return Status::Corruption("undo record: truncated header");
       const uint64_t id = DecodeFixed64(r.payload);
-      if (seen.insert(id).second) first.emplace_back(id, r.lsn);
+      seen.insert(id);
       stats.max_txn = std::max(stats.max_txn, id);
     }
     return Status::OK();
   }));
   Analysis a;
-  for (const auto& [id, lsn] : first) {
+  for (uint64_t id : seen) {
     if (!ended.count(id)) a.losers.insert(id);
   }
   return a;

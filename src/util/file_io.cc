@@ -185,8 +185,7 @@ Result<std::unique_ptr<File>> TrackingFileSystem::Create(const std::string& path
   std::lock_guard lock(clock_->mu);
   if (files_.count(path)) return Status::IOError("cannot create " + path + ": File exists");
   auto node = std::make_shared<Node>();
-  node->index = names_.size();
-  names_.push_back(path);
+  node->index = nodes_++;
   files_[path] = node;
   events_.push_back({clock_->next++, node->index, Event::kCreate, 0,
                      std::vector<uint8_t>(path.begin(), path.end())});
@@ -210,8 +209,8 @@ TrackingFileSystem::Image TrackingFileSystem::ImageAtTime(uint64_t time, uint64_
   std::lock_guard lock(clock_->mu);
   std::mt19937_64 rng(seed);
   // Each file as of its last sync before `time`.
-  std::vector<uint64_t> last_sync(names_.size(), 0);
-  std::vector<bool> synced(names_.size(), false);
+  std::vector<uint64_t> last_sync(nodes_, 0);
+  std::vector<bool> synced(nodes_, false);
   for (const Event& e : events_) {
     if (e.time >= time) break;
     if (e.kind == Event::kSync) {
@@ -219,7 +218,7 @@ TrackingFileSystem::Image TrackingFileSystem::ImageAtTime(uint64_t time, uint64_
       synced[e.file] = true;
     }
   }
-  std::vector<std::vector<uint8_t>> bytes(names_.size());
+  std::vector<std::vector<uint8_t>> bytes(nodes_);
   for (const Event& e : events_) {
     if (e.time >= time) break;
     std::vector<uint8_t>& b = bytes[e.file];
@@ -238,8 +237,8 @@ TrackingFileSystem::Image TrackingFileSystem::ImageAtTime(uint64_t time, uint64_
   }
   Image image;
   // Each file under its name at `time`.
-  std::vector<std::string> names(names_.size());
-  std::vector<bool> exists(names_.size(), false);
+  std::vector<std::string> names(nodes_);
+  std::vector<bool> exists(nodes_, false);
   for (const Event& e : events_) {
     if (e.time >= time) break;
     const std::string name(e.bytes.begin(), e.bytes.end());
@@ -263,12 +262,9 @@ Status TrackingFileSystem::Rename(const std::string& from, const std::string& to
   std::lock_guard lock(clock_->mu);
   auto it = files_.find(from);
   if (it == files_.end()) return Status::IOError("cannot rename " + from + ": No such file");
-  auto old = files_.find(to);
-  if (old != files_.end()) names_[old->second->index].clear();  // replaced
   events_.push_back({clock_->next++, it->second->index, Event::kRename, 0,
                      std::vector<uint8_t>(to.begin(), to.end())});
   files_[to] = it->second;
-  names_[it->second->index] = to;
   files_.erase(it);
   return Status::OK();
 }
@@ -286,7 +282,6 @@ Status TrackingFileSystem::Remove(const std::string& path) {
   std::lock_guard lock(clock_->mu);
   auto it = files_.find(path);
   if (it == files_.end()) return Status::OK();
-  names_[it->second->index].clear();
   events_.push_back({clock_->next++, it->second->index, Event::kRemove, 0, {}});
   files_.erase(it);
   return Status::OK();

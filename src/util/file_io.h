@@ -95,7 +95,7 @@ class TrackingFileSystem final : public FileSystem {
   };
   std::shared_ptr<CrashClock> clock_;  // its mutex guards everything below
   std::map<std::string, std::shared_ptr<Node>> files_;
-  std::vector<std::string> names_;  // by Node::index, as of now
+  size_t nodes_ = 0;  // files ever created; Node::index counts them
   std::vector<Event> events_;
   uint64_t syncs_ = 0;
 };

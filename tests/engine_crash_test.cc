@@ -22,17 +22,23 @@ namespace {
 constexpr int kThreads = 3;
 constexpr uint64_t kLogFile = 4096 + 768 * 1024;  // small: checkpoints and relocations happen
 
-Options TrackedOptions(const std::string& pm_dir, FileSystem* fs, pmem::Persistence* pm) {
+// Settings of the tracked runs and of the recoveries of their images.
+Options CrashOptions(const std::string& dir, const std::string& pm_dir) {
   Options o;
-  o.dir = "db";  // a name on the tracked file system
+  o.dir = dir;
   o.pm_dir = pm_dir;
-  o.file_system = fs;
-  o.persistence = pm;
   o.page_size = 4096;
   o.buffer_pool_bytes = 64 * 4096;  // small: evictions and cleaner writes happen
   o.log_file_size = kLogFile;
   o.log_buffer_size = 256 * 1024;
   o.double_write_pages = 8;
+  return o;
+}
+
+Options TrackedOptions(const std::string& pm_dir, FileSystem* fs, pmem::Persistence* pm) {
+  Options o = CrashOptions("db", pm_dir);  // "db": a name on the tracked file system
+  o.file_system = fs;
+  o.persistence = pm;
   return o;
 }
 
@@ -53,28 +59,31 @@ void WriteImage(const std::string& dir, const std::string& from_pm,
   }
 }
 
+// An image's database, as a restart after the power cut opens it.
 Options PlainOptions(const std::string& dir) {
-  Options o;
-  o.dir = dir + "/db";
-  o.pm_dir = dir + "/pm";
-  o.page_size = 4096;
-  o.buffer_pool_bytes = 64 * 4096;
-  o.log_file_size = kLogFile;
-  o.log_buffer_size = 256 * 1024;
-  o.double_write_pages = 8;
-  return o;
+  return CrashOptions(dir + "/db", dir + "/pm");
 }
 
-TEST(EngineCrash, PowerCutsKeepExactlyTheAcknowledgedTransactions) {
+// A database on the tracked PM tier and file system, one crash clock.
+class EngineCrash : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto opened = Database::Open(TrackedOptions(dir.Sub("pm"), &fs, &pm));
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    db = std::move(*opened);
+  }
   const uint64_t seed = test::TestSeed();
-  std::mt19937_64 rng(seed);
-  auto clock = std::make_shared<CrashClock>();
-  pmem::TrackingPersistence pm(clock);
-  TrackingFileSystem fs(clock);
+  std::mt19937_64 rng{seed};
+  std::shared_ptr<CrashClock> clock = std::make_shared<CrashClock>();
+  pmem::TrackingPersistence pm{clock};
+  TrackingFileSystem fs{clock};
   test::ScratchDir dir;
-  auto db = Database::Open(TrackedOptions(dir.Sub("pm"), &fs, &pm));
-  ASSERT_TRUE(db.ok()) << db.status().ToString();
-  auto t = (*db)->CreateTable(test::SampleTable());
+  // Reset before the images are taken (a clean close; every cut lies before).
+  std::unique_ptr<Database> db;
+};
+
+TEST_F(EngineCrash, PowerCutsKeepExactlyTheAcknowledgedTransactions) {
+  auto t = db->CreateTable(test::SampleTable());
   ASSERT_TRUE(t.ok()) << t.status().ToString();
 
   std::vector<test::ThreadWorkload> work;
@@ -88,12 +97,12 @@ TEST(EngineCrash, PowerCutsKeepExactlyTheAcknowledgedTransactions) {
     threads.emplace_back([&, w] {
       for (int i = 0; i < 200; ++i) {
         bool committed = false;
-        ASSERT_OK(work[w].Next(db->get(), *t, &committed, [&](uint32_t seq) {
+        ASSERT_OK(work[w].Next(db.get(), *t, &committed, [&](uint32_t seq) {
           // Thread 0 keeps some transactions open while the others write,
           // until its undo is relocated (or the others are done).
           if (w == 0 && seq % 4 == 0) {
-            const uint64_t before = (*db)->Stats().undo_relocations;
-            while (running.load() > 1 && (*db)->Stats().undo_relocations == before) {
+            const uint64_t before = db->Stats().undo_relocations;
+            while (running.load() > 1 && db->Stats().undo_relocations == before) {
               std::this_thread::sleep_for(std::chrono::milliseconds(1));
             }
           }
@@ -105,11 +114,11 @@ TEST(EngineCrash, PowerCutsKeepExactlyTheAcknowledgedTransactions) {
     });
   }
   for (auto& th : threads) th.join();
-  const uint64_t relocations = (*db)->Stats().undo_relocations;
+  const uint64_t relocations = db->Stats().undo_relocations;
   EXPECT_GT(relocations, 0u) << "no undo relocation happened: the test lost its reach";
   const uint64_t end_time = clock->Now();
-  EXPECT_GT((*db)->Stats().checkpoints, 0u);
-  db->reset();  // closes cleanly; the cuts all lie before
+  EXPECT_GT(db->Stats().checkpoints, 0u);
+  db.reset();  // closes cleanly; the cuts all lie before
 
   std::vector<const test::ThreadWorkload*> plans;
   for (auto& w : work) plans.push_back(&w);
@@ -201,45 +210,37 @@ Schema SchemaOf(Database* db) {
 // index backfill): the recovered database shows the schema before or after
 // the statement that was running, every index agrees with its table, and no
 // page file is left that the catalog does not name.
-TEST(EngineCrash, DdlSurvivesPowerCuts) {
-  const uint64_t seed = test::TestSeed();
-  std::mt19937_64 rng(seed);
-  auto clock = std::make_shared<CrashClock>();
-  pmem::TrackingPersistence pm(clock);
-  TrackingFileSystem fs(clock);
-  test::ScratchDir dir;
-  auto db = Database::Open(TrackedOptions(dir.Sub("pm"), &fs, &pm));
-  ASSERT_TRUE(db.ok()) << db.status().ToString();
+TEST_F(EngineCrash, DdlSurvivesPowerCuts) {
   auto fill = [&](const std::string& table, int rows) {
-    auto txn = (*db)->Begin();
+    auto txn = db->Begin();
     for (int i = 0; i < rows; ++i) {
-      ASSERT_OK(txn->Insert((*db)->FindTable(table),
+      ASSERT_OK(txn->Insert(db->FindTable(table),
                             test::SampleRow(i, i % 7, "u" + std::to_string(i), "v")));
     }
     ASSERT_OK(txn->Commit());
   };
   std::vector<std::pair<uint64_t, Schema>> steps;  // clock after each statement, schema then
   const uint64_t start_time = clock->Now();
-  steps.push_back({start_time, SchemaOf(db->get())});
+  steps.push_back({start_time, SchemaOf(db.get())});
   const std::vector<std::function<void()>> statements = {
-      [&] { ASSERT_TRUE((*db)->CreateTable(test::SampleTable("a")).ok()); },
+      [&] { ASSERT_TRUE(db->CreateTable(test::SampleTable("a")).ok()); },
       [&] { fill("a", 120); },
       [&] {
-        ASSERT_OK((*db)->CreateIndex("a", {"by_v", {3, 1}, false}));
+        ASSERT_OK(db->CreateIndex("a", {"by_v", {3, 1}, false}));
       },
-      [&] { ASSERT_TRUE((*db)->CreateTable(test::SampleTable("b")).ok()); },
+      [&] { ASSERT_TRUE(db->CreateTable(test::SampleTable("b")).ok()); },
       [&] { fill("b", 30); },
-      [&] { ASSERT_OK((*db)->DropIndex("a", "k")); },
-      [&] { ASSERT_OK((*db)->DropTable("b")); },
-      [&] { ASSERT_TRUE((*db)->CreateTable(test::SampleTable("c")).ok()); },
-      [&] { ASSERT_OK((*db)->DropTable("a")); },
+      [&] { ASSERT_OK(db->DropIndex("a", "k")); },
+      [&] { ASSERT_OK(db->DropTable("b")); },
+      [&] { ASSERT_TRUE(db->CreateTable(test::SampleTable("c")).ok()); },
+      [&] { ASSERT_OK(db->DropTable("a")); },
   };
   for (const auto& statement : statements) {
     statement();
-    steps.push_back({clock->Now(), SchemaOf(db->get())});
+    steps.push_back({clock->Now(), SchemaOf(db.get())});
   }
   const uint64_t end_time = clock->Now();
-  db->reset();
+  db.reset();
 
   for (uint64_t at : test::CutTimes(start_time, end_time, fs.TimesAfterWrites(), 10, rng)) {
     SCOPED_TRACE(::testing::Message() << "power cut at clock " << at << " (seed " << seed << ")");

@@ -161,6 +161,9 @@ class Database {
 
   virtual Result<Table*> CreateTable(const TableDef& def) = 0;
   virtual Status DropTable(std::string_view name) = 0;
+  // One catalog rewrite (page files are named by the table's id). The Table*
+  // stays valid. No transaction may use the table meanwhile.
+  virtual Status RenameTable(std::string_view from, std::string_view to) = 0;
   // Builds the index from the table's rows. No transaction may use the
   // table meanwhile.
   virtual Status CreateIndex(std::string_view table, const IndexDef& def) = 0;

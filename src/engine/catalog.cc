@@ -162,10 +162,9 @@ std::string CatalogPath(const std::string& dir) {
   return dir + "/catalog";
 }
 
-std::string SpacePath(const std::string& dir, const std::string& table, const std::string& index,
+std::string SpacePath(const std::string& dir, uint32_t table_id, const std::string& index,
                       uint32_t space_id) {
-  return StrFormat("%s/%s-%s-%u.sbt", dir.c_str(), Sanitize(table).c_str(), Sanitize(index).c_str(),
-                   space_id);
+  return StrFormat("%s/t%u-%s-%u.sbt", dir.c_str(), table_id, Sanitize(index).c_str(), space_id);
 }
 
 Status WriteCatalog(FileSystem* fs, const std::string& dir, const Catalog& catalog) {

@@ -64,8 +64,9 @@ struct Catalog {
 };
 
 std::string CatalogPath(const std::string& dir);
-// The page file of an index.
-std::string SpacePath(const std::string& dir, const std::string& table, const std::string& index,
+// The page file of an index. Named by the table's id, not its name, so that
+// renaming a table is one catalog rewrite.
+std::string SpacePath(const std::string& dir, uint32_t table_id, const std::string& index,
                       uint32_t space_id);
 
 Status WriteCatalog(FileSystem* fs, const std::string& dir, const Catalog& catalog);

@@ -249,9 +249,9 @@ Status DatabaseImpl::FinishInterruptedDdl() {
         ++i;
         continue;
       }
-      SUBITO_RETURN_IF_ERROR(fs_->Remove(SpacePath(dir, t->def.name, i->def.name, i->space_id)));
+      SUBITO_RETURN_IF_ERROR(fs_->Remove(SpacePath(dir, t->id, i->def.name, i->space_id)));
       SUBITO_RETURN_IF_ERROR(
-          fs_->Remove(SpacePath(dir, t->def.name, i->def.name, i->space_id) + ".tmp"));
+          fs_->Remove(SpacePath(dir, t->id, i->def.name, i->space_id) + ".tmp"));
       i = t->indexes.erase(i);
       changed = true;
     }
@@ -277,7 +277,7 @@ Status DatabaseImpl::OpenIndex(TableImpl* t, const CatalogIndex& ci, bool create
   auto ix = std::make_unique<IndexImpl>();
   ix->number = static_cast<uint32_t>(t->indexes.size());
   ix->cat = ci;
-  ix->path = SpacePath(TableDir(t->cat.def), t->cat.def.name, ci.def.name, ci.space_id);
+  ix->path = SpacePath(TableDir(t->cat.def), t->cat.id, ci.def.name, ci.space_id);
   Result<std::unique_ptr<page::SpaceFile>> f =
       create ? page::SpaceFile::Create(fs_, ix->path, ci.space_id, catalog_.page_size,
                                        t->cat.def.name + "." + ci.def.name)
@@ -478,6 +478,31 @@ Status DatabaseImpl::DropTable(std::string_view name) {
   dropped_tables_.push_back(std::move(it->second));
   tables_.erase(it);
   return st;
+}
+
+Status DatabaseImpl::RenameTable(std::string_view from, std::string_view to) {
+  std::unique_lock ddl(ddl_mu_);
+  auto it = tables_.find(from);
+  if (it == tables_.end()) return Status::NotFound("no table " + std::string(from));
+  if (to.empty()) return Status::InvalidArgument("a table needs a name");
+  if (tables_.count(to)) return Status::AlreadyExists("table " + std::string(to) + " exists");
+  TableImpl* t = it->second.get();
+  if (t->users.load() > 0) {
+    return Status::Busy("table " + std::string(from) + " is in use by open transactions");
+  }
+  auto ct = std::find_if(catalog_.tables.begin(), catalog_.tables.end(),
+                         [&](const CatalogTable& c) { return c.def.name == from; });
+  ct->def.name = std::string(to);
+  if (Status st = Persist(); !st.ok()) {
+    ct->def.name = std::string(from);
+    return st;
+  }
+  t->cat.def.name = std::string(to);
+  t->RebuildDef();
+  auto node = tables_.extract(it);
+  node.key() = std::string(to);
+  tables_.insert(std::move(node));
+  return Status::OK();
 }
 
 Status DatabaseImpl::CreateIndex(std::string_view table, const IndexDef& def) {

@@ -94,6 +94,7 @@ class DatabaseImpl final : public Database {
   Status Close() override;
   Result<Table*> CreateTable(const TableDef& def) override;
   Status DropTable(std::string_view name) override;
+  Status RenameTable(std::string_view from, std::string_view to) override;
   Status CreateIndex(std::string_view table, const IndexDef& def) override;
   Status DropIndex(std::string_view table, std::string_view index) override;
   Table* FindTable(std::string_view name) const override;

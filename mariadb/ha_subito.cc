@@ -1,0 +1,626 @@
+#include "ha_subito.h"
+
+#include <my_global.h>
+// clang-format off: the server's headers depend on this order
+#include "key.h"
+#include "log.h"
+#include "sql_class.h"
+#include "sql_lex.h"
+// clang-format on
+
+#include <cstring>
+
+#include "subito_trx.h"
+
+using subito::Row;
+using subito::SeekOp;
+using subito::Status;
+using subito::mariadb::SubitoShare;
+using subito::mariadb::TableLayout;
+
+const char* ha_subito_exts[] = {NullS};
+
+namespace {
+
+// "./db/t" -> "db/t": the engine's name for a MariaDB table.
+std::string EngineName(const char* path) {
+  std::string s(path);
+  if (s.rfind("./", 0) == 0) s.erase(0, 2);
+  return s;
+}
+
+bool IsLockingRead(thr_lock_type t) {
+  return t >= TL_FIRST_WRITE || t == TL_READ_WITH_SHARED_LOCKS;
+}
+
+// Rows a range count reads before it extrapolates.
+constexpr ha_rows kRangeCountCap = 400;
+
+}  // namespace
+
+ha_subito::ha_subito(handlerton* hton, TABLE_SHARE* share) : handler(hton, share) {}
+
+ha_subito::~ha_subito() {
+  if (bulk_txn_) (void)bulk_txn_->Rollback();
+}
+
+ulonglong ha_subito::table_flags() const {
+  return HA_REC_NOT_IN_SEQ | HA_NULL_IN_KEY | HA_CAN_INDEX_BLOBS | HA_AUTO_PART_KEY |
+         HA_PRIMARY_KEY_IN_READ_INDEX | HA_PRIMARY_KEY_REQUIRED_FOR_POSITION |
+         HA_PRIMARY_KEY_REQUIRED_FOR_DELETE | HA_TABLE_SCAN_ON_INDEX | HA_CAN_SQL_HANDLER |
+         HA_BINLOG_ROW_CAPABLE | HA_BINLOG_STMT_CAPABLE | HA_REQUIRES_KEY_COLUMNS_FOR_DELETE;
+}
+
+ulong ha_subito::index_flags(uint inx, uint, bool) const {
+  ulong f = HA_READ_NEXT | HA_READ_PREV | HA_READ_ORDER | HA_READ_RANGE | HA_KEYREAD_ONLY;
+  if (table_share && inx == table_share->primary_key) f |= HA_CLUSTERED_INDEX;
+  return f;
+}
+
+SubitoShare* ha_subito::GetShare() {
+  lock_shared_ha_data();
+  auto* s = static_cast<SubitoShare*>(get_ha_share_ptr());
+  if (s == nullptr) {
+    s = new SubitoShare;
+    set_ha_share_ptr(s);
+  }
+  unlock_shared_ha_data();
+  return s;
+}
+
+subito::Transaction* ha_subito::Txn() {
+  if (bulk_txn_) return bulk_txn_.get();
+  subito::mariadb::Trx* trx = subito::mariadb::GetTrx(ha_thd());
+  return trx->txn.get();
+}
+
+int ha_subito::Error(const Status& st) {
+  int err = subito::mariadb::ToHaError(ha_thd(), st);
+  if (err == HA_ERR_FOUND_DUPP_KEY) {
+    // The engine names the index: "duplicate entry for unique index <name>"
+    // or "duplicate primary key in <table>".
+    dup_key_ = static_cast<int>(table->s->primary_key);
+    const std::string& m = st.message();
+    const std::string tag = "unique index ";
+    if (size_t at = m.find(tag); at != std::string::npos) {
+      const std::string name = m.substr(at + tag.size());
+      for (uint k = 0; k < table->s->keys; ++k) {
+        if (name.rfind(table->key_info[k].name.str, 0) == 0 &&
+            (name.size() == table->key_info[k].name.length ||
+             name[table->key_info[k].name.length] == ' ')) {
+          dup_key_ = static_cast<int>(k);
+        }
+      }
+    }
+  }
+  return err;
+}
+
+bool ha_subito::get_error_message(int error, String* buf) {
+  if (error != HA_ERR_SUBITO_ENGINE) return false;
+  const std::string& m = subito::mariadb::LastErrorMessage();
+  buf->copy(m.data(), static_cast<uint32>(m.size()), system_charset_info);
+  return false;
+}
+
+// ---- DDL ----
+
+int ha_subito::create(const char* name, TABLE* form, HA_CREATE_INFO* info) {
+  subito::Database* db = subito::mariadb::engine();
+  if (info->tmp_table()) {
+    my_printf_error(ER_ILLEGAL_HA_CREATE_OPTION,
+                    "Subito does not support TEMPORARY tables; use InnoDB or Aria for them",
+                    MYF(0));
+    return HA_ERR_UNSUPPORTED;
+  }
+  THD* thd = ha_thd();
+  for (const Key& key : thd->lex->alter_info.key_list) {
+    if (key.type == Key::FOREIGN_KEY) {
+      my_printf_error(ER_ILLEGAL_HA_CREATE_OPTION,
+                      "Subito does not support FOREIGN KEY constraints (constraint on %s)", MYF(0),
+                      form->s->table_name.str);
+      return HA_ERR_UNSUPPORTED;
+    }
+  }
+  subito::Result<TableLayout> layout = TableLayout::Build(form->s, EngineName(name));
+  if (!layout.ok()) {
+    my_printf_error(ER_ILLEGAL_HA_CREATE_OPTION, "%s", MYF(0), layout.status().message().c_str());
+    return HA_ERR_UNSUPPORTED;
+  }
+  subito::TableDef def = layout->def();
+  if (info->data_file_name) {
+    std::string dir(info->data_file_name);
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    def.data_dir = dir;
+  }
+  subito::Result<subito::Table*> t = db->CreateTable(def);
+  if (!t.ok()) {
+    if (t.status().IsAlreadyExists()) return HA_ERR_TABLE_EXIST;
+    my_printf_error(ER_CANT_CREATE_TABLE, "Subito cannot create %s: %s", MYF(0), name,
+                    t.status().message().c_str());
+    return HA_ERR_UNSUPPORTED;
+  }
+  return 0;
+}
+
+int ha_subito::delete_table(const char* name) {
+  Status st = subito::mariadb::engine()->DropTable(EngineName(name));
+  if (st.IsNotFound()) return ENOENT;
+  return st.ok() ? 0 : Error(st);
+}
+
+int ha_subito::rename_table(const char* from, const char* to) {
+  Status st = subito::mariadb::engine()->RenameTable(EngineName(from), EngineName(to));
+  if (st.IsNotFound()) return ENOENT;
+  if (st.IsAlreadyExists()) return HA_ERR_TABLE_EXIST;
+  return st.ok() ? 0 : Error(st);
+}
+
+int ha_subito::open(const char* name, int, uint) {
+  if (subito::mariadb::engine() == nullptr) return HA_ERR_INTERNAL_ERROR;
+  share_ = GetShare();
+  std::lock_guard<std::mutex> g(share_->mu);
+  share_->table = subito::mariadb::engine()->FindTable(EngineName(name));
+  if (share_->table == nullptr) return HA_ERR_NO_SUCH_TABLE;
+  if (!share_->layout) {
+    subito::Result<TableLayout> layout = TableLayout::Build(table->s, EngineName(name));
+    if (!layout.ok()) {
+      sql_print_error("Subito: cannot open %s: %s", name, layout.status().ToString().c_str());
+      return HA_ERR_UNSUPPORTED;
+    }
+    if (layout->def().columns.size() != share_->table->def().columns.size()) {
+      sql_print_error("Subito: %s does not match the engine's catalog (%zu columns, catalog %zu)",
+                      name, layout->def().columns.size(), share_->table->def().columns.size());
+      return HA_ERR_TABLE_DEF_CHANGED;
+    }
+    share_->layout.emplace(std::move(*layout));
+  }
+  mapper_ = std::make_unique<subito::mariadb::RowMapper>(table, &*share_->layout);
+  ref_length = share_->layout->ref_length();
+  info(HA_STATUS_VARIABLE | HA_STATUS_CONST);
+  return 0;
+}
+
+int ha_subito::close() {
+  cursor_.reset();
+  mapper_.reset();
+  return 0;
+}
+
+// ---- transactions ----
+
+int ha_subito::external_lock(THD* thd, int lock_type) {
+  subito::mariadb::Trx* trx = subito::mariadb::GetTrx(thd);
+  if (lock_type == F_UNLCK) {
+    cursor_.reset();
+    if (trx->tables_in_statement > 0) --trx->tables_in_statement;
+    return 0;
+  }
+  if (trx->tables_in_statement++ == 0 || !trx->txn) {
+    if (int err = subito::mariadb::BeginStatement(thd, trx)) return err;
+  }
+  if (IsLockingRead(lock_type_)) {
+    read_mode_ = lock_type_ == TL_READ_WITH_SHARED_LOCKS ? subito::ReadMode::kShared
+                                                         : subito::ReadMode::kExclusive;
+  } else {
+    read_mode_ = trx->serializable && thd_sql_command(thd) != SQLCOM_SELECT
+                     ? subito::ReadMode::kShared
+                     : subito::ReadMode::kSnapshot;
+    if (trx->serializable && thd_test_options(thd, OPTION_NOT_AUTOCOMMIT | OPTION_BEGIN)) {
+      read_mode_ = subito::ReadMode::kShared;
+    }
+  }
+  return 0;
+}
+
+int ha_subito::start_stmt(THD* thd, thr_lock_type lock_type) {
+  lock_type_ = lock_type;
+  subito::mariadb::Trx* trx = subito::mariadb::GetTrx(thd);
+  read_mode_ = IsLockingRead(lock_type)
+                   ? (lock_type == TL_READ_WITH_SHARED_LOCKS ? subito::ReadMode::kShared
+                                                             : subito::ReadMode::kExclusive)
+                   : subito::ReadMode::kSnapshot;
+  return subito::mariadb::BeginStatement(thd, trx);
+}
+
+THR_LOCK_DATA** ha_subito::store_lock(THD*, THR_LOCK_DATA** to, enum thr_lock_type lock_type) {
+  // Row locks and MDL do the work; no table locks.
+  if (lock_type != TL_IGNORE) lock_type_ = lock_type;
+  return to;
+}
+
+// ---- writes ----
+
+int ha_subito::write_row(const uchar* buf) {
+  subito::Table* t = EngineTable();
+  if (table->next_number_field && buf == table->record[0]) {
+    if (int err = update_auto_increment()) return err;
+    // An explicit value above the counter moves it, as in InnoDB.
+    const ulonglong v = static_cast<ulonglong>(table->next_number_field->val_int());
+    std::lock_guard<std::mutex> g(share_->mu);
+    if (share_->next_auto_inc != 0 && v >= share_->next_auto_inc) share_->next_auto_inc = v + 1;
+  }
+  Row row;
+  mapper_->ToRow(buf, &row);
+  if (share_->layout->hidden_pk()) {
+    subito::Result<uint64_t> id = t->NextAutoIncrement();
+    if (!id.ok()) return Error(id.status());
+    row[share_->layout->row_id_column()] = *id;
+  }
+  if (bulk_) return BulkWrite(row);
+  subito::Transaction* txn = Txn();
+  if (txn == nullptr) return HA_ERR_INTERNAL_ERROR;
+  Status st = txn->Insert(t, row);
+  return st.ok() ? 0 : Error(st);
+}
+
+int ha_subito::BulkWrite(const Row& row) {
+  if (!bulk_txn_) bulk_txn_ = subito::mariadb::engine()->Begin();
+  Status st = bulk_txn_->Insert(EngineTable(), row);
+  if (!st.ok()) return Error(st);
+  if (++bulk_rows_ % 10000 == 0) {
+    st = bulk_txn_->Commit();
+    bulk_txn_.reset();
+    if (!st.ok()) return Error(st);
+  }
+  return 0;
+}
+
+int ha_subito::EndBulk(bool commit) {
+  bulk_ = false;
+  if (!bulk_txn_) return 0;
+  std::unique_ptr<subito::Transaction> txn = std::move(bulk_txn_);
+  Status st = commit ? txn->Commit() : txn->Rollback();
+  return st.ok() ? 0 : Error(st);
+}
+
+int ha_subito::update_row(const uchar* old_data, const uchar* new_data) {
+  Row old_row, new_row;
+  mapper_->ToRow(old_data, &old_row);
+  mapper_->ToRow(new_data, &new_row);
+  if (share_->layout->hidden_pk()) {
+    const uint32_t c = share_->layout->row_id_column();
+    old_row[c] = row_[c];
+    new_row[c] = row_[c];
+  }
+  if (table->found_next_number_field && new_data == table->record[0]) {
+    // An explicit larger value moves the counter, as in InnoDB.
+    Field* f = table->found_next_number_field;
+    if (!f->is_null()) {
+      const ulonglong v = f->val_uint();
+      std::lock_guard<std::mutex> g(share_->mu);
+      if (share_->next_auto_inc != 0 && v >= share_->next_auto_inc) share_->next_auto_inc = v + 1;
+    }
+  }
+  subito::Transaction* txn = Txn();
+  if (txn == nullptr) return HA_ERR_INTERNAL_ERROR;
+  Status st = txn->Update(EngineTable(), old_row, new_row);
+  return st.ok() ? 0 : Error(st);
+}
+
+int ha_subito::delete_row(const uchar* buf) {
+  Row row;
+  mapper_->ToRow(buf, &row);
+  if (share_->layout->hidden_pk()) {
+    const uint32_t c = share_->layout->row_id_column();
+    row[c] = row_[c];
+  }
+  subito::Transaction* txn = Txn();
+  if (txn == nullptr) return HA_ERR_INTERNAL_ERROR;
+  Status st = txn->Delete(EngineTable(), row);
+  return st.ok() ? 0 : Error(st);
+}
+
+void ha_subito::get_auto_increment(ulonglong offset, ulonglong increment, ulonglong nb_desired,
+                                   ulonglong* first_value, ulonglong* nb_reserved) {
+  std::lock_guard<std::mutex> g(share_->mu);
+  if (share_->next_auto_inc == 0) {
+    // First use since start: one above the largest value in the index whose
+    // first part is the column (not persisted, as in InnoDB before 10.2).
+    ulonglong max = 0;
+    const uint key = table->s->next_number_index;
+    subito::Transaction* txn = Txn();
+    if (txn != nullptr) {
+      subito::Result<std::unique_ptr<subito::Cursor>> c = txn->OpenCursor(
+          EngineTable(), share_->layout->key(key).engine_index, subito::ReadMode::kSnapshot);
+      if (c.ok() && (*c)->Seek(SeekOp::kLast).ok() && (*c)->Valid()) {
+        std::string storage;
+        uchar* rec = table->record[1];
+        if (mapper_->FromRow((*c)->row(), rec, &storage).ok()) {
+          Field* f = table->next_number_field;
+          max = static_cast<ulonglong>(f->val_int_offset(rec - table->record[0]));
+        }
+      }
+    }
+    share_->next_auto_inc = max + 1;
+  }
+  ulonglong v = share_->next_auto_inc;
+  if (increment > 1) {
+    // The first value >= v of the form offset + k * increment.
+    if (v <= offset)
+      v = offset;
+    else
+      v = offset + ((v - offset + increment - 1) / increment) * increment;
+  }
+  *first_value = v;
+  *nb_reserved = nb_desired;
+  share_->next_auto_inc = v + nb_desired * increment;
+}
+
+// ---- reads ----
+
+int ha_subito::OpenCursor(uint32_t engine_index) {
+  subito::Transaction* txn = Txn();
+  if (txn == nullptr) return HA_ERR_INTERNAL_ERROR;
+  subito::Result<std::unique_ptr<subito::Cursor>> c =
+      txn->OpenCursor(EngineTable(), engine_index, read_mode_);
+  if (!c.ok()) return Error(c.status());
+  cursor_ = std::move(*c);
+  return 0;
+}
+
+int ha_subito::ReadCurrent(uchar* buf, int end) {
+  if (!cursor_ || !cursor_->Valid()) return end;
+  row_ = cursor_->row();
+  Status st = mapper_->FromRow(row_, buf, &row_storage_);
+  if (!st.ok()) return Error(st);
+  return 0;
+}
+
+int ha_subito::rnd_init(bool) {
+  scan_started_ = false;
+  return OpenCursor(0);
+}
+
+int ha_subito::rnd_end() {
+  cursor_.reset();
+  return 0;
+}
+
+int ha_subito::rnd_next(uchar* buf) {
+  if (!cursor_) return HA_ERR_END_OF_FILE;
+  Status st = scan_started_ ? cursor_->Next() : cursor_->Seek(SeekOp::kFirst);
+  scan_started_ = true;
+  if (!st.ok()) return Error(st);
+  return ReadCurrent(buf, HA_ERR_END_OF_FILE);
+}
+
+void ha_subito::position(const uchar* record) {
+  if (share_->layout->hidden_pk()) {
+    mapper_->RefOf(row_, ref);
+    return;
+  }
+  Row values;
+  mapper_->KeyOfRecord(table->s->primary_key, record, &values);
+  Row row(share_->layout->def().columns.size());
+  const auto& parts = share_->layout->key(table->s->primary_key).parts;
+  for (size_t i = 0; i < parts.size(); ++i) row[parts[i].column] = std::move(values[i]);
+  mapper_->RefOf(row, ref);
+}
+
+int ha_subito::rnd_pos(uchar* buf, uchar* pos) {
+  Row key;
+  mapper_->KeyOfRef(pos, &key);
+  subito::Transaction* txn = Txn();
+  if (txn == nullptr) return HA_ERR_INTERNAL_ERROR;
+  subito::Result<std::optional<Row>> r = txn->Get(EngineTable(), key, read_mode_);
+  if (!r.ok()) return Error(r.status());
+  if (!r->has_value()) return HA_ERR_KEY_NOT_FOUND;
+  row_ = std::move(**r);
+  Status st = mapper_->FromRow(row_, buf, &row_storage_);
+  return st.ok() ? 0 : Error(st);
+}
+
+int ha_subito::index_init(uint idx, bool) {
+  active_index = idx;
+  bounded_ = false;
+  return OpenCursor(share_->layout->key(idx).engine_index);
+}
+
+int ha_subito::index_end() {
+  cursor_.reset();
+  active_index = MAX_KEY;
+  return 0;
+}
+
+int ha_subito::CheckPrefix(uchar* buf, int end) {
+  if (!cursor_->Valid()) return end;
+  const auto& parts = share_->layout->key(active_index).parts;
+  std::vector<uint32_t> columns;
+  columns.reserve(search_prefix_.size());
+  for (size_t i = 0; i < search_prefix_.size(); ++i) columns.push_back(parts[i].column);
+  if (subito::mariadb::ComparePrefix(cursor_->row(), columns, search_prefix_) != 0) return end;
+  return ReadCurrent(buf, end);
+}
+
+int ha_subito::Seek(uchar* buf, uint, SeekOp op, const Row& prefix, bool must_match) {
+  if (!cursor_) return HA_ERR_INTERNAL_ERROR;
+  Status st = cursor_->Seek(op, prefix);
+  if (!st.ok()) return Error(st);
+  if (must_match) return CheckPrefix(buf, HA_ERR_KEY_NOT_FOUND);
+  return ReadCurrent(buf, HA_ERR_KEY_NOT_FOUND);
+}
+
+int ha_subito::index_read_map(uchar* buf, const uchar* key, key_part_map keypart_map,
+                              enum ha_rkey_function find_flag) {
+  const uint parts = my_count_bits(keypart_map);
+  mapper_->KeyPrefix(active_index, key, parts, &search_prefix_);
+  bounded_ = false;
+  switch (find_flag) {
+    case HA_READ_KEY_EXACT:
+    case HA_READ_PREFIX:
+      bounded_ = true;
+      return Seek(buf, active_index, SeekOp::kGE, search_prefix_, true);
+    case HA_READ_KEY_OR_NEXT:
+      return Seek(buf, active_index, SeekOp::kGE, search_prefix_, false);
+    case HA_READ_AFTER_KEY:
+      return Seek(buf, active_index, SeekOp::kGT, search_prefix_, false);
+    case HA_READ_BEFORE_KEY:
+      return Seek(buf, active_index, SeekOp::kLT, search_prefix_, false);
+    case HA_READ_KEY_OR_PREV:
+    case HA_READ_PREFIX_LAST_OR_PREV:
+      return Seek(buf, active_index, SeekOp::kLE, search_prefix_, false);
+    case HA_READ_PREFIX_LAST:
+      bounded_ = true;
+      return Seek(buf, active_index, SeekOp::kLE, search_prefix_, true);
+    default:
+      return HA_ERR_UNSUPPORTED;
+  }
+}
+
+int ha_subito::index_read_last_map(uchar* buf, const uchar* key, key_part_map keypart_map) {
+  return index_read_map(buf, key, keypart_map, HA_READ_PREFIX_LAST);
+}
+
+int ha_subito::index_next(uchar* buf) {
+  if (!cursor_ || !cursor_->Valid()) return HA_ERR_END_OF_FILE;
+  Status st = cursor_->Next();
+  if (!st.ok()) return Error(st);
+  return ReadCurrent(buf, HA_ERR_END_OF_FILE);
+}
+
+int ha_subito::index_prev(uchar* buf) {
+  if (!cursor_ || !cursor_->Valid()) return HA_ERR_END_OF_FILE;
+  Status st = cursor_->Prev();
+  if (!st.ok()) return Error(st);
+  return ReadCurrent(buf, HA_ERR_END_OF_FILE);
+}
+
+int ha_subito::index_first(uchar* buf) {
+  bounded_ = false;
+  if (!cursor_) return HA_ERR_END_OF_FILE;
+  Status st = cursor_->Seek(SeekOp::kFirst);
+  if (!st.ok()) return Error(st);
+  return ReadCurrent(buf, HA_ERR_END_OF_FILE);
+}
+
+int ha_subito::index_last(uchar* buf) {
+  bounded_ = false;
+  if (!cursor_) return HA_ERR_END_OF_FILE;
+  Status st = cursor_->Seek(SeekOp::kLast);
+  if (!st.ok()) return Error(st);
+  return ReadCurrent(buf, HA_ERR_END_OF_FILE);
+}
+
+int ha_subito::index_next_same(uchar* buf, const uchar* key, uint keylen) {
+  if (!cursor_ || !cursor_->Valid()) return HA_ERR_END_OF_FILE;
+  if (!bounded_) {
+    // The parts that make up keylen.
+    uint len = 0, n = 0;
+    const KEY& ki = table->key_info[active_index];
+    while (n < ki.user_defined_key_parts && len < keylen) len += ki.key_part[n++].store_length;
+    mapper_->KeyPrefix(active_index, key, n, &search_prefix_);
+    bounded_ = true;
+  }
+  Status st = cursor_->Next();
+  if (!st.ok()) return Error(st);
+  return CheckPrefix(buf, HA_ERR_END_OF_FILE);
+}
+
+// ---- statistics ----
+
+ha_rows ha_subito::records_in_range(uint inx, const key_range* min_key, const key_range* max_key,
+                                    page_range*) {
+  // Counts index entries in the range, up to a cap; beyond it, extrapolates
+  // (a B-tree-descent estimate is the better tool and is not built yet).
+  subito::Transaction* txn = Txn();
+  std::unique_ptr<subito::Transaction> own;
+  if (txn == nullptr) {
+    own = subito::mariadb::engine()->Begin(subito::Isolation::kReadCommitted);
+    txn = own.get();
+  }
+  const auto& layout = share_->layout->key(inx);
+  subito::Result<std::unique_ptr<subito::Cursor>> c =
+      txn->OpenCursor(EngineTable(), layout.engine_index, subito::ReadMode::kSnapshot);
+  if (!c.ok()) return HA_POS_ERROR;
+  Row lo, hi;
+  Status st;
+  if (min_key) {
+    mapper_->KeyPrefix(inx, min_key->key, my_count_bits(min_key->keypart_map), &lo);
+    st = (*c)->Seek(min_key->flag == HA_READ_AFTER_KEY ? SeekOp::kGT : SeekOp::kGE, lo);
+  } else {
+    st = (*c)->Seek(SeekOp::kFirst);
+  }
+  if (!st.ok()) return HA_POS_ERROR;
+  std::vector<uint32_t> columns;
+  if (max_key) {
+    mapper_->KeyPrefix(inx, max_key->key, my_count_bits(max_key->keypart_map), &hi);
+    for (size_t i = 0; i < hi.size(); ++i) columns.push_back(layout.parts[i].column);
+  }
+  ha_rows n = 0;
+  while ((*c)->Valid() && n < kRangeCountCap) {
+    if (max_key) {
+      const int cmp = subito::mariadb::ComparePrefix((*c)->row(), columns, hi);
+      if (cmp > 0 || (cmp == 0 && max_key->flag == HA_READ_BEFORE_KEY)) break;
+    }
+    ++n;
+    if (!(*c)->Next().ok()) break;
+  }
+  if (own) (void)own->Commit();
+  if (n < kRangeCountCap) return n;
+  return std::max<ha_rows>(n, stats.records / 4);
+}
+
+int ha_subito::info(uint flag) {
+  if (flag & HA_STATUS_VARIABLE) {
+    const subito::TableStats s = EngineTable()->Stats();
+    stats.records = s.rows;
+    stats.deleted = 0;
+    uint64_t pages = 0;
+    for (const auto& ix : s.indexes) pages += ix.pages;
+    const uint64_t page_bytes = s.indexes.empty() ? 0 : s.indexes[0].pages * 16384ull;
+    stats.data_file_length = page_bytes;
+    stats.index_file_length = pages * 16384ull - page_bytes;
+    stats.mean_rec_length = stats.records ? static_cast<ulong>(page_bytes / stats.records) : 0;
+  }
+  if (flag & HA_STATUS_CONST) {
+    // Unique keys: one row per full key. Others: unknown to the engine yet
+    // (0), so the optimizer leans on records_in_range.
+    for (uint k = 0; k < table->s->keys; ++k) {
+      KEY& key = table->key_info[k];
+      for (uint p = 0; p < key.ext_key_parts; ++p) key.rec_per_key[p] = 0;
+      if (key.flags & HA_NOSAME) key.rec_per_key[key.user_defined_key_parts - 1] = 1;
+    }
+  }
+  if (flag & HA_STATUS_ERRKEY) errkey = dup_key_ >= 0 ? static_cast<uint>(dup_key_) : 0;
+  if (flag & HA_STATUS_AUTO) {
+    std::lock_guard<std::mutex> g(share_->mu);
+    stats.auto_increment_value = share_->next_auto_inc ? share_->next_auto_inc : 1;
+  }
+  return 0;
+}
+
+double ha_subito::scan_time() {
+  return static_cast<double>(stats.data_file_length / 16384 + 1);
+}
+
+double ha_subito::read_time(uint index, uint ranges, ha_rows rows) {
+  if (index == table->s->primary_key) return ranges + static_cast<double>(rows) / 20.0;
+  return handler::read_time(index, ranges, rows);
+}
+
+int ha_subito::extra(enum ha_extra_function operation) {
+  switch (operation) {
+    // ALTER TABLE ... ALGORITHM=COPY and CREATE TABLE ... SELECT fill a new
+    // table that nobody else sees until the statement ends.
+    case HA_EXTRA_BEGIN_COPY:
+    case HA_EXTRA_BEGIN_ALTER_IGNORE_COPY:
+      bulk_ = true;
+      bulk_rows_ = 0;
+      return 0;
+    case HA_EXTRA_END_COPY:
+      return EndBulk(true);
+    case HA_EXTRA_ABORT_COPY:
+      return EndBulk(false);
+    default:
+      return 0;
+  }
+}
+
+int ha_subito::reset() {
+  cursor_.reset();
+  bounded_ = false;
+  search_prefix_.clear();
+  dup_key_ = -1;
+  return 0;
+}

@@ -1,0 +1,132 @@
+// ha_subito: MariaDB's handler for Subito tables, a translation layer only.
+// Rows and keys go through RowMapper; transactions live per connection in
+// Trx (subito_trx.h); the engine does the rest.
+#pragma once
+
+#include <my_global.h>
+// clang-format off: the server's headers depend on this order
+#include "handler.h"
+#include "my_base.h"
+// clang-format on
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "row_mapper.h"
+#include "subito/database.h"
+#include "table_layout.h"
+
+// Errors with no HA_ERR_* of their own; the message comes from the engine
+// (handler::get_error_message).
+#define HA_ERR_SUBITO_ENGINE (HA_ERR_LAST + 1)
+
+extern const char* ha_subito_exts[];
+
+namespace subito::mariadb {
+
+struct Trx;
+
+// Shared by every open handler of one table.
+class SubitoShare : public Handler_share {
+ public:
+  std::mutex mu;
+  Table* table = nullptr;  // re-resolved after TRUNCATE
+  std::optional<TableLayout> layout;
+  // Next value of the auto-increment column; 0 until read from the index.
+  uint64_t next_auto_inc = 0;
+};
+
+}  // namespace subito::mariadb
+
+class ha_subito final : public handler {
+ public:
+  ha_subito(handlerton* hton, TABLE_SHARE* share);
+  ~ha_subito() override;
+
+  ulonglong table_flags() const override;
+  ulong index_flags(uint inx, uint part, bool all_parts) const override;
+  uint max_supported_record_length() const override { return HA_MAX_REC_LENGTH; }
+  uint max_supported_keys() const override { return MAX_KEY; }
+  uint max_supported_key_parts() const override { return MAX_REF_PARTS; }
+  uint max_supported_key_length() const override { return 3072; }
+  uint max_supported_key_part_length() const override { return 3072; }
+  const char* index_type(uint) override { return "BTREE"; }
+
+  int open(const char* name, int mode, uint test_if_locked) override;
+  int close() override;
+  int create(const char* name, TABLE* form, HA_CREATE_INFO* info) override;
+  int delete_table(const char* name) override;
+  int rename_table(const char* from, const char* to) override;
+
+  int write_row(const uchar* buf) override;
+  int update_row(const uchar* old_data, const uchar* new_data) override;
+  int delete_row(const uchar* buf) override;
+
+  int rnd_init(bool scan) override;
+  int rnd_end() override;
+  int rnd_next(uchar* buf) override;
+  int rnd_pos(uchar* buf, uchar* pos) override;
+  void position(const uchar* record) override;
+
+  int index_init(uint idx, bool sorted) override;
+  int index_end() override;
+  int index_read_map(uchar* buf, const uchar* key, key_part_map keypart_map,
+                     enum ha_rkey_function find_flag) override;
+  int index_read_last_map(uchar* buf, const uchar* key, key_part_map keypart_map) override;
+  int index_next(uchar* buf) override;
+  int index_prev(uchar* buf) override;
+  int index_first(uchar* buf) override;
+  int index_last(uchar* buf) override;
+  int index_next_same(uchar* buf, const uchar* key, uint keylen) override;
+
+  ha_rows records_in_range(uint inx, const key_range* min_key, const key_range* max_key,
+                           page_range* pages) override;
+  int info(uint flag) override;
+  int extra(enum ha_extra_function operation) override;
+  int reset() override;
+  double scan_time() override;
+  double read_time(uint index, uint ranges, ha_rows rows) override;
+
+  int external_lock(THD* thd, int lock_type) override;
+  int start_stmt(THD* thd, thr_lock_type lock_type) override;
+  uint lock_count() const override { return 0; }
+  THR_LOCK_DATA** store_lock(THD* thd, THR_LOCK_DATA** to, enum thr_lock_type lock_type) override;
+
+  void get_auto_increment(ulonglong offset, ulonglong increment, ulonglong nb_desired_values,
+                          ulonglong* first_value, ulonglong* nb_reserved_values) override;
+  bool get_error_message(int error, String* buf) override;
+
+ private:
+  subito::mariadb::SubitoShare* GetShare();
+  subito::Transaction* Txn();
+  subito::Table* EngineTable() const { return share_->table; }
+  int Error(const subito::Status& st);
+  // Reads the cursor's current row into buf, or returns `end` if none.
+  int ReadCurrent(uchar* buf, int end);
+  int OpenCursor(uint32_t engine_index);
+  int Seek(uchar* buf, uint key, subito::SeekOp op, const subito::Row& prefix, bool must_match);
+  int CheckPrefix(uchar* buf, int end);
+  int BulkWrite(const subito::Row& row);
+  int EndBulk(bool commit);
+
+  subito::mariadb::SubitoShare* share_ = nullptr;
+  std::unique_ptr<subito::mariadb::RowMapper> mapper_;
+  std::unique_ptr<subito::Cursor> cursor_;
+  bool scan_started_ = false;
+  subito::ReadMode read_mode_ = subito::ReadMode::kSnapshot;
+  thr_lock_type lock_type_ = TL_READ;
+  // The prefix of the last index read, for index_next_same (bounded scans).
+  subito::Row search_prefix_;
+  bool bounded_ = false;
+  std::string row_storage_;  // the current row's packed bytes (blob data)
+  subito::Row row_;          // scratch
+  // ALTER TABLE's copy writes through its own transaction, committed in
+  // batches, so that the copy of a large table fits the log.
+  std::unique_ptr<subito::Transaction> bulk_txn_;
+  bool bulk_ = false;
+  uint64_t bulk_rows_ = 0;
+  int dup_key_ = -1;
+};

@@ -1,0 +1,289 @@
+#include "row_mapper.h"
+
+#include <my_global.h>
+// clang-format off: the server's headers depend on this order
+#include "field.h"
+#include "key.h"
+#include "sql_class.h"
+#include "table.h"
+// clang-format on
+
+#include <cstring>
+
+namespace subito::mariadb {
+namespace {
+
+bool IsBinary(const Field* f) {
+  return f->charset() == &my_charset_bin;
+}
+
+// Bytes of Field::sort_string for one key part (see table_layout.h).
+uint32_t ImageLength(const KEY_PART_INFO& kp) {
+  const Field* f = kp.field;
+  const CHARSET_INFO* cs = f->charset();
+  switch (f->real_type()) {
+    case MYSQL_TYPE_VARCHAR:
+      if (IsBinary(f)) return kp.length + static_cast<const Field_varstring*>(f)->length_bytes;
+      return static_cast<uint32_t>(cs->strnxfrmlen(kp.length));
+    case MYSQL_TYPE_STRING:
+      return static_cast<uint32_t>(cs->strnxfrmlen(kp.length));
+    case MYSQL_TYPE_TINY_BLOB:
+    case MYSQL_TYPE_MEDIUM_BLOB:
+    case MYSQL_TYPE_LONG_BLOB:
+    case MYSQL_TYPE_BLOB:
+      if (IsBinary(f)) return kp.length + static_cast<const Field_blob*>(f)->pack_length_no_ptr();
+      return static_cast<uint32_t>(cs->strnxfrmlen(kp.length));
+    default:
+      return kp.length;
+  }
+}
+
+// Upper bound of an image's encoded size in an engine key: every byte may
+// be a 0x00 that the binary-string encoding doubles, plus its terminator
+// and a null flag.
+uint32_t EncodedBound(uint32_t image_len) {
+  return 2 * image_len + 3;
+}
+
+constexpr uint32_t kEngineKeyLimit =
+    4096 - 8 - 9;  // BTree::max_record() - overflow ref, 16 KiB pages
+
+}  // namespace
+
+Result<TableLayout> TableLayout::Build(const TABLE_SHARE* share, const std::string& name) {
+  TableLayout l;
+  l.def_.name = name;
+  const bool has_pk = share->primary_key != MAX_KEY;
+  l.keys_.resize(share->keys);
+  for (uint k = 0; k < share->keys; ++k) {
+    const KEY& key = share->key_info[k];
+    if (key.flags & (HA_FULLTEXT | HA_SPATIAL)) {
+      return Status::NotSupported("Subito does not support FULLTEXT or SPATIAL indexes (index " +
+                                  std::string(key.name.str) + ")");
+    }
+    if (key.algorithm == HA_KEY_ALG_LONG_HASH) {
+      return Status::NotSupported(
+          "Subito does not support UNIQUE on whole BLOB/TEXT columns "
+          "(index " +
+          std::string(key.name.str) + "); index a prefix instead");
+    }
+    KeyLayout& kl = l.keys_[k];
+    kl.engine_index = has_pk ? k : k + 1;
+    for (uint p = 0; p < key.user_defined_key_parts; ++p) {
+      const KEY_PART_INFO& kp = key.key_part[p];
+      PartLayout pl;
+      pl.column = static_cast<uint32_t>(l.def_.columns.size());
+      pl.image_len = ImageLength(kp);
+      pl.nullable = kp.field->real_maybe_null();
+      Column c;
+      c.name = "k" + std::to_string(k) + "p" + std::to_string(p);
+      c.type = ColumnType::kString;
+      c.nullable = pl.nullable;
+      c.max_length = pl.image_len;
+      l.def_.columns.push_back(std::move(c));
+      kl.parts.push_back(pl);
+    }
+  }
+  if (!has_pk) {
+    l.hidden_pk_ = true;
+    l.row_id_column_ = static_cast<uint32_t>(l.def_.columns.size());
+    l.def_.columns.push_back({"__row_id", ColumnType::kUInt, 8, false, 0});
+    l.def_.primary_key = {l.row_id_column_};
+    l.def_.auto_increment_column = static_cast<int>(l.row_id_column_);
+    l.ref_length_ = 8;
+  } else {
+    for (const PartLayout& p : l.keys_[share->primary_key].parts) {
+      l.def_.primary_key.push_back(p.column);
+      l.ref_length_ += p.image_len;
+    }
+  }
+  l.record_column_ = static_cast<uint32_t>(l.def_.columns.size());
+  l.def_.columns.push_back({"__record", ColumnType::kString, 0, false, 0xFFFFFFFFu});
+
+  uint32_t pk_bound = l.hidden_pk_ ? 9 : 0;
+  if (has_pk) {
+    for (const PartLayout& p : l.keys_[share->primary_key].parts)
+      pk_bound += EncodedBound(p.image_len);
+  }
+  for (uint k = 0; k < share->keys; ++k) {
+    const KEY& key = share->key_info[k];
+    uint32_t bound = pk_bound;
+    if (k != share->primary_key) {
+      for (const PartLayout& p : l.keys_[k].parts) bound += EncodedBound(p.image_len);
+      IndexDef ix;
+      ix.name = key.name.str;
+      ix.unique = key.flags & HA_NOSAME;
+      for (const PartLayout& p : l.keys_[k].parts) ix.columns.push_back(p.column);
+      l.def_.indexes.push_back(std::move(ix));
+    }
+    if (bound > kEngineKeyLimit) {
+      return Status::NotSupported("index " + std::string(key.name.str) +
+                                  " is too long for Subito: its sort key (with the primary "
+                                  "key) may take " +
+                                  std::to_string(bound) + " bytes, the limit is " +
+                                  std::to_string(kEngineKeyLimit) + "; use shorter prefixes");
+    }
+  }
+  return l;
+}
+
+uint32_t TableLayout::mariadb_key(uint32_t engine_index) const {
+  for (uint32_t k = 0; k < keys_.size(); ++k) {
+    if (keys_[k].engine_index == engine_index) return k;
+  }
+  return MAX_KEY;
+}
+
+RowMapper::RowMapper(TABLE* table, const TableLayout* layout)
+    : table_(table),
+      layout_(layout),
+      scratch_record_(table->s->rec_buff_length),
+      tuple_(MAX_KEY_LENGTH + MAX_REF_PARTS * 4) {}
+
+std::string RowMapper::Image(uint32_t key, uint32_t part, const unsigned char* data) {
+  const KEY_PART_INFO& kp = table_->key_info[key].key_part[part];
+  Field* f = kp.field;
+  const my_ptrdiff_t diff = scratch_record_.data() - table_->record[0];
+  std::string image(layout_->key(key).parts[part].image_len, '\0');
+  f->move_field_offset(diff);
+  f->set_notnull();
+  f->set_key_image(data, kp.length);
+  f->sort_string(reinterpret_cast<uchar*>(image.data()), static_cast<uint>(image.size()));
+  f->move_field_offset(-diff);
+  return image;
+}
+
+void RowMapper::TupleToValues(uint32_t key, const unsigned char* tuple, uint32_t parts, Row* out,
+                              size_t first) {
+  const KEY& ki = table_->key_info[key];
+  const unsigned char* p = tuple;
+  for (uint32_t i = 0; i < parts; ++i) {
+    const KEY_PART_INFO& kp = ki.key_part[i];
+    const unsigned char* data = p;
+    bool null = false;
+    if (kp.null_bit) {
+      null = *data != 0;
+      ++data;
+    }
+    if (null) {
+      (*out)[first + i] = std::monostate{};
+    } else {
+      (*out)[first + i] = Image(key, i, data);
+    }
+    p += kp.store_length;
+  }
+}
+
+void RowMapper::KeyPrefix(uint32_t key, const unsigned char* tuple, uint32_t parts, Row* prefix) {
+  prefix->assign(parts, std::monostate{});
+  TupleToValues(key, tuple, parts, prefix, 0);
+}
+
+void RowMapper::KeyOfRecord(uint32_t key, const unsigned char* record, Row* values) {
+  const KEY& ki = table_->key_info[key];
+  key_copy(tuple_.data(), record, &ki, 0);
+  values->assign(ki.user_defined_key_parts, std::monostate{});
+  TupleToValues(key, tuple_.data(), ki.user_defined_key_parts, values, 0);
+}
+
+void RowMapper::ToRow(const unsigned char* record, Row* row) {
+  row->assign(layout_->def().columns.size(), std::monostate{});
+  const TABLE_SHARE* s = table_->s;
+  for (uint k = 0; k < s->keys; ++k) {
+    const KEY& ki = table_->key_info[k];
+    key_copy(tuple_.data(), record, &ki, 0);
+    Row values(ki.user_defined_key_parts);
+    TupleToValues(k, tuple_.data(), ki.user_defined_key_parts, &values, 0);
+    const KeyLayout& kl = layout_->key(k);
+    for (size_t i = 0; i < kl.parts.size(); ++i) (*row)[kl.parts[i].column] = std::move(values[i]);
+  }
+
+  // __record: the null bytes, then each stored non-NULL field, packed.
+  std::string rec(reinterpret_cast<const char*>(record), s->null_bytes);
+  const my_ptrdiff_t diff = record - table_->record[0];
+  for (Field** fp = table_->field; *fp; ++fp) {
+    Field* f = *fp;
+    if (!f->stored_in_db() || f->is_null_in_record(record)) continue;
+    size_t bound = f->pack_length() + 8;
+    if (f->flags & BLOB_FLAG) {
+      bound += static_cast<Field_blob*>(f)->get_length(f->ptr + diff);
+    }
+    const size_t at = rec.size();
+    rec.resize(at + bound);
+    uchar* end = f->pack(reinterpret_cast<uchar*>(rec.data()) + at, f->ptr + diff);
+    rec.resize(static_cast<size_t>(end - reinterpret_cast<uchar*>(rec.data())));
+  }
+  (*row)[layout_->record_column()] = std::move(rec);
+}
+
+Status RowMapper::FromRow(const Row& row, unsigned char* record, std::string* storage) {
+  const Value& v = row[layout_->record_column()];
+  if (!std::holds_alternative<std::string>(v)) return Status::Corruption("row without a record");
+  *storage = std::get<std::string>(v);
+  const TABLE_SHARE* s = table_->s;
+  if (storage->size() < s->null_bytes)
+    return Status::Corruption("record shorter than its null bytes");
+  const uchar* from = reinterpret_cast<const uchar*>(storage->data());
+  const uchar* end = from + storage->size();
+  std::memcpy(record, from, s->null_bytes);
+  from += s->null_bytes;
+  const my_ptrdiff_t diff = record - table_->record[0];
+  for (Field** fp = table_->field; *fp; ++fp) {
+    Field* f = *fp;
+    if (!f->stored_in_db() || f->is_null_in_record(record)) continue;
+    from = f->unpack(f->ptr + diff, from, end, 0);
+    if (from == nullptr || from > end) {
+      return Status::Corruption(std::string("record field ") + f->field_name.str + " is damaged");
+    }
+  }
+  if (from != end) return Status::Corruption("record has trailing bytes");
+  return Status::OK();
+}
+
+void RowMapper::RefOf(const Row& row, unsigned char* ref) const {
+  if (layout_->hidden_pk()) {
+    int8store(ref, std::get<uint64_t>(row[layout_->row_id_column()]));
+    return;
+  }
+  for (uint32_t c : layout_->def().primary_key) {
+    const std::string& image = std::get<std::string>(row[c]);
+    std::memcpy(ref, image.data(), image.size());
+    ref += image.size();
+  }
+}
+
+void RowMapper::KeyOfRef(const unsigned char* ref, Row* key) const {
+  key->clear();
+  if (layout_->hidden_pk()) {
+    key->push_back(static_cast<uint64_t>(uint8korr(ref)));
+    return;
+  }
+  for (const PartLayout& p : layout_->key(table_->s->primary_key).parts) {
+    key->push_back(std::string(reinterpret_cast<const char*>(ref), p.image_len));
+    ref += p.image_len;
+  }
+}
+
+int ComparePrefix(const Row& row, const std::vector<uint32_t>& columns, const Row& prefix) {
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    const Value& a = row[columns[i]];
+    const Value& b = prefix[i];
+    const bool an = std::holds_alternative<std::monostate>(a);
+    const bool bn = std::holds_alternative<std::monostate>(b);
+    if (an || bn) {
+      if (an != bn) return an ? -1 : 1;
+      continue;
+    }
+    int c = 0;
+    if (std::holds_alternative<std::string>(a)) {
+      c = std::get<std::string>(a).compare(std::get<std::string>(b));
+    } else {
+      const uint64_t x = std::get<uint64_t>(a), y = std::get<uint64_t>(b);
+      c = x < y ? -1 : x > y ? 1 : 0;
+    }
+    if (c != 0) return c < 0 ? -1 : 1;
+  }
+  return 0;
+}
+
+}  // namespace subito::mariadb

@@ -1,0 +1,52 @@
+// Translates one open MariaDB table's records and key tuples into Subito
+// rows and key prefixes, and back (see table_layout.h for the mapping).
+// One per handler: it owns scratch buffers, so it is not shared.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "subito/database.h"
+#include "table_layout.h"
+
+struct TABLE;
+
+namespace subito::mariadb {
+
+class RowMapper {
+ public:
+  RowMapper(TABLE* table, const TableLayout* layout);
+
+  // Every column of the engine row for `record` except __row_id.
+  void ToRow(const unsigned char* record, Row* row);
+  // Fills `record` from the engine row. Blob fields point into *storage,
+  // which must outlive the record's use. Corruption if __record is damaged.
+  Status FromRow(const Row& row, unsigned char* record, std::string* storage);
+
+  // The engine values of the first `parts` parts of MariaDB key `key`, from
+  // a key tuple in the server's key format.
+  void KeyPrefix(uint32_t key, const unsigned char* tuple, uint32_t parts, Row* prefix);
+  // The engine values of every part of `key` for `record`.
+  void KeyOfRecord(uint32_t key, const unsigned char* record, Row* values);
+
+  // position(): the primary key's values, fixed length.
+  void RefOf(const Row& row, unsigned char* ref) const;
+  // The engine primary key for a ref.
+  void KeyOfRef(const unsigned char* ref, Row* key) const;
+
+ private:
+  void TupleToValues(uint32_t key, const unsigned char* tuple, uint32_t parts, Row* out,
+                     size_t first);
+  std::string Image(uint32_t key, uint32_t part, const unsigned char* data);
+
+  TABLE* table_;
+  const TableLayout* layout_;
+  std::vector<unsigned char> scratch_record_;
+  std::vector<unsigned char> tuple_;
+};
+
+// Compares the first prefix.size() key values of `row` (engine index
+// columns `columns`) with prefix: <0, 0, >0. NULL sorts first.
+int ComparePrefix(const Row& row, const std::vector<uint32_t>& columns, const Row& prefix);
+
+}  // namespace subito::mariadb

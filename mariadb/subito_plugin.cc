@@ -1,0 +1,412 @@
+// The plugin: system variables, status variables, SHOW ENGINE SUBITO STATUS,
+// and the handlerton (engine start/stop, transactions, savepoints).
+#include <my_global.h>
+// clang-format off: the server's headers depend on this order
+#include <mysql/plugin.h>
+#include "handler.h"
+#include "log.h"
+#include "mysqld.h"
+#include "sql_class.h"
+// clang-format on
+
+#include <mutex>
+#include <string>
+
+#include "ha_subito.h"
+#include "subito/database.h"
+#include "subito_trx.h"
+
+namespace subito::mariadb {
+
+handlerton* subito_hton = nullptr;
+
+namespace {
+
+std::unique_ptr<Database> g_db;
+
+// ---- system variables (read-only: the engine takes them at start) ----
+
+char* sv_data_dir = nullptr;
+char* sv_pm_dir = nullptr;
+ulong sv_log_write_mode = 0;
+const char* log_write_mode_names[] = {"nf", "classic", NullS};
+TYPELIB log_write_mode_typelib = {2, "log_write_mode", log_write_mode_names, nullptr};
+uint sv_log_streams = 1;
+ulonglong sv_log_file_size = 256ull << 20;
+ulonglong sv_log_buffer_size = 8ull << 20;
+ulonglong sv_buffer_pool_size = 128ull << 20;
+uint sv_page_size = 16384;
+uint sv_page_cleaners = 1;
+my_bool sv_double_write_on_pm = 1;
+uint sv_lock_wait_timeout = 50;
+
+MYSQL_SYSVAR_STR(data_home_dir, sv_data_dir, PLUGIN_VAR_READONLY | PLUGIN_VAR_NOCMDARG,
+                 "Directory of Subito's catalog and page files (default: <datadir>/subito)",
+                 nullptr, nullptr, nullptr);
+MYSQL_SYSVAR_STR(pm_dir, sv_pm_dir, PLUGIN_VAR_READONLY,
+                 "The PM tier: directory of the redo log and the double-write area, on a DAX "
+                 "mount or /dev/shm (default: /dev/shm/subito/<data_home_dir>)",
+                 nullptr, nullptr, nullptr);
+MYSQL_SYSVAR_ENUM(log_write_mode, sv_log_write_mode, PLUGIN_VAR_READONLY,
+                  "How commits reach the PM tier: nf (the writer persists straight from the "
+                  "log buffer) or classic (pwrite, then a separate fsync thread)",
+                  nullptr, nullptr, 0, &log_write_mode_typelib);
+MYSQL_SYSVAR_UINT(log_streams, sv_log_streams, PLUGIN_VAR_READONLY,
+                  "Redo log streams written in parallel", nullptr, nullptr, 1, 1, 16, 0);
+MYSQL_SYSVAR_ULONGLONG(log_file_size, sv_log_file_size, PLUGIN_VAR_READONLY,
+                       "Bytes of redo log per stream; one transaction's undo may use 1/16 of it",
+                       nullptr, nullptr, 256ull << 20, 4ull << 20, 64ull << 30, 1ull << 20);
+MYSQL_SYSVAR_ULONGLONG(log_buffer_size, sv_log_buffer_size, PLUGIN_VAR_READONLY,
+                       "Bytes of the log buffer", nullptr, nullptr, 8ull << 20, 1ull << 20,
+                       1ull << 30, 1ull << 20);
+MYSQL_SYSVAR_ULONGLONG(buffer_pool_size, sv_buffer_pool_size, PLUGIN_VAR_READONLY,
+                       "Bytes of the buffer pool", nullptr, nullptr, 128ull << 20, 8ull << 20,
+                       1ull << 40, 1ull << 20);
+MYSQL_SYSVAR_UINT(page_size, sv_page_size, PLUGIN_VAR_READONLY,
+                  "Page size of a new Subito database: 4096, 8192 or 16384", nullptr, nullptr,
+                  16384, 4096, 16384, 0);
+MYSQL_SYSVAR_UINT(page_cleaners, sv_page_cleaners, PLUGIN_VAR_READONLY,
+                  "Threads writing dirty pages", nullptr, nullptr, 1, 1, 16, 0);
+MYSQL_SYSVAR_BOOL(double_write_on_pm, sv_double_write_on_pm, PLUGIN_VAR_READONLY,
+                  "Keep the double-write area on the PM tier (OFF: a file in data_home_dir)",
+                  nullptr, nullptr, 1);
+MYSQL_SYSVAR_UINT(lock_wait_timeout, sv_lock_wait_timeout, PLUGIN_VAR_READONLY,
+                  "Seconds a row lock request waits before ER_LOCK_WAIT_TIMEOUT", nullptr, nullptr,
+                  50, 1, 1073741824, 0);
+
+struct st_mysql_sys_var* system_variables[] = {
+    MYSQL_SYSVAR(data_home_dir),     MYSQL_SYSVAR(pm_dir),
+    MYSQL_SYSVAR(log_write_mode),    MYSQL_SYSVAR(log_streams),
+    MYSQL_SYSVAR(log_file_size),     MYSQL_SYSVAR(log_buffer_size),
+    MYSQL_SYSVAR(buffer_pool_size),  MYSQL_SYSVAR(page_size),
+    MYSQL_SYSVAR(page_cleaners),     MYSQL_SYSVAR(double_write_on_pm),
+    MYSQL_SYSVAR(lock_wait_timeout), nullptr};
+
+// ---- status variables ----
+
+struct Exported {
+  ulonglong commits, rollbacks, deadlocks, lock_waits, lock_timeouts;
+  ulonglong log_bytes, log_record_bytes, log_padding_bytes, double_write_bytes, pm_bytes_written;
+  ulonglong page_file_bytes_written, page_file_bytes_read, pages_written, pages_read;
+  ulonglong buffer_hits, buffer_misses, checkpoints, version_keys, undo_relocations;
+  double buffer_hit_ratio;
+};
+std::mutex export_mu;
+Exported exported;
+
+void RefreshExported() {
+  if (!g_db) return;
+  const DatabaseStats s = g_db->Stats();
+  Exported e{};
+  e.commits = s.commits;
+  e.rollbacks = s.rollbacks;
+  e.deadlocks = s.deadlocks;
+  e.lock_waits = s.lock_waits;
+  e.lock_timeouts = s.lock_timeouts;
+  e.log_bytes = s.log_bytes;
+  e.log_record_bytes = s.log_record_bytes;
+  e.log_padding_bytes = s.log_padding_bytes;
+  e.double_write_bytes = s.double_write_bytes;
+  e.pm_bytes_written = s.log_bytes + (sv_double_write_on_pm ? s.double_write_bytes : 0);
+  e.page_file_bytes_written = s.page_file_bytes_written;
+  e.page_file_bytes_read = s.page_file_bytes_read;
+  e.pages_written = s.page_file_bytes_written / sv_page_size;
+  e.pages_read = s.page_file_bytes_read / sv_page_size;
+  e.buffer_hits = s.buffer_hits;
+  e.buffer_misses = s.buffer_misses;
+  const ulonglong lookups = s.buffer_hits + s.buffer_misses;
+  e.buffer_hit_ratio = lookups ? static_cast<double>(s.buffer_hits) / lookups : 1.0;
+  e.checkpoints = s.checkpoints;
+  e.version_keys = s.version_keys;
+  e.undo_relocations = s.undo_relocations;
+  exported = e;
+}
+
+#define SUBITO_STATUS(name, type) \
+  { #name, reinterpret_cast < char*>(&exported.name), type }
+SHOW_VAR status_array[] = {SUBITO_STATUS(commits, SHOW_ULONGLONG),
+                           SUBITO_STATUS(rollbacks, SHOW_ULONGLONG),
+                           SUBITO_STATUS(deadlocks, SHOW_ULONGLONG),
+                           SUBITO_STATUS(lock_waits, SHOW_ULONGLONG),
+                           SUBITO_STATUS(lock_timeouts, SHOW_ULONGLONG),
+                           SUBITO_STATUS(log_bytes, SHOW_ULONGLONG),
+                           SUBITO_STATUS(log_record_bytes, SHOW_ULONGLONG),
+                           SUBITO_STATUS(log_padding_bytes, SHOW_ULONGLONG),
+                           SUBITO_STATUS(double_write_bytes, SHOW_ULONGLONG),
+                           SUBITO_STATUS(pm_bytes_written, SHOW_ULONGLONG),
+                           SUBITO_STATUS(page_file_bytes_written, SHOW_ULONGLONG),
+                           SUBITO_STATUS(page_file_bytes_read, SHOW_ULONGLONG),
+                           SUBITO_STATUS(pages_written, SHOW_ULONGLONG),
+                           SUBITO_STATUS(pages_read, SHOW_ULONGLONG),
+                           SUBITO_STATUS(buffer_hits, SHOW_ULONGLONG),
+                           SUBITO_STATUS(buffer_misses, SHOW_ULONGLONG),
+                           SUBITO_STATUS(buffer_hit_ratio, SHOW_DOUBLE),
+                           SUBITO_STATUS(checkpoints, SHOW_ULONGLONG),
+                           SUBITO_STATUS(version_keys, SHOW_ULONGLONG),
+                           SUBITO_STATUS(undo_relocations, SHOW_ULONGLONG),
+                           {NullS, NullS, SHOW_LONG}};
+#undef SUBITO_STATUS
+
+int ShowStatus(THD*, SHOW_VAR* var, void*, struct system_status_var*, enum enum_var_type) {
+  std::lock_guard<std::mutex> g(export_mu);
+  RefreshExported();
+  var->type = SHOW_ARRAY;
+  var->value = reinterpret_cast<char*>(status_array);
+  return 0;
+}
+
+SHOW_VAR status_variables[] = {{"Subito", reinterpret_cast<char*>(&ShowStatus), SHOW_FUNC},
+                               {NullS, NullS, SHOW_LONG}};
+
+// ---- handlerton ----
+
+bool InTransactionBlock(THD* thd) {
+  return thd_test_options(thd, OPTION_NOT_AUTOCOMMIT | OPTION_BEGIN);
+}
+
+Trx* FindTrx(THD* thd) {
+  return static_cast<Trx*>(thd_get_ha_data(thd, subito_hton));
+}
+
+int Commit(handlerton*, THD* thd, bool all) {
+  Trx* trx = FindTrx(thd);
+  if (trx == nullptr || !trx->txn) return 0;
+  if (all || !InTransactionBlock(thd)) {
+    std::unique_ptr<Transaction> txn = std::move(trx->txn);
+    Status st = txn->Commit();
+    if (!st.ok()) return ToHaError(thd, st);
+  }
+  return 0;
+}
+
+int Rollback(handlerton*, THD* thd, bool all) {
+  Trx* trx = FindTrx(thd);
+  if (trx == nullptr || !trx->txn) return 0;
+  if (all || !InTransactionBlock(thd)) {
+    std::unique_ptr<Transaction> txn = std::move(trx->txn);
+    (void)txn->Rollback();  // a victim of a deadlock has already ended
+    return 0;
+  }
+  Status st = trx->txn->RollbackTo(trx->statement_savepoint);
+  if (!st.ok() && trx->txn) {
+    // The statement could not be undone: the whole transaction goes.
+    (void)trx->txn->Rollback();
+    trx->txn.reset();
+  }
+  return 0;
+}
+
+int SavepointSet(handlerton*, THD* thd, void* sv) {
+  Trx* trx = GetTrx(thd);
+  if (!trx->txn) {
+    if (int err = BeginStatement(thd, trx)) return err;
+  }
+  *static_cast<uint64_t*>(sv) = trx->txn->Savepoint();
+  return 0;
+}
+
+int SavepointRollback(handlerton*, THD* thd, void* sv) {
+  Trx* trx = FindTrx(thd);
+  if (trx == nullptr || !trx->txn) return 0;
+  Status st = trx->txn->RollbackTo(*static_cast<uint64_t*>(sv));
+  return st.ok() ? 0 : ToHaError(thd, st);
+}
+
+int SavepointRelease(handlerton*, THD*, void*) {
+  return 0;
+}
+
+bool SavepointCanReleaseMdl(handlerton*, THD*) {
+  return false;  // row locks taken after the savepoint stay held
+}
+
+int CloseConnection(handlerton*, THD* thd) {
+  Trx* trx = FindTrx(thd);
+  if (trx != nullptr) {
+    if (trx->txn) (void)trx->txn->Rollback();
+    delete trx;
+    thd_set_ha_data(thd, subito_hton, nullptr);
+  }
+  return 0;
+}
+
+int StartConsistentSnapshot(handlerton*, THD* thd) {
+  Trx* trx = GetTrx(thd);
+  if (!trx->txn) {
+    trans_register_ha(thd, true, subito_hton, 0);
+    return BeginStatement(thd, trx);
+  }
+  return 0;
+}
+
+bool ShowEngineStatus(handlerton*, THD* thd, stat_print_fn* print, enum ha_stat_type type) {
+  if (type != HA_ENGINE_STATUS || !g_db) return false;
+  std::string text = g_db->Describe() + "\n";
+  const DatabaseStats s = g_db->Stats();
+  const RecoveryInfo& r = g_db->recovery();
+  char line[512];
+  snprintf(line, sizeof line,
+           "commits %llu, rollbacks %llu, deadlocks %llu, lock waits %llu, lock timeouts %llu\n"
+           "redo bytes persisted %llu (records %llu, padding %llu)\n"
+           "double-write bytes %llu; page files: written %llu, read %llu bytes\n"
+           "buffer pool: hits %llu, misses %llu; checkpoints %llu\n"
+           "versions kept for snapshots: %llu keys; undo relocations %llu\n"
+           "last start: %s, %llu redo records, %llu transactions rolled back, %.3f s\n",
+           (unsigned long long)s.commits, (unsigned long long)s.rollbacks,
+           (unsigned long long)s.deadlocks, (unsigned long long)s.lock_waits,
+           (unsigned long long)s.lock_timeouts, (unsigned long long)s.log_bytes,
+           (unsigned long long)s.log_record_bytes, (unsigned long long)s.log_padding_bytes,
+           (unsigned long long)s.double_write_bytes, (unsigned long long)s.page_file_bytes_written,
+           (unsigned long long)s.page_file_bytes_read, (unsigned long long)s.buffer_hits,
+           (unsigned long long)s.buffer_misses, (unsigned long long)s.checkpoints,
+           (unsigned long long)s.version_keys, (unsigned long long)s.undo_relocations,
+           r.created ? "created" : "recovered", (unsigned long long)r.records_redone,
+           (unsigned long long)r.transactions_rolled_back, r.seconds);
+  text += line;
+  return print(thd, "SUBITO", 6, "", 0, text.data(), text.size());
+}
+
+handler* CreateHandler(handlerton* hton, TABLE_SHARE* table, MEM_ROOT* mem_root) {
+  return new (mem_root) ha_subito(hton, table);
+}
+
+int Init(void* p) {
+  subito_hton = static_cast<handlerton*>(p);
+  Options o;
+  o.dir = sv_data_dir && *sv_data_dir ? std::string(sv_data_dir)
+                                      : std::string(mysql_real_data_home) + "subito";
+  if (sv_pm_dir && *sv_pm_dir)
+    o.pm_dir = sv_pm_dir;
+  else
+    o.pm_dir.clear();  // the engine's default: /dev/shm/subito/<dir>
+  if (sv_page_size != 4096 && sv_page_size != 8192 && sv_page_size != 16384) {
+    sql_print_error(
+        "Subito: subito_page_size must be 4096, 8192 or 16384, not %u; the engine "
+        "is disabled",
+        sv_page_size);
+    return 1;
+  }
+  o.page_size = sv_page_size;
+  o.buffer_pool_bytes = sv_buffer_pool_size;
+  o.page_cleaners = sv_page_cleaners;
+  o.log_write_mode = log_write_mode_names[sv_log_write_mode];
+  o.log_streams = sv_log_streams;
+  o.log_file_size = sv_log_file_size;
+  o.log_buffer_size = sv_log_buffer_size;
+  o.double_write_on_pm = sv_double_write_on_pm;
+  o.lock_wait_timeout_ms = sv_lock_wait_timeout * 1000u;
+  Result<std::unique_ptr<Database>> db = Database::Open(o);
+  if (!db.ok()) {
+    sql_print_error("Subito: cannot open the engine in %s: %s; the engine is disabled",
+                    o.dir.c_str(), db.status().ToString().c_str());
+    return 1;
+  }
+  g_db = std::move(*db);
+  const RecoveryInfo& r = g_db->recovery();
+  sql_print_information(
+      "Subito: %s %s in %.3f s (%llu redo records, %llu transactions rolled "
+      "back); %s",
+      r.created ? "created" : "opened", o.dir.c_str(), r.seconds,
+      (unsigned long long)r.records_redone, (unsigned long long)r.transactions_rolled_back,
+      g_db->Describe().c_str());
+
+  handlerton* h = subito_hton;
+  h->db_type = DB_TYPE_AUTOASSIGN;
+  h->create = CreateHandler;
+  h->flags = HTON_CAN_RECREATE;
+  h->savepoint_offset = sizeof(uint64_t);
+  h->savepoint_set = SavepointSet;
+  h->savepoint_rollback = SavepointRollback;
+  h->savepoint_rollback_can_release_mdl = SavepointCanReleaseMdl;
+  h->savepoint_release = SavepointRelease;
+  h->commit = Commit;
+  h->rollback = Rollback;
+  h->close_connection = CloseConnection;
+  h->start_consistent_snapshot = StartConsistentSnapshot;
+  h->show_status = ShowEngineStatus;
+  h->tablefile_extensions = ha_subito_exts;
+  return 0;
+}
+
+int Deinit(void*) {
+  if (g_db) {
+    Status st = g_db->Close();
+    if (!st.ok()) sql_print_error("Subito: close failed: %s", st.ToString().c_str());
+    g_db.reset();
+  }
+  return 0;
+}
+
+thread_local std::string last_error;  // per connection thread
+
+}  // namespace
+
+Database* engine() {
+  return g_db.get();
+}
+
+Trx* GetTrx(THD* thd) {
+  Trx* trx = FindTrx(thd);
+  if (trx == nullptr) {
+    trx = new Trx;
+    thd_set_ha_data(thd, subito_hton, trx);
+  }
+  return trx;
+}
+
+int BeginStatement(THD* thd, Trx* trx) {
+  if (!trx->txn) {
+    const int iso = thd_tx_isolation(thd);
+    trx->serializable = iso == ISO_SERIALIZABLE;
+    trx->txn = g_db->Begin(iso <= ISO_READ_COMMITTED ? Isolation::kReadCommitted
+                                                     : Isolation::kRepeatableRead);
+  }
+  trx->statement_savepoint = trx->txn->Savepoint();
+  trans_register_ha(thd, false, subito_hton, 0);
+  if (InTransactionBlock(thd)) trans_register_ha(thd, true, subito_hton, 0);
+  return 0;
+}
+
+const std::string& LastErrorMessage() {
+  return last_error;
+}
+
+int ToHaError(THD* thd, const Status& st) {
+  if (st.ok()) return 0;
+  last_error = st.message();
+  switch (st.code()) {
+    case Status::Code::kAlreadyExists:
+      return HA_ERR_FOUND_DUPP_KEY;
+    case Status::Code::kDeadlock:
+      thd->mark_transaction_to_rollback(true);
+      return HA_ERR_LOCK_DEADLOCK;
+    case Status::Code::kTimedOut:
+      return HA_ERR_LOCK_WAIT_TIMEOUT;
+    case Status::Code::kNotFound:
+      return HA_ERR_KEY_NOT_FOUND;
+    case Status::Code::kCorruption:
+      sql_print_error("Subito: %s", st.ToString().c_str());
+      return HA_ERR_SUBITO_ENGINE;
+    default:
+      return HA_ERR_SUBITO_ENGINE;
+  }
+}
+
+}  // namespace subito::mariadb
+
+struct st_mysql_storage_engine subito_storage_engine = {MYSQL_HANDLERTON_INTERFACE_VERSION};
+
+maria_declare_plugin(subito){
+    MYSQL_STORAGE_ENGINE_PLUGIN,
+    &subito_storage_engine,
+    "SUBITO",
+    "Subito developers",
+    "Transactional engine for persistent memory: redo log on PM, per-page logs, crash recovery",
+    PLUGIN_LICENSE_GPL,
+    subito::mariadb::Init,
+    subito::mariadb::Deinit,
+    0x0001,
+    subito::mariadb::status_variables,
+    subito::mariadb::system_variables,
+    "0.1",
+    MariaDB_PLUGIN_MATURITY_ALPHA} maria_declare_plugin_end;

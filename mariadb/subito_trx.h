@@ -1,0 +1,40 @@
+// The engine instance the plugin opened, and each connection's transaction.
+//
+// A connection's Subito transaction begins at the first statement that
+// touches a Subito table and ends through the handlerton (commit/rollback,
+// for the statement or the whole transaction). Each statement starts at a
+// savepoint, so a failed statement rolls back alone, as in InnoDB.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "subito/database.h"
+
+class THD;
+struct handlerton;
+
+namespace subito::mariadb {
+
+extern handlerton* subito_hton;
+// nullptr until the plugin's init opened the engine.
+Database* engine();
+
+struct Trx {
+  std::unique_ptr<Transaction> txn;
+  uint64_t statement_savepoint = 0;
+  int tables_in_statement = 0;
+  bool serializable = false;  // plain reads take shared locks
+};
+
+// The connection's transaction state (created on first use).
+Trx* GetTrx(THD* thd);
+// Starts the transaction if needed and registers a statement with the
+// server; called once per table at the start of each statement.
+int BeginStatement(THD* thd, Trx* trx);
+// Maps an engine error to a handler error code, reporting its message.
+int ToHaError(THD* thd, const Status& st);
+// The message of the last engine error reported through ToHaError.
+const std::string& LastErrorMessage();
+
+}  // namespace subito::mariadb

@@ -1,0 +1,64 @@
+// How a MariaDB table maps onto a Subito table.
+//
+// Engine columns, in this order:
+//   - one string column per key part of every MariaDB key (k<key>p<part>):
+//     the server's own sort key of the part (Field::sort_string, the bytes
+//     filesort compares), so that memcmp order in the engine is the server's
+//     order in every collation; NULL parts are engine NULLs (they sort first
+//     and never conflict in a unique index, as in MariaDB);
+//   - __row_id (u64, auto-increment) when the table has no primary key;
+//   - __record: the row, packed with Field::pack (RecordCodec).
+// The engine's primary key is the MariaDB primary key's part columns (or
+// __row_id); each other MariaDB key is a secondary index named like it.
+//
+// A key part's sort key has a fixed length per part (sort_string pads), so a
+// primary key's parts concatenate into a fixed-length `ref` for position().
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "subito/database.h"
+
+struct TABLE;
+struct TABLE_SHARE;
+struct st_key;
+typedef struct st_key KEY;
+class Field;
+
+namespace subito::mariadb {
+
+struct PartLayout {
+  uint32_t column;     // engine column
+  uint32_t image_len;  // bytes of the sort key
+  bool nullable;
+};
+
+struct KeyLayout {
+  uint32_t engine_index;  // 0: the engine's primary key
+  std::vector<PartLayout> parts;
+};
+
+class TableLayout {
+ public:
+  // Fails (NotSupported / InvalidArgument, with a message for the user) for
+  // tables Subito cannot store.
+  static Result<TableLayout> Build(const TABLE_SHARE* share, const std::string& name);
+
+  const TableDef& def() const { return def_; }
+  bool hidden_pk() const { return hidden_pk_; }
+  uint32_t row_id_column() const { return row_id_column_; }
+  uint32_t record_column() const { return record_column_; }
+  const KeyLayout& key(uint32_t k) const { return keys_[k]; }
+  uint32_t ref_length() const { return ref_length_; }
+  // MariaDB key number of an engine index (MAX_KEY for a hidden primary key).
+  uint32_t mariadb_key(uint32_t engine_index) const;
+
+ private:
+  TableDef def_;
+  std::vector<KeyLayout> keys_;  // by MariaDB key number
+  bool hidden_pk_ = false;
+  uint32_t row_id_column_ = 0, record_column_ = 0, ref_length_ = 0;
+};
+
+}  // namespace subito::mariadb

@@ -33,6 +33,11 @@ bool IsLockingRead(thr_lock_type t) {
   return t >= TL_FIRST_WRITE || t == TL_READ_WITH_SHARED_LOCKS;
 }
 
+// Key parts a keypart_map names (HA_WHOLE_KEY: all of them).
+uint PartsOf(const KEY& key, key_part_map map) {
+  return std::min<uint>(my_count_bits(map), key.user_defined_key_parts);
+}
+
 // Rows a range count reads before it extrapolates.
 constexpr ha_rows kRangeCountCap = 400;
 
@@ -111,7 +116,7 @@ int ha_subito::create(const char* name, TABLE* form, HA_CREATE_INFO* info) {
     my_printf_error(ER_ILLEGAL_HA_CREATE_OPTION,
                     "Subito does not support TEMPORARY tables; use InnoDB or Aria for them",
                     MYF(0));
-    return HA_ERR_UNSUPPORTED;
+    return HA_WRONG_CREATE_OPTION;
   }
   THD* thd = ha_thd();
   for (const Key& key : thd->lex->alter_info.key_list) {
@@ -119,26 +124,34 @@ int ha_subito::create(const char* name, TABLE* form, HA_CREATE_INFO* info) {
       my_printf_error(ER_ILLEGAL_HA_CREATE_OPTION,
                       "Subito does not support FOREIGN KEY constraints (constraint on %s)", MYF(0),
                       form->s->table_name.str);
-      return HA_ERR_UNSUPPORTED;
+      return HA_WRONG_CREATE_OPTION;
     }
   }
   subito::Result<TableLayout> layout = TableLayout::Build(form->s, EngineName(name));
   if (!layout.ok()) {
     my_printf_error(ER_ILLEGAL_HA_CREATE_OPTION, "%s", MYF(0), layout.status().message().c_str());
-    return HA_ERR_UNSUPPORTED;
+    return HA_WRONG_CREATE_OPTION;
   }
   subito::TableDef def = layout->def();
   if (info->data_file_name) {
+    // The server appends the table's name (MyISAM's layout); Subito keeps
+    // the directory and names files itself, as InnoDB does.
     std::string dir(info->data_file_name);
-    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    const size_t slash = dir.rfind('/');
+    if (slash != std::string::npos) dir.erase(slash == 0 ? 1 : slash);
     def.data_dir = dir;
+  }
+  if (thd_sql_command(thd) == SQLCOM_TRUNCATE && db->FindTable(def.name) != nullptr) {
+    // TRUNCATE recreates the table (HTON_CAN_RECREATE): the old one goes.
+    Status st = db->DropTable(def.name);
+    if (!st.ok()) return Error(st);
   }
   subito::Result<subito::Table*> t = db->CreateTable(def);
   if (!t.ok()) {
     if (t.status().IsAlreadyExists()) return HA_ERR_TABLE_EXIST;
     my_printf_error(ER_CANT_CREATE_TABLE, "Subito cannot create %s: %s", MYF(0), name,
                     t.status().message().c_str());
-    return HA_ERR_UNSUPPORTED;
+    return HA_WRONG_CREATE_OPTION;
   }
   return 0;
 }
@@ -166,7 +179,7 @@ int ha_subito::open(const char* name, int, uint) {
     subito::Result<TableLayout> layout = TableLayout::Build(table->s, EngineName(name));
     if (!layout.ok()) {
       sql_print_error("Subito: cannot open %s: %s", name, layout.status().ToString().c_str());
-      return HA_ERR_UNSUPPORTED;
+      return HA_WRONG_CREATE_OPTION;
     }
     if (layout->def().columns.size() != share_->table->def().columns.size()) {
       sql_print_error("Subito: %s does not match the engine's catalog (%zu columns, catalog %zu)",
@@ -185,6 +198,16 @@ int ha_subito::close() {
   cursor_.reset();
   mapper_.reset();
   return 0;
+}
+
+void ha_subito::update_create_info(HA_CREATE_INFO* info) {
+  // SHOW CREATE TABLE shows DATA DIRECTORY.
+  const std::string& dir = EngineTable()->def().data_dir;
+  if (!dir.empty() && !(info->used_fields & HA_CREATE_USED_DATADIR)) {
+    // In the server's form: the directory, then the table's name.
+    const std::string path = dir + "/" + table->s->table_name.str;
+    info->data_file_name = thd_strmake(ha_thd(), path.data(), path.size());
+  }
 }
 
 // ---- transactions ----
@@ -364,22 +387,48 @@ int ha_subito::ReadCurrent(uchar* buf, int end) {
   row_ = cursor_->row();
   Status st = mapper_->FromRow(row_, buf, &row_storage_);
   if (!st.ok()) return Error(st);
+  last_entry_.clear();
+  for (uint32_t c : EntryColumns()) last_entry_.push_back(row_[c]);
   return 0;
+}
+
+const std::vector<uint32_t>& ha_subito::EntryColumns() const {
+  return active_index != MAX_KEY ? share_->layout->key(active_index).entry_columns
+                                 : share_->layout->def().primary_key;
+}
+
+int ha_subito::EnsureCursor() {
+  if (cursor_) return 0;
+  return OpenCursor(active_index != MAX_KEY ? share_->layout->key(active_index).engine_index : 0);
+}
+
+int ha_subito::Reposition(bool forward) {
+  if (last_entry_.empty()) return HA_ERR_END_OF_FILE;
+  if (int err = EnsureCursor()) return err;
+  Status st = cursor_->Seek(forward ? SeekOp::kGT : SeekOp::kLT, last_entry_);
+  return st.ok() ? 0 : Error(st);
 }
 
 int ha_subito::rnd_init(bool) {
   scan_started_ = false;
+  last_entry_.clear();
   return OpenCursor(0);
 }
 
 int ha_subito::rnd_end() {
   cursor_.reset();
+  last_entry_.clear();
   return 0;
 }
 
 int ha_subito::rnd_next(uchar* buf) {
-  if (!cursor_) return HA_ERR_END_OF_FILE;
-  Status st = scan_started_ ? cursor_->Next() : cursor_->Seek(SeekOp::kFirst);
+  Status st;
+  if (!cursor_ && scan_started_) {
+    if (int err = Reposition(true)) return err;
+  } else {
+    if (int err = EnsureCursor()) return err;
+    st = scan_started_ ? cursor_->Next() : cursor_->Seek(SeekOp::kFirst);
+  }
   scan_started_ = true;
   if (!st.ok()) return Error(st);
   return ReadCurrent(buf, HA_ERR_END_OF_FILE);
@@ -414,6 +463,7 @@ int ha_subito::rnd_pos(uchar* buf, uchar* pos) {
 int ha_subito::index_init(uint idx, bool) {
   active_index = idx;
   bounded_ = false;
+  last_entry_.clear();
   return OpenCursor(share_->layout->key(idx).engine_index);
 }
 
@@ -434,7 +484,7 @@ int ha_subito::CheckPrefix(uchar* buf, int end) {
 }
 
 int ha_subito::Seek(uchar* buf, uint, SeekOp op, const Row& prefix, bool must_match) {
-  if (!cursor_) return HA_ERR_INTERNAL_ERROR;
+  if (int err = EnsureCursor()) return err;
   Status st = cursor_->Seek(op, prefix);
   if (!st.ok()) return Error(st);
   if (must_match) return CheckPrefix(buf, HA_ERR_KEY_NOT_FOUND);
@@ -443,7 +493,7 @@ int ha_subito::Seek(uchar* buf, uint, SeekOp op, const Row& prefix, bool must_ma
 
 int ha_subito::index_read_map(uchar* buf, const uchar* key, key_part_map keypart_map,
                               enum ha_rkey_function find_flag) {
-  const uint parts = my_count_bits(keypart_map);
+  const uint parts = PartsOf(table->key_info[active_index], keypart_map);
   mapper_->KeyPrefix(active_index, key, parts, &search_prefix_);
   bounded_ = false;
   switch (find_flag) {
@@ -464,7 +514,7 @@ int ha_subito::index_read_map(uchar* buf, const uchar* key, key_part_map keypart
       bounded_ = true;
       return Seek(buf, active_index, SeekOp::kLE, search_prefix_, true);
     default:
-      return HA_ERR_UNSUPPORTED;
+      return HA_WRONG_CREATE_OPTION;
   }
 }
 
@@ -473,14 +523,22 @@ int ha_subito::index_read_last_map(uchar* buf, const uchar* key, key_part_map ke
 }
 
 int ha_subito::index_next(uchar* buf) {
-  if (!cursor_ || !cursor_->Valid()) return HA_ERR_END_OF_FILE;
+  if (!cursor_) {
+    if (int err = Reposition(true)) return err;
+    return ReadCurrent(buf, HA_ERR_END_OF_FILE);
+  }
+  if (!cursor_->Valid()) return HA_ERR_END_OF_FILE;
   Status st = cursor_->Next();
   if (!st.ok()) return Error(st);
   return ReadCurrent(buf, HA_ERR_END_OF_FILE);
 }
 
 int ha_subito::index_prev(uchar* buf) {
-  if (!cursor_ || !cursor_->Valid()) return HA_ERR_END_OF_FILE;
+  if (!cursor_) {
+    if (int err = Reposition(false)) return err;
+    return ReadCurrent(buf, HA_ERR_END_OF_FILE);
+  }
+  if (!cursor_->Valid()) return HA_ERR_END_OF_FILE;
   Status st = cursor_->Prev();
   if (!st.ok()) return Error(st);
   return ReadCurrent(buf, HA_ERR_END_OF_FILE);
@@ -488,7 +546,7 @@ int ha_subito::index_prev(uchar* buf) {
 
 int ha_subito::index_first(uchar* buf) {
   bounded_ = false;
-  if (!cursor_) return HA_ERR_END_OF_FILE;
+  if (int err = EnsureCursor()) return err;
   Status st = cursor_->Seek(SeekOp::kFirst);
   if (!st.ok()) return Error(st);
   return ReadCurrent(buf, HA_ERR_END_OF_FILE);
@@ -496,7 +554,7 @@ int ha_subito::index_first(uchar* buf) {
 
 int ha_subito::index_last(uchar* buf) {
   bounded_ = false;
-  if (!cursor_) return HA_ERR_END_OF_FILE;
+  if (int err = EnsureCursor()) return err;
   Status st = cursor_->Seek(SeekOp::kLast);
   if (!st.ok()) return Error(st);
   return ReadCurrent(buf, HA_ERR_END_OF_FILE);
@@ -515,6 +573,45 @@ int ha_subito::index_next_same(uchar* buf, const uchar* key, uint keylen) {
   Status st = cursor_->Next();
   if (!st.ok()) return Error(st);
   return CheckPrefix(buf, HA_ERR_END_OF_FILE);
+}
+
+// ---- CHECK TABLE ----
+
+int ha_subito::check(THD* thd, HA_CHECK_OPT*) {
+  subito::Transaction* txn = Txn();
+  if (txn == nullptr) return HA_ADMIN_FAILED;
+  const TableLayout& layout = *share_->layout;
+  const size_t indexes = layout.def().indexes.size() + 1;
+  std::vector<uint64_t> counts(indexes, 0);
+  std::string storage;
+  for (uint32_t ix = 0; ix < indexes; ++ix) {
+    subito::Result<std::unique_ptr<subito::Cursor>> c =
+        txn->OpenCursor(EngineTable(), ix, subito::ReadMode::kSnapshot);
+    Status st = c.ok() ? (*c)->Seek(SeekOp::kFirst) : c.status();
+    while (st.ok() && (*c)->Valid()) {
+      if (ix == 0) st = mapper_->FromRow((*c)->row(), table->record[1], &storage);
+      if (!st.ok()) break;
+      ++counts[ix];
+      if (thd_killed(thd)) return HA_ADMIN_FAILED;
+      st = (*c)->Next();
+    }
+    if (!st.ok()) {
+      push_warning_printf(thd, Sql_condition::WARN_LEVEL_WARN, ER_NOT_KEYFILE, "Subito: %s",
+                          st.ToString().c_str());
+      return HA_ADMIN_CORRUPT;
+    }
+  }
+  for (uint32_t ix = 1; ix < indexes; ++ix) {
+    if (counts[ix] != counts[0]) {
+      push_warning_printf(thd, Sql_condition::WARN_LEVEL_WARN, ER_NOT_KEYFILE,
+                          "Subito: index %s has %llu entries for %llu rows",
+                          layout.def().indexes[ix - 1].name.c_str(),
+                          static_cast<unsigned long long>(counts[ix]),
+                          static_cast<unsigned long long>(counts[0]));
+      return HA_ADMIN_CORRUPT;
+    }
+  }
+  return HA_ADMIN_OK;
 }
 
 // ---- statistics ----
@@ -536,7 +633,7 @@ ha_rows ha_subito::records_in_range(uint inx, const key_range* min_key, const ke
   Row lo, hi;
   Status st;
   if (min_key) {
-    mapper_->KeyPrefix(inx, min_key->key, my_count_bits(min_key->keypart_map), &lo);
+    mapper_->KeyPrefix(inx, min_key->key, PartsOf(table->key_info[inx], min_key->keypart_map), &lo);
     st = (*c)->Seek(min_key->flag == HA_READ_AFTER_KEY ? SeekOp::kGT : SeekOp::kGE, lo);
   } else {
     st = (*c)->Seek(SeekOp::kFirst);
@@ -544,7 +641,7 @@ ha_rows ha_subito::records_in_range(uint inx, const key_range* min_key, const ke
   if (!st.ok()) return HA_POS_ERROR;
   std::vector<uint32_t> columns;
   if (max_key) {
-    mapper_->KeyPrefix(inx, max_key->key, my_count_bits(max_key->keypart_map), &hi);
+    mapper_->KeyPrefix(inx, max_key->key, PartsOf(table->key_info[inx], max_key->keypart_map), &hi);
     for (size_t i = 0; i < hi.size(); ++i) columns.push_back(layout.parts[i].column);
   }
   ha_rows n = 0;

@@ -60,6 +60,7 @@ class ha_subito final : public handler {
   int create(const char* name, TABLE* form, HA_CREATE_INFO* info) override;
   int delete_table(const char* name) override;
   int rename_table(const char* from, const char* to) override;
+  void update_create_info(HA_CREATE_INFO* info) override;
 
   int write_row(const uchar* buf) override;
   int update_row(const uchar* old_data, const uchar* new_data) override;
@@ -90,6 +91,11 @@ class ha_subito final : public handler {
   double scan_time() override;
   double read_time(uint index, uint ranges, ha_rows rows) override;
 
+  // CHECK TABLE: every row decodes, and every index has one entry per row.
+  int check(THD* thd, HA_CHECK_OPT* opt) override;
+  // ANALYZE TABLE: the engine's statistics are always current.
+  int analyze(THD*, HA_CHECK_OPT*) override { return HA_ADMIN_OK; }
+
   int external_lock(THD* thd, int lock_type) override;
   int start_stmt(THD* thd, thr_lock_type lock_type) override;
   uint lock_count() const override { return 0; }
@@ -118,6 +124,14 @@ class ha_subito final : public handler {
   bool scan_started_ = false;
   subito::ReadMode read_mode_ = subito::ReadMode::kSnapshot;
   thr_lock_type lock_type_ = TL_READ;
+  // Moves a cursor that a statement boundary closed (HANDLER ... READ NEXT)
+  // to the entry after (or before) the last one read.
+  int Reposition(bool forward);
+  int EnsureCursor();
+  // The engine key columns of the current index (the primary key for scans).
+  const std::vector<uint32_t>& EntryColumns() const;
+  // The engine key of the last entry read through an index.
+  subito::Row last_entry_;
   // The prefix of the last index read, for index_next_same (bounded scans).
   subito::Row search_prefix_;
   bool bounded_ = false;

@@ -97,6 +97,12 @@ Result<TableLayout> TableLayout::Build(const TABLE_SHARE* share, const std::stri
       l.ref_length_ += p.image_len;
     }
   }
+  for (KeyLayout& kl : l.keys_) {
+    for (const PartLayout& p : kl.parts) kl.entry_columns.push_back(p.column);
+    if (kl.engine_index != 0) {
+      for (uint32_t c : l.def_.primary_key) kl.entry_columns.push_back(c);
+    }
+  }
   l.record_column_ = static_cast<uint32_t>(l.def_.columns.size());
   l.def_.columns.push_back({"__record", ColumnType::kString, 0, false, 0xFFFFFFFFu});
 

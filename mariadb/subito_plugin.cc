@@ -16,6 +16,10 @@
 #include "subito/database.h"
 #include "subito_trx.h"
 
+// The server's list of datadir subdirectories that are not databases (MyRocks
+// registers #rocksdb the same way).
+void ignore_db_dirs_append(const char* dirname);
+
 namespace subito::mariadb {
 
 handlerton* subito_hton = nullptr;
@@ -40,9 +44,11 @@ uint sv_page_cleaners = 1;
 my_bool sv_double_write_on_pm = 1;
 uint sv_lock_wait_timeout = 50;
 
-MYSQL_SYSVAR_STR(data_home_dir, sv_data_dir, PLUGIN_VAR_READONLY | PLUGIN_VAR_NOCMDARG,
-                 "Directory of Subito's catalog and page files (default: <datadir>/subito)",
-                 nullptr, nullptr, nullptr);
+MYSQL_SYSVAR_STR(
+    data_home_dir, sv_data_dir, PLUGIN_VAR_READONLY | PLUGIN_VAR_NOCMDARG,
+    "Directory of Subito's catalog and page files (default: <datadir>/#subito; the # keeps "
+    "the server from taking it for a database)",
+    nullptr, nullptr, nullptr);
 MYSQL_SYSVAR_STR(pm_dir, sv_pm_dir, PLUGIN_VAR_READONLY,
                  "The PM tier: directory of the redo log and the double-write area, on a DAX "
                  "mount or /dev/shm (default: /dev/shm/subito/<data_home_dir>)",
@@ -234,8 +240,9 @@ int StartConsistentSnapshot(handlerton*, THD* thd) {
   Trx* trx = GetTrx(thd);
   if (!trx->txn) {
     trans_register_ha(thd, true, subito_hton, 0);
-    return BeginStatement(thd, trx);
+    if (int err = BeginStatement(thd, trx)) return err;
   }
+  trx->txn->TakeSnapshot();
   return 0;
 }
 
@@ -274,7 +281,7 @@ int Init(void* p) {
   subito_hton = static_cast<handlerton*>(p);
   Options o;
   o.dir = sv_data_dir && *sv_data_dir ? std::string(sv_data_dir)
-                                      : std::string(mysql_real_data_home) + "subito";
+                                      : std::string(mysql_real_data_home) + "#subito";
   if (sv_pm_dir && *sv_pm_dir)
     o.pm_dir = sv_pm_dir;
   else
@@ -302,6 +309,11 @@ int Init(void* p) {
     return 1;
   }
   g_db = std::move(*db);
+  // A directory inside the datadir would look like a database to the server.
+  const std::string home(mysql_real_data_home);
+  if (o.dir.rfind(home, 0) == 0 && o.dir.find('/', home.size()) == std::string::npos) {
+    ignore_db_dirs_append(o.dir.c_str() + home.size());
+  }
   const RecoveryInfo& r = g_db->recovery();
   sql_print_information(
       "Subito: %s %s in %.3f s (%llu redo records, %llu transactions rolled "

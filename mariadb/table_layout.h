@@ -37,6 +37,9 @@ struct PartLayout {
 struct KeyLayout {
   uint32_t engine_index;  // 0: the engine's primary key
   std::vector<PartLayout> parts;
+  // Columns of the engine's key for this index: the parts, then (for a
+  // secondary index) the primary key's columns. They name one entry.
+  std::vector<uint32_t> entry_columns;
 };
 
 class TableLayout {

@@ -215,6 +215,9 @@ class Transaction {
   // Returns once the commit record is durable. A failed commit rolls back.
   virtual Status Commit() = 0;
   virtual Status Rollback() = 0;
+  // REPEATABLE READ: fixes the snapshot now rather than at the first read
+  // (START TRANSACTION WITH CONSISTENT SNAPSHOT). No effect otherwise.
+  virtual void TakeSnapshot() = 0;
   virtual uint64_t id() const = 0;
 };
 

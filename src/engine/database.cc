@@ -250,8 +250,7 @@ Status DatabaseImpl::FinishInterruptedDdl() {
         continue;
       }
       SUBITO_RETURN_IF_ERROR(fs_->Remove(SpacePath(dir, t->id, i->def.name, i->space_id)));
-      SUBITO_RETURN_IF_ERROR(
-          fs_->Remove(SpacePath(dir, t->id, i->def.name, i->space_id) + ".tmp"));
+      SUBITO_RETURN_IF_ERROR(fs_->Remove(SpacePath(dir, t->id, i->def.name, i->space_id) + ".tmp"));
       i = t->indexes.erase(i);
       changed = true;
     }

@@ -104,6 +104,11 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   Status Commit() override;
   Status Rollback() override;
   uint64_t id() const override { return state_->id; }
+  void TakeSnapshot() override {
+    bool own = false;
+    const txn::ReadView v = View(own);
+    if (own) db_->txns().CloseSnapshot(v.read_ts);
+  }
 
   // For cursors.
   Status LockKey(IndexImpl* ix, const std::string& key, ReadMode mode);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test Subito has: style checks, then the unit, crash and
-# corruption tests in a release build, under ASan+UBSan, and under TSan.
+# corruption tests in a release build, under ASan+UBSan, and under TSan,
+# then the MariaDB plugin's tests (scripts/test-mariadb.sh).
 # Usage: scripts/test.sh            (from anywhere)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,6 +50,16 @@ fi
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   run_tree asan -DCMAKE_BUILD_TYPE=Debug -DSUBITO_SANITIZE=address,undefined
 TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tsan.supp" run_tree tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSUBITO_SANITIZE=thread
+
+step "MariaDB plugin (mtr suite, sysbench)"
+plog="$(mktemp)"
+if bash scripts/test-mariadb.sh 2>&1 | tee "$plog"; then :; else failures=$((failures + 1)); fi
+grep -q '^plugin tests:' "$plog" || failures=$((failures + 1))
+pp="$(sed -nE 's/^plugin tests: ([0-9]+) passed.*/\1/p' "$plog" | tail -1)"
+pf="$(sed -nE 's/^plugin tests: [0-9]+ passed, ([0-9]+) failed.*/\1/p' "$plog" | tail -1)"
+passed=$((passed + ${pp:-0}))
+failed=$((failed + ${pf:-0}))
+rm -f "$plog"
 
 echo
 echo "tests: $passed passed, $failed failed"

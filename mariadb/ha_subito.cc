@@ -38,9 +38,6 @@ uint PartsOf(const KEY& key, key_part_map map) {
   return std::min<uint>(my_count_bits(map), key.user_defined_key_parts);
 }
 
-// Rows a range count reads before it extrapolates.
-constexpr ha_rows kRangeCountCap = 400;
-
 }  // namespace
 
 ha_subito::ha_subito(handlerton* hton, TABLE_SHARE* share) : handler(hton, share) {}
@@ -172,7 +169,17 @@ int ha_subito::rename_table(const char* from, const char* to) {
 int ha_subito::open(const char* name, int, uint) {
   if (subito::mariadb::engine() == nullptr) return HA_ERR_INTERNAL_ERROR;
   share_ = GetShare();
-  std::lock_guard<std::mutex> g(share_->mu);
+  {
+    std::lock_guard<std::mutex> g(share_->mu);
+    if (int err = OpenShare(name)) return err;
+  }
+  mapper_ = std::make_unique<subito::mariadb::RowMapper>(table, &*share_->layout);
+  ref_length = share_->layout->ref_length();
+  info(HA_STATUS_VARIABLE | HA_STATUS_CONST);
+  return 0;
+}
+
+int ha_subito::OpenShare(const char* name) {
   share_->table = subito::mariadb::engine()->FindTable(EngineName(name));
   if (share_->table == nullptr) return HA_ERR_NO_SUCH_TABLE;
   if (!share_->layout) {
@@ -188,9 +195,6 @@ int ha_subito::open(const char* name, int, uint) {
     }
     share_->layout.emplace(std::move(*layout));
   }
-  mapper_ = std::make_unique<subito::mariadb::RowMapper>(table, &*share_->layout);
-  ref_length = share_->layout->ref_length();
-  info(HA_STATUS_VARIABLE | HA_STATUS_CONST);
   return 0;
 }
 
@@ -303,8 +307,8 @@ int ha_subito::update_row(const uchar* old_data, const uchar* new_data) {
   mapper_->ToRow(new_data, &new_row);
   if (share_->layout->hidden_pk()) {
     const uint32_t c = share_->layout->row_id_column();
-    old_row[c] = row_[c];
-    new_row[c] = row_[c];
+    old_row[c] = row_id_;
+    new_row[c] = row_id_;
   }
   if (table->found_next_number_field && new_data == table->record[0]) {
     // An explicit larger value moves the counter, as in InnoDB.
@@ -326,7 +330,7 @@ int ha_subito::delete_row(const uchar* buf) {
   mapper_->ToRow(buf, &row);
   if (share_->layout->hidden_pk()) {
     const uint32_t c = share_->layout->row_id_column();
-    row[c] = row_[c];
+    row[c] = row_id_;
   }
   subito::Transaction* txn = Txn();
   if (txn == nullptr) return HA_ERR_INTERNAL_ERROR;
@@ -384,11 +388,18 @@ int ha_subito::OpenCursor(uint32_t engine_index) {
 
 int ha_subito::ReadCurrent(uchar* buf, int end) {
   if (!cursor_ || !cursor_->Valid()) return end;
-  row_ = cursor_->row();
-  Status st = mapper_->FromRow(row_, buf, &row_storage_);
+  return Load(cursor_->row(), buf);
+}
+
+int ha_subito::Load(const Row& row, uchar* buf) {
+  // Blob fields point into the row's bytes: keep a copy when there are any
+  // (the cursor's row changes when it moves).
+  Status st = mapper_->FromRow(row, buf, table->s->blob_fields ? &row_storage_ : nullptr);
   if (!st.ok()) return Error(st);
+  if (share_->layout->hidden_pk())
+    row_id_ = std::get<uint64_t>(row[share_->layout->row_id_column()]);
   last_entry_.clear();
-  for (uint32_t c : EntryColumns()) last_entry_.push_back(row_[c]);
+  for (uint32_t c : EntryColumns()) last_entry_.push_back(row[c]);
   return 0;
 }
 
@@ -436,7 +447,7 @@ int ha_subito::rnd_next(uchar* buf) {
 
 void ha_subito::position(const uchar* record) {
   if (share_->layout->hidden_pk()) {
-    mapper_->RefOf(row_, ref);
+    int8store(ref, row_id_);
     return;
   }
   Row values;
@@ -456,8 +467,7 @@ int ha_subito::rnd_pos(uchar* buf, uchar* pos) {
   if (!r.ok()) return Error(r.status());
   if (!r->has_value()) return HA_ERR_KEY_NOT_FOUND;
   row_ = std::move(**r);
-  Status st = mapper_->FromRow(row_, buf, &row_storage_);
-  return st.ok() ? 0 : Error(st);
+  return Load(row_, buf);
 }
 
 int ha_subito::index_init(uint idx, bool) {
@@ -618,44 +628,48 @@ int ha_subito::check(THD* thd, HA_CHECK_OPT*) {
 
 ha_rows ha_subito::records_in_range(uint inx, const key_range* min_key, const key_range* max_key,
                                     page_range*) {
-  // Counts index entries in the range, up to a cap; beyond it, extrapolates
-  // (a B-tree-descent estimate is the better tool and is not built yet).
-  subito::Transaction* txn = Txn();
-  std::unique_ptr<subito::Transaction> own;
-  if (txn == nullptr) {
-    own = subito::mariadb::engine()->Begin(subito::Isolation::kReadCommitted);
-    txn = own.get();
-  }
-  const auto& layout = share_->layout->key(inx);
-  subito::Result<std::unique_ptr<subito::Cursor>> c =
-      txn->OpenCursor(EngineTable(), layout.engine_index, subito::ReadMode::kSnapshot);
-  if (!c.ok()) return HA_POS_ERROR;
-  Row lo, hi;
-  Status st;
+  const KEY& key = table->key_info[inx];
+  std::optional<subito::Table::Bound> lo, hi;
   if (min_key) {
-    mapper_->KeyPrefix(inx, min_key->key, PartsOf(table->key_info[inx], min_key->keypart_map), &lo);
-    st = (*c)->Seek(min_key->flag == HA_READ_AFTER_KEY ? SeekOp::kGT : SeekOp::kGE, lo);
-  } else {
-    st = (*c)->Seek(SeekOp::kFirst);
+    lo.emplace();
+    mapper_->KeyPrefix(inx, min_key->key, PartsOf(key, min_key->keypart_map), &lo->prefix);
+    lo->inclusive = min_key->flag != HA_READ_AFTER_KEY;
   }
-  if (!st.ok()) return HA_POS_ERROR;
-  std::vector<uint32_t> columns;
   if (max_key) {
-    mapper_->KeyPrefix(inx, max_key->key, PartsOf(table->key_info[inx], max_key->keypart_map), &hi);
-    for (size_t i = 0; i < hi.size(); ++i) columns.push_back(layout.parts[i].column);
+    hi.emplace();
+    mapper_->KeyPrefix(inx, max_key->key, PartsOf(key, max_key->keypart_map), &hi->prefix);
+    hi->inclusive = max_key->flag != HA_READ_BEFORE_KEY;
   }
-  ha_rows n = 0;
-  while ((*c)->Valid() && n < kRangeCountCap) {
-    if (max_key) {
-      const int cmp = subito::mariadb::ComparePrefix((*c)->row(), columns, hi);
-      if (cmp > 0 || (cmp == 0 && max_key->flag == HA_READ_BEFORE_KEY)) break;
+  subito::Result<uint64_t> n =
+      EngineTable()->EstimateRange(share_->layout->key(inx).engine_index, lo, hi);
+  if (!n.ok()) return HA_POS_ERROR;
+  // 0 would tell the optimizer that the range is certainly empty.
+  return std::max<ha_rows>(1, *n);
+}
+
+void ha_subito::UpdateRecPerKey(bool force) {
+  // Recomputed when the table has changed by a tenth since the last time.
+  const uint64_t rows = stats.records;
+  {
+    std::lock_guard<std::mutex> g(share_->mu);
+    if (!force && share_->rec_per_key_valid &&
+        (rows < share_->rec_per_key_rows * 11 / 10 + 16 &&
+         rows + share_->rec_per_key_rows / 10 + 16 > share_->rec_per_key_rows)) {
+      return;
     }
-    ++n;
-    if (!(*c)->Next().ok()) break;
+    share_->rec_per_key_valid = true;
+    share_->rec_per_key_rows = rows;
   }
-  if (own) (void)own->Commit();
-  if (n < kRangeCountCap) return n;
-  return std::max<ha_rows>(n, stats.records / 4);
+  for (uint k = 0; k < table->s->keys; ++k) {
+    KEY& key = table->key_info[k];
+    subito::Result<std::vector<double>> per_key =
+        EngineTable()->EstimateEntriesPerKey(share_->layout->key(k).engine_index);
+    if (!per_key.ok()) continue;
+    for (uint p = 0; p < key.user_defined_key_parts && p < per_key->size(); ++p) {
+      key.rec_per_key[p] = static_cast<ulong>(std::max(1.0, (*per_key)[p] + 0.5));
+    }
+    if (key.flags & HA_NOSAME) key.rec_per_key[key.user_defined_key_parts - 1] = 1;
+  }
 }
 
 int ha_subito::info(uint flag) {
@@ -670,15 +684,7 @@ int ha_subito::info(uint flag) {
     stats.index_file_length = pages * 16384ull - page_bytes;
     stats.mean_rec_length = stats.records ? static_cast<ulong>(page_bytes / stats.records) : 0;
   }
-  if (flag & HA_STATUS_CONST) {
-    // Unique keys: one row per full key. Others: unknown to the engine yet
-    // (0), so the optimizer leans on records_in_range.
-    for (uint k = 0; k < table->s->keys; ++k) {
-      KEY& key = table->key_info[k];
-      for (uint p = 0; p < key.ext_key_parts; ++p) key.rec_per_key[p] = 0;
-      if (key.flags & HA_NOSAME) key.rec_per_key[key.user_defined_key_parts - 1] = 1;
-    }
-  }
+  if (flag & (HA_STATUS_CONST | HA_STATUS_VARIABLE)) UpdateRecPerKey(flag & HA_STATUS_CONST);
   if (flag & HA_STATUS_ERRKEY) errkey = dup_key_ >= 0 ? static_cast<uint>(dup_key_) : 0;
   if (flag & HA_STATUS_AUTO) {
     std::lock_guard<std::mutex> g(share_->mu);

@@ -37,6 +37,9 @@ class SubitoShare : public Handler_share {
   std::optional<TableLayout> layout;
   // Next value of the auto-increment column; 0 until read from the index.
   uint64_t next_auto_inc = 0;
+  // Rows when rec_per_key was last estimated.
+  bool rec_per_key_valid = false;
+  uint64_t rec_per_key_rows = 0;
 };
 
 }  // namespace subito::mariadb
@@ -107,15 +110,21 @@ class ha_subito final : public handler {
 
  private:
   subito::mariadb::SubitoShare* GetShare();
+  // Resolves the engine table and the layout; share_->mu held.
+  int OpenShare(const char* name);
   subito::Transaction* Txn();
   subito::Table* EngineTable() const { return share_->table; }
   int Error(const subito::Status& st);
   // Reads the cursor's current row into buf, or returns `end` if none.
   int ReadCurrent(uchar* buf, int end);
+  // Fills buf from an engine row and remembers its position.
+  int Load(const subito::Row& row, uchar* buf);
   int OpenCursor(uint32_t engine_index);
   int Seek(uchar* buf, uint key, subito::SeekOp op, const subito::Row& prefix, bool must_match);
   int CheckPrefix(uchar* buf, int end);
   int BulkWrite(const subito::Row& row);
+  // Entries per key prefix for the optimizer (KEY::rec_per_key).
+  void UpdateRecPerKey(bool force);
   int EndBulk(bool commit);
 
   subito::mariadb::SubitoShare* share_ = nullptr;
@@ -136,7 +145,8 @@ class ha_subito final : public handler {
   subito::Row search_prefix_;
   bool bounded_ = false;
   std::string row_storage_;  // the current row's packed bytes (blob data)
-  subito::Row row_;          // scratch
+  subito::Row row_;          // the row rnd_pos read
+  uint64_t row_id_ = 0;      // hidden primary key of the current row
   // ALTER TABLE's copy writes through its own transaction, committed in
   // batches, so that the copy of a large table fits the log.
   std::unique_ptr<subito::Transaction> bulk_txn_;

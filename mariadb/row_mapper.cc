@@ -225,12 +225,16 @@ void RowMapper::ToRow(const unsigned char* record, Row* row) {
 Status RowMapper::FromRow(const Row& row, unsigned char* record, std::string* storage) {
   const Value& v = row[layout_->record_column()];
   if (!std::holds_alternative<std::string>(v)) return Status::Corruption("row without a record");
-  *storage = std::get<std::string>(v);
+  const std::string* bytes = &std::get<std::string>(v);
+  if (storage != nullptr) {
+    *storage = *bytes;
+    bytes = storage;
+  }
   const TABLE_SHARE* s = table_->s;
-  if (storage->size() < s->null_bytes)
+  if (bytes->size() < s->null_bytes)
     return Status::Corruption("record shorter than its null bytes");
-  const uchar* from = reinterpret_cast<const uchar*>(storage->data());
-  const uchar* end = from + storage->size();
+  const uchar* from = reinterpret_cast<const uchar*>(bytes->data());
+  const uchar* end = from + bytes->size();
   std::memcpy(record, from, s->null_bytes);
   from += s->null_bytes;
   const my_ptrdiff_t diff = record - table_->record[0];

@@ -19,8 +19,9 @@ class RowMapper {
 
   // Every column of the engine row for `record` except __row_id.
   void ToRow(const unsigned char* record, Row* row);
-  // Fills `record` from the engine row. Blob fields point into *storage,
-  // which must outlive the record's use. Corruption if __record is damaged.
+  // Fills `record` from the engine row. Blob fields point into *storage (a
+  // copy), or into `row` itself if storage is null; either must outlive the
+  // record's use. Corruption if __record is damaged.
   Status FromRow(const Row& row, unsigned char* record, std::string* storage);
 
   // The engine values of the first `parts` parts of MariaDB key `key`, from

@@ -552,5 +552,84 @@ TEST_F(EngineTest, ConcurrentTransactionsMatchTheirModels) {
   EXPECT_EQ(ScanAll(txn.get(), db_->FindTable("t")), want) << "seed " << seed;
 }
 
+TEST_F(EngineTest, RenameTableKeepsRowsAcrossReopen) {
+  Table* t = Create();
+  ASSERT_NE(t, nullptr);
+  {
+    auto txn = db_->Begin();
+    ASSERT_OK(txn->Insert(t, SampleRow(1, 7, "a", "one")));
+    ASSERT_OK(txn->Commit());
+  }
+  Create(SampleTable("other"));
+  EXPECT_TRUE(db_->RenameTable("t", "other").IsAlreadyExists());
+  EXPECT_TRUE(db_->RenameTable("missing", "x").IsNotFound());
+  {
+    auto txn = db_->Begin();
+    ASSERT_OK(txn->Insert(t, SampleRow(2, 7, "b", "two")));
+    EXPECT_TRUE(db_->RenameTable("t", "renamed").IsBusy());
+    ASSERT_OK(txn->Commit());
+  }
+  ASSERT_OK(db_->RenameTable("t", "renamed"));
+  EXPECT_EQ(t->def().name, "renamed");
+  EXPECT_EQ(db_->FindTable("t"), nullptr);
+  Reopen();
+  Table* r = db_->FindTable("renamed");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(db_->FindTable("t"), nullptr);
+  auto txn = db_->Begin();
+  EXPECT_EQ(ScanAll(txn.get(), r).size(), 2u);
+  EXPECT_EQ(ScanAll(txn.get(), r, 1).size(), 2u);
+  // The name is free again.
+  EXPECT_NE(Create(SampleTable("t")), nullptr);
+}
+
+TEST_F(EngineTest, EstimatesFollowTheData) {
+  Table* t = Create();
+  ASSERT_NE(t, nullptr);
+  auto empty = t->EstimateEntriesPerKey(1, 8);
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_EQ(*empty, std::vector<double>{1.0});
+  constexpr int kRows = 20000;
+  for (int base = 0; base < kRows; base += 2000) {
+    auto txn = db_->Begin();
+    for (int i = base; i < base + 2000; ++i) {
+      ASSERT_OK(txn->Insert(t, SampleRow(i, static_cast<uint64_t>(i % 50), std::nullopt, "v")));
+    }
+    ASSERT_OK(txn->Commit());
+  }
+  using B = Table::Bound;
+  auto range = [&](uint32_t ix, std::optional<B> lo, std::optional<B> hi) {
+    auto r = t->EstimateRange(ix, lo, hi);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : 0;
+  };
+  // Small ranges are exact, bounds inclusive or not.
+  EXPECT_EQ(range(0, B{{int64_t{100}}, true}, B{{int64_t{109}}, true}), 10u);
+  EXPECT_EQ(range(0, B{{int64_t{100}}, false}, B{{int64_t{109}}, false}), 8u);
+  EXPECT_EQ(range(0, B{{int64_t{5}}, true}, B{{int64_t{4}}, true}), 0u);
+  EXPECT_EQ(range(1, B{{uint64_t{3}}, true}, B{{uint64_t{3}}, true}) > 0, true);
+  // Large ones are interpolated: within a factor of two here.
+  const uint64_t half = range(0, B{{int64_t{0}}, true}, B{{int64_t{kRows / 2 - 1}}, true});
+  EXPECT_GT(half, kRows / 4u);
+  EXPECT_LT(half, kRows * 3u / 4u);
+  const uint64_t all = range(0, std::nullopt, std::nullopt);
+  EXPECT_GT(all, kRows / 2u);
+  EXPECT_LT(all, kRows * 2u);
+  const uint64_t one_k = range(1, B{{uint64_t{7}}, true}, B{{uint64_t{7}}, true});
+  EXPECT_GT(one_k, kRows / 50u / 2u);
+  EXPECT_LT(one_k, kRows / 50u * 2u);
+  // Entries per key: k has 50 values (400 rows each); with the primary key
+  // appended an entry is unique; the primary key is unique.
+  auto k = t->EstimateEntriesPerKey(1, 24);
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  ASSERT_EQ(k->size(), 1u);
+  EXPECT_GT((*k)[0], 200.0);
+  EXPECT_LT((*k)[0], 800.0);
+  auto pk = t->EstimateEntriesPerKey(0, 8);
+  ASSERT_TRUE(pk.ok());
+  EXPECT_EQ(*pk, std::vector<double>{1.0});
+  EXPECT_TRUE(t->EstimateRange(9, std::nullopt, std::nullopt).status().IsInvalidArgument());
+}
+
 }  // namespace
 }  // namespace subito

@@ -187,6 +187,23 @@ class Table {
   // The next value for the auto-increment column (above every value stored
   // or handed out since Open). Not transactional, like InnoDB's.
   virtual Result<uint64_t> NextAutoIncrement() = 0;
+
+  // Estimates for a query optimizer. They read index entries as they are
+  // (no snapshot, no locks), so uncommitted changes count.
+  //
+  // Entries of index `index` (0: primary) between two key prefixes (as for
+  // Cursor::Seek); an absent bound is open. Exact up to a few dozen
+  // entries, then interpolated from the tree's shape.
+  struct Bound {
+    Row prefix;
+    bool inclusive = true;
+  };
+  virtual Result<uint64_t> EstimateRange(uint32_t index, const std::optional<Bound>& lo,
+                                         const std::optional<Bound>& hi) = 0;
+  // For each j in 1..(the index's own columns): entries per distinct value
+  // of the first j columns, from `samples` random entries.
+  virtual Result<std::vector<double>> EstimateEntriesPerKey(uint32_t index,
+                                                            uint32_t samples = 24) = 0;
 };
 
 class Transaction {

@@ -308,6 +308,47 @@ Result<std::vector<uint32_t>> BTree::Path(std::string_view key) {
   }
 }
 
+Result<double> BTree::Rank(std::string_view key) {
+  std::shared_lock tree(latch_);
+  double below = 0, width = 1;
+  uint32_t page = root_;
+  for (int depth = 0; depth <= 64; ++depth) {
+    Result<PageHandle> h = Fetch(page, Latch::kShared);
+    if (!h.ok()) return h.status();
+    NodeView n(h->data(), pool_->page_size());
+    if (n.leaf()) {
+      if (n.count() > 0) below += width * n.LowerBound(key) / n.count();
+      return below;
+    }
+    const uint16_t pos = n.UpperBound(key);
+    const double fanout = n.count() + 1.0;
+    below += width * pos / fanout;
+    width /= fanout;
+    page = n.ChildFor(key);
+  }
+  return Status::Corruption("B-tree deeper than 64 levels (a cycle?)");
+}
+
+Result<std::optional<std::string>> BTree::RandomKey(uint64_t random) {
+  std::shared_lock tree(latch_);
+  uint32_t page = root_;
+  for (int depth = 0; depth <= 64; ++depth) {
+    Result<PageHandle> h = Fetch(page, Latch::kShared);
+    if (!h.ok()) return h.status();
+    NodeView n(h->data(), pool_->page_size());
+    // A fresh 64-bit mix per level from the caller's random value.
+    random = random * 6364136223846793005ull + 1442695040888963407ull;
+    const uint32_t r = static_cast<uint32_t>(random >> 33);
+    if (n.leaf()) {
+      if (n.count() == 0) return std::optional<std::string>();
+      return std::optional<std::string>(std::string(n.Key(static_cast<uint16_t>(r % n.count()))));
+    }
+    const uint16_t pos = static_cast<uint16_t>(r % (n.count() + 1u));
+    page = pos == 0 ? n.leftmost() : n.Child(static_cast<uint16_t>(pos - 1));
+  }
+  return Status::Corruption("B-tree deeper than 64 levels (a cycle?)");
+}
+
 Result<std::optional<std::string>> BTree::Get(std::string_view key) {
   std::shared_lock tree(latch_);
   Result<std::vector<uint32_t>> path = Path(key);

@@ -83,6 +83,13 @@ class BTree {
   // Levels: 1 for a lone leaf root.
   Result<uint32_t> height();
 
+  // Estimates for the optimizer, from one root-to-leaf descent each:
+  // Rank is the fraction of keys below `key`, taking sibling subtrees as
+  // equally large; RandomKey picks a key by choosing a random child at
+  // every level (nullopt: empty tree).
+  Result<double> Rank(std::string_view key);
+  Result<std::optional<std::string>> RandomKey(uint64_t random);
+
   class Cursor;
 
  private:

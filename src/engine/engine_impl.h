@@ -68,6 +68,9 @@ class TableImpl final : public Table {
   const TableDef& def() const override { return def_; }
   TableStats Stats() const override;
   Result<uint64_t> NextAutoIncrement() override;
+  Result<uint64_t> EstimateRange(uint32_t index, const std::optional<Bound>& lo,
+                                 const std::optional<Bound>& hi) override;
+  Result<std::vector<double>> EstimateEntriesPerKey(uint32_t index, uint32_t samples) override;
   // Raises the counter above an inserted value.
   void SawAutoIncrement(const Row& row);
   void RebuildDef();

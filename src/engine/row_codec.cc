@@ -297,4 +297,11 @@ Result<Row> DecodeRow(const TableDef& def, std::string_view in) {
   return row;
 }
 
+std::optional<std::string> KeySuccessor(std::string p) {
+  while (!p.empty() && static_cast<uint8_t>(p.back()) == 0xff) p.pop_back();
+  if (p.empty()) return std::nullopt;
+  p.back() = static_cast<char>(static_cast<uint8_t>(p.back()) + 1);
+  return p;
+}
+
 }  // namespace subito::engine

@@ -13,6 +13,7 @@
 // A row that does not parse, or whose version is unknown, is Corruption.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,10 @@ bool KeyHasNull(const TableDef& def, uint32_t index, const Row& row);
 // The length of the leading `parts` parts of an encoded key.
 Result<size_t> KeyPrefixLength(const TableDef& def, const std::vector<uint32_t>& columns,
                                std::string_view key, size_t parts);
+
+// The first key after every key that starts with `prefix` (nullopt: none,
+// the prefix is all 0xff bytes).
+std::optional<std::string> KeySuccessor(std::string prefix);
 
 std::string EncodeRow(const TableDef& def, const Row& row);
 Result<Row> DecodeRow(const TableDef& def, std::string_view bytes);

@@ -18,12 +18,6 @@ bool HasPrefix(std::string_view s, std::string_view prefix) {
 }
 
 // The smallest string above every string that starts with `p`, if any.
-std::optional<std::string> Successor(std::string p) {
-  while (!p.empty() && static_cast<uint8_t>(p.back()) == 0xff) p.pop_back();
-  if (p.empty()) return std::nullopt;
-  p.back() = static_cast<char>(static_cast<uint8_t>(p.back()) + 1);
-  return p;
-}
 
 class TransactionImpl;
 Status VictimOf(TransactionImpl* txn, Status st);
@@ -623,13 +617,13 @@ Status CursorImpl::Seek(SeekOp op, const Row& key) {
     case SeekOp::kGE:
       return Position(true, *prefix, true);
     case SeekOp::kGT: {
-      std::optional<std::string> succ = Successor(*prefix);
+      std::optional<std::string> succ = KeySuccessor(*prefix);
       if (!succ) return Status::OK();
       return Position(true, *succ, true);
     }
     case SeekOp::kEqLast:
     case SeekOp::kLE: {
-      std::optional<std::string> succ = Successor(*prefix);
+      std::optional<std::string> succ = KeySuccessor(*prefix);
       if (!succ) return Position(false, std::nullopt, true);
       return Position(false, *succ, false);
     }

@@ -39,6 +39,7 @@ uint sv_log_streams = 1;
 ulonglong sv_log_file_size = 256ull << 20;
 ulonglong sv_log_buffer_size = 8ull << 20;
 ulonglong sv_buffer_pool_size = 128ull << 20;
+uint sv_write_ahead_size = 512;
 uint sv_page_size = 16384;
 uint sv_page_cleaners = 1;
 my_bool sv_double_write_on_pm = 1;
@@ -65,6 +66,9 @@ MYSQL_SYSVAR_ULONGLONG(log_file_size, sv_log_file_size, PLUGIN_VAR_READONLY,
 MYSQL_SYSVAR_ULONGLONG(log_buffer_size, sv_log_buffer_size, PLUGIN_VAR_READONLY,
                        "Bytes of the log buffer", nullptr, nullptr, 8ull << 20, 1ull << 20,
                        1ull << 30, 1ull << 20);
+MYSQL_SYSVAR_UINT(log_write_ahead_size, sv_write_ahead_size, PLUGIN_VAR_READONLY,
+                  "Bytes a log write is padded to (NF-log: 512; a power of two, 64-8192)", nullptr,
+                  nullptr, 512, 64, 8192, 0);
 MYSQL_SYSVAR_ULONGLONG(buffer_pool_size, sv_buffer_pool_size, PLUGIN_VAR_READONLY,
                        "Bytes of the buffer pool", nullptr, nullptr, 128ull << 20, 8ull << 20,
                        1ull << 40, 1ull << 20);
@@ -80,13 +84,19 @@ MYSQL_SYSVAR_UINT(lock_wait_timeout, sv_lock_wait_timeout, PLUGIN_VAR_READONLY,
                   "Seconds a row lock request waits before ER_LOCK_WAIT_TIMEOUT", nullptr, nullptr,
                   50, 1, 1073741824, 0);
 
-struct st_mysql_sys_var* system_variables[] = {
-    MYSQL_SYSVAR(data_home_dir),     MYSQL_SYSVAR(pm_dir),
-    MYSQL_SYSVAR(log_write_mode),    MYSQL_SYSVAR(log_streams),
-    MYSQL_SYSVAR(log_file_size),     MYSQL_SYSVAR(log_buffer_size),
-    MYSQL_SYSVAR(buffer_pool_size),  MYSQL_SYSVAR(page_size),
-    MYSQL_SYSVAR(page_cleaners),     MYSQL_SYSVAR(double_write_on_pm),
-    MYSQL_SYSVAR(lock_wait_timeout), nullptr};
+struct st_mysql_sys_var* system_variables[] = {MYSQL_SYSVAR(data_home_dir),
+                                               MYSQL_SYSVAR(pm_dir),
+                                               MYSQL_SYSVAR(log_write_mode),
+                                               MYSQL_SYSVAR(log_streams),
+                                               MYSQL_SYSVAR(log_file_size),
+                                               MYSQL_SYSVAR(log_buffer_size),
+                                               MYSQL_SYSVAR(buffer_pool_size),
+                                               MYSQL_SYSVAR(page_size),
+                                               MYSQL_SYSVAR(page_cleaners),
+                                               MYSQL_SYSVAR(double_write_on_pm),
+                                               MYSQL_SYSVAR(lock_wait_timeout),
+                                               MYSQL_SYSVAR(log_write_ahead_size),
+                                               nullptr};
 
 // ---- status variables ----
 
@@ -300,6 +310,7 @@ int Init(void* p) {
   o.log_streams = sv_log_streams;
   o.log_file_size = sv_log_file_size;
   o.log_buffer_size = sv_log_buffer_size;
+  o.log_write_ahead_size = sv_write_ahead_size;
   o.double_write_on_pm = sv_double_write_on_pm;
   o.lock_wait_timeout_ms = sv_lock_wait_timeout * 1000u;
   Result<std::unique_ptr<Database>> db = Database::Open(o);

@@ -94,7 +94,8 @@ struct Options {
   uint32_t log_streams = 1;
   uint64_t log_file_size = 64ull << 20;  // per stream
   uint64_t log_buffer_size = 8ull << 20;
-  bool double_write_on_pm = true;  // false: a file in `dir` (classic)
+  uint32_t log_write_ahead_size = 512;  // padding unit of a log write, power of two
+  bool double_write_on_pm = true;       // false: a file in `dir` (classic)
   uint32_t double_write_pages = 64;
   uint32_t lock_wait_timeout_ms = 50000;
   // Tests only: where page files and PM bytes go.

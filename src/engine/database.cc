@@ -164,6 +164,7 @@ Status DatabaseImpl::OpenAll() {
   lo.streams = options_.log_streams;
   lo.file_size = options_.log_file_size;
   lo.buffer_size = options_.log_buffer_size;
+  lo.write_ahead_size = options_.log_write_ahead_size;
   lo.persistence = options_.persistence;
   lo.on_log_full = [this] {
     if (buffer::BufferPool* p = pool_for_log_.load()) p->OnLogFull();

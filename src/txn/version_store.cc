@@ -6,7 +6,10 @@ void VersionStore::Add(std::string_view key, const std::shared_ptr<TxnState>& wr
                        std::optional<std::string> before) {
   std::unique_lock lock(mu_);
   auto it = chains_.find(key);
-  if (it == chains_.end()) it = chains_.emplace(std::string(key), std::vector<Version>{}).first;
+  if (it == chains_.end()) {
+    it = chains_.emplace(std::string(key), std::vector<Version>{}).first;
+    chain_count_.fetch_add(1, std::memory_order_release);
+  }
   auto& chain = it->second;
   if (!chain.empty() && chain.front().writer == writer) {
     chain.front().undone_by_self = false;
@@ -18,6 +21,7 @@ void VersionStore::Add(std::string_view key, const std::shared_ptr<TxnState>& wr
 std::optional<std::string> VersionStore::Visible(std::string_view key,
                                                  std::optional<std::string> latest,
                                                  const ReadView& view) const {
+  if (chain_count_.load(std::memory_order_acquire) == 0) return latest;
   std::shared_lock lock(mu_);
   auto it = chains_.find(key);
   if (it == chains_.end()) return latest;
@@ -40,6 +44,7 @@ void VersionStore::MarkUndoneBySelf(std::string_view key, const TxnState* writer
 
 std::optional<std::string> VersionStore::Neighbor(std::optional<std::string_view> key, bool forward,
                                                   bool inclusive) const {
+  if (chain_count_.load(std::memory_order_acquire) == 0) return std::nullopt;
   std::shared_lock lock(mu_);
   if (chains_.empty()) return std::nullopt;
   if (!key) return forward ? chains_.begin()->first : chains_.rbegin()->first;
@@ -70,7 +75,10 @@ void VersionStore::Purge(std::string_view key, uint64_t oldest_read_ts) {
       break;
     }
   }
-  if (chain.empty()) chains_.erase(it);
+  if (chain.empty()) {
+    chains_.erase(it);
+    chain_count_.fetch_sub(1, std::memory_order_release);
+  }
 }
 
 size_t VersionStore::keys() const {

@@ -90,6 +90,11 @@ class VersionStore {
     bool undone_by_self = false;
   };
   mutable std::shared_mutex mu_;
+  // chains_.size(), readable without mu_: readers of an index with no old
+  // versions (the common case) skip the lock. Changed under mu_; a reader
+  // that saw a tree change through its page latch also sees the count
+  // that the writer raised before making it (V1).
+  std::atomic<size_t> chain_count_{0};
   std::map<std::string, std::vector<Version>, std::less<>> chains_;  // newest first
 };
 

@@ -3,10 +3,13 @@
 # Subito plugin loaded: its own datadir, socket and loopback port, Subito's
 # PM tier in /dev/shm unless --pm-dir says otherwise.
 #
-#   scripts/server-start.sh [--dir D] [--port P] [--pm-dir PM] [-- mariadbd options...]
+#   scripts/server-start.sh [--dir D] [--port P] [--pm-dir PM] [--init-option O]...
+#                           [-- mariadbd options...]
 #
 # D (default $SUBITO_SERVER_DIR or /var/tmp/subito-server) holds data/,
-# mysqld.sock, mysqld.pid and error.log. A new D gets a fresh datadir.
+# mysqld.sock, mysqld.pid and error.log. A new D gets a fresh datadir,
+# made by mariadb-install-db with the --init-option options (e.g. where
+# InnoDB's redo log lives, which must not change afterwards).
 # Clients: mariadb --socket=D/mysqld.sock -uroot  (or -h127.0.0.1 -P P -uroot)
 set -euo pipefail
 
@@ -14,11 +17,13 @@ DIR="${SUBITO_SERVER_DIR:-/var/tmp/subito-server}"
 PORT="${SUBITO_SERVER_PORT:-3391}"
 PM_DIR=""
 EXTRA=()
+INIT=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --dir) DIR="$2"; shift 2 ;;
     --port) PORT="$2"; shift 2 ;;
     --pm-dir) PM_DIR="$2"; shift 2 ;;
+    --init-option) INIT+=("$2"); shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
     *) echo "server-start: unknown option $1" >&2; exit 2 ;;
   esac
@@ -39,7 +44,7 @@ fi
 if [ ! -d "$DIR/data/mysql" ]; then
   echo "server-start: new datadir $DIR/data"
   mariadb-install-db --no-defaults --datadir="$DIR/data" --user=root \
-    --auth-root-authentication-method=normal --skip-test-db >"$DIR/install.log" 2>&1 ||
+    --auth-root-authentication-method=normal --skip-test-db "${INIT[@]}" >"$DIR/install.log" 2>&1 ||
     { tail -20 "$DIR/install.log"; echo "server-start: mariadb-install-db failed" >&2; exit 1; }
 fi
 

@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+"""Subito vs InnoDB in the same MariaDB server build, on the same machine, in
+one run, with equal durability and resources (scripts/bench-compare.sh).
+
+Both engines: commits durable at return (innodb_flush_log_at_trx_commit=1),
+doublewrite on, data files with O_DIRECT in the same datadir, the redo log on
+the same PM-tier directory, the same buffer pool and log sizes, binary log
+off. Each engine gets a fresh server per regime.
+
+Regimes: (a) in memory (pool larger than the data), (b) I/O-bound
+(pool much smaller than the data), (c) TPC-C (go-tpc), (d) bulk load time of
+(b)'s data, (e) restart: SIGKILL during a write load to the first answered
+query. Prints each figure for both engines and the ratio, writes JSON and a
+PNG.
+"""
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENGINES = ["subito", "innodb"]
+START = time.time()
+
+
+def log(msg):
+    print(f"[{time.time() - START:7.1f}s] {msg}", flush=True)
+
+
+def sh(cmd, check=True, **kw):
+    return subprocess.run(cmd, check=check, text=True, capture_output=True, **kw)
+
+
+class Server:
+    """A private server (scripts/server-start.sh) for one engine and regime."""
+
+    def __init__(self, args, engine, name, pool):
+        self.engine = engine
+        self.dir = os.path.join(args.work, f"{name}-{engine}")
+        self.pm = os.path.join(args.pm_dir, f"{name}-{engine}")
+        self.port = 3400 + (ENGINES.index(engine))
+        self.pool = pool
+        self.log_size = args.log_size
+        for d in (self.dir, self.pm):
+            shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(self.pm, exist_ok=True)
+        self.sock = os.path.join(self.dir, "mysqld.sock")
+
+    def options(self):
+        common = [f"--default-storage-engine={self.engine.upper()}", "--max-prepared-stmt-count=1000000"]
+        innodb = [f"--innodb-buffer-pool-size={self.pool}", "--innodb-flush-log-at-trx-commit=1",
+                  "--innodb-doublewrite=1", "--innodb-flush-method=O_DIRECT",
+                  f"--innodb-log-group-home-dir={self.pm}", f"--innodb-log-file-size={self.log_size}"]
+        subito = [f"--subito-buffer-pool-size={self.pool}", f"--subito-pm-dir={self.pm}/subito",
+                  f"--subito-log-file-size={self.log_size}", "--subito-double-write-on-pm=ON"]
+        # The engine not measured keeps a small pool.
+        if self.engine == "innodb":
+            subito[0] = "--subito-buffer-pool-size=16M"
+        else:
+            innodb[0] = "--innodb-buffer-pool-size=16M"
+        return common + innodb + subito
+
+    def start(self):
+        t0 = time.time()
+        init = [f"--innodb-log-group-home-dir={self.pm}", f"--innodb-log-file-size={self.log_size}"]
+        sh(["bash", f"{ROOT}/scripts/server-start.sh", "--dir", self.dir, "--port", str(self.port)]
+           + [x for o in init for x in ("--init-option", o)] + ["--"] + self.options())
+        return time.time() - t0
+
+    def stop(self, kill=False):
+        sh(["bash", f"{ROOT}/scripts/server-stop.sh", "--dir", self.dir] + (["--kill"] if kill else []))
+
+    def sql(self, q):
+        return sh(["mariadb", "--no-defaults", f"--socket={self.sock}", "-uroot", "-N", "-e", q]).stdout
+
+    def status(self):
+        out = self.sql("SHOW GLOBAL STATUS")
+        return {k: v for k, v in (line.split("\t", 1) for line in out.splitlines() if "\t" in line)}
+
+    def written(self):
+        """(bytes to the PM tier / redo, bytes to data files) since start."""
+        s = self.status()
+        if self.engine == "subito":
+            return int(s["Subito_pm_bytes_written"]), int(s["Subito_page_file_bytes_written"])
+        return int(s["Innodb_os_log_written"]), int(s["Innodb_data_written"])
+
+    def destroy(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self.pm, ignore_errors=True)
+
+
+def sysbench(server, args, tables, rows, workload, seconds, action="run"):
+    cmd = ["sysbench", "--db-driver=mysql", f"--mysql-socket={server.sock}", "--mysql-user=root",
+           "--mysql-db=sbtest", f"--mysql-storage-engine={server.engine}", f"--tables={tables}",
+           f"--table-size={rows}", f"--threads={args.threads}", "--report-interval=0",
+           "--percentile=95", f"--time={seconds}", workload, action]
+    out = sh(cmd).stdout
+    if action != "run":
+        return {}
+    tps = float(re.search(r"transactions:\s+\d+\s+\(([\d.]+) per sec", out).group(1))
+    p95 = float(re.search(r"95th percentile:\s+([\d.]+)", out).group(1))
+    txns = int(re.search(r"transactions:\s+(\d+)", out).group(1))
+    return {"tps": tps, "p95_ms": p95, "transactions": txns}
+
+
+def run_sysbench_regime(args, name, engine, tables, rows, pool, workloads, result, timed_load=False,
+                        restart=False):
+    srv = Server(args, engine, name, pool)
+    srv.start()
+    srv.sql("CREATE DATABASE sbtest")
+    log(f"({name}) {engine}: loading {tables} x {rows} rows")
+    t0 = time.time()
+    sh(["sysbench", "--db-driver=mysql", f"--mysql-socket={srv.sock}", "--mysql-user=root",
+        "--mysql-db=sbtest", f"--mysql-storage-engine={engine}", f"--tables={tables}",
+        f"--table-size={rows}", f"--threads={min(args.threads, tables)}", "oltp_common", "prepare"])
+    load_s = time.time() - t0
+    if timed_load:
+        result.setdefault("bulk_load", {})[engine] = {"seconds": round(load_s, 2),
+                                                      "rows": tables * rows}
+        log(f"(d) {engine}: bulk load {load_s:.1f} s")
+    for w in workloads:
+        pm0, data0 = srv.written()
+        r = sysbench(srv, args, tables, rows, w, args.seconds)
+        pm1, data1 = srv.written()
+        r["pm_bytes_per_txn"] = round((pm1 - pm0) / max(r["transactions"], 1))
+        r["data_bytes_per_txn"] = round((data1 - data0) / max(r["transactions"], 1))
+        result.setdefault(w, {})[engine] = r
+        log(f"({name}) {engine} {w}: {r['tps']:.0f} tps, p95 {r['p95_ms']} ms, "
+            f"{r['pm_bytes_per_txn']} B redo/PM + {r['data_bytes_per_txn']} B data per txn")
+    if restart:
+        log(f"(e) {engine}: oltp_write_only, SIGKILL after {args.kill_after} s")
+        load = subprocess.Popen(["sysbench", "--db-driver=mysql", f"--mysql-socket={srv.sock}",
+                                 "--mysql-user=root", "--mysql-db=sbtest", f"--tables={tables}",
+                                 f"--table-size={rows}", f"--threads={args.threads}",
+                                 f"--time={args.kill_after * 3}", "oltp_write_only", "run"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(args.kill_after)
+        t0 = time.time()
+        srv.stop(kill=True)
+        load.wait()
+        srv.start()  # returns after the first answered query
+        seconds = time.time() - t0
+        result.setdefault("restart", {})[engine] = {"seconds": round(seconds, 2)}
+        log(f"(e) {engine}: restart {seconds:.2f} s from SIGKILL to the first answered query")
+    srv.destroy()
+
+
+def run_tpcc(args, engine, result):
+    srv = Server(args, engine, "c", args.tpcc_pool)
+    srv.start()
+    srv.sql("CREATE DATABASE tpcc")
+    tpcc = [args.go_tpc, "tpcc", "-H", "127.0.0.1", "-P", str(srv.port), "-U", "root", "-D", "tpcc",
+            "--warehouses", str(args.warehouses)]
+    log(f"(c) {engine}: loading {args.warehouses} warehouse(s)")
+    # go-tpc checks the whole load after prepare, which takes far longer than
+    # the load on any engine here: stop it once loading is done.
+    p = subprocess.Popen(tpcc + ["prepare", "-T", str(min(args.threads, args.warehouses * 2))],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    t0 = time.time()
+    for line in p.stdout:
+        if line.startswith("begin to check"):
+            p.kill()
+            break
+    p.wait()
+    log(f"(c) {engine}: loaded in {time.time() - t0:.0f} s; running {args.tpcc_seconds} s")
+    pm0, data0 = srv.written()
+    out = sh(tpcc + ["run", "-T", str(args.threads), "--time", f"{args.tpcc_seconds}s",
+                     "--interval", "10000s"]).stdout
+    pm1, data1 = srv.written()
+    m = re.search(r"tpmC: ([\d.]+), tpmTotal: ([\d.]+)", out)
+    errs = sum(int(x) for x in re.findall(r"_ERR - Takes\(s\): [\d.]+, Count: (\d+)", out))
+    total = float(m.group(2)) * args.tpcc_seconds / 60
+    r = {"tpmC": float(m.group(1)), "tpmTotal": float(m.group(2)), "errors": errs,
+         "pm_bytes_per_txn": round((pm1 - pm0) / max(total, 1)),
+         "data_bytes_per_txn": round((data1 - data0) / max(total, 1))}
+    result.setdefault("tpcc", {})[engine] = r
+    log(f"(c) {engine}: tpmC {r['tpmC']:.0f}, {errs} errors (deadlocks/timeouts), "
+        f"{r['pm_bytes_per_txn']} B redo/PM + {r['data_bytes_per_txn']} B data per txn")
+    srv.destroy()
+
+
+def ratio(a, b):
+    return a / b if b else float("nan")
+
+
+def print_table(res):
+    print()
+    print(f"{'figure':44} {'Subito':>12} {'InnoDB':>12} {'ratio':>8}")
+
+    def row(label, s, i, higher_better=True):
+        r = ratio(s, i)
+        print(f"{label:44} {s:12.1f} {i:12.1f} {r:7.2f}x")
+
+    for regime in ("a", "b"):
+        for w, v in res[regime].items():
+            if "subito" in v and "innodb" in v and "tps" in v["subito"]:
+                row(f"({regime}) {w} tps", v["subito"]["tps"], v["innodb"]["tps"])
+                row(f"({regime}) {w} p95 ms", v["subito"]["p95_ms"], v["innodb"]["p95_ms"])
+                row(f"({regime}) {w} bytes to data files / txn", v["subito"]["data_bytes_per_txn"],
+                    v["innodb"]["data_bytes_per_txn"])
+                row(f"({regime}) {w} redo (PM) bytes / txn", v["subito"]["pm_bytes_per_txn"],
+                    v["innodb"]["pm_bytes_per_txn"])
+    t = res.get("c", {}).get("tpcc", {})
+    if "subito" in t and "innodb" in t:
+        row("(c) TPC-C tpmC", t["subito"]["tpmC"], t["innodb"]["tpmC"])
+        row("(c) TPC-C bytes to data files / txn", t["subito"]["data_bytes_per_txn"],
+            t["innodb"]["data_bytes_per_txn"])
+    d = res["b"].get("bulk_load", {})
+    if "subito" in d and "innodb" in d:
+        row("(d) bulk load seconds (lower is better)", d["subito"]["seconds"], d["innodb"]["seconds"])
+    e = res["b"].get("restart", {})
+    if "subito" in e and "innodb" in e:
+        row("(e) restart seconds (lower is better)", e["subito"]["seconds"], e["innodb"]["seconds"])
+
+
+def plot(res, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    labels, ratios = [], []
+    for regime in ("a", "b"):
+        for w, v in res[regime].items():
+            if "subito" in v and "innodb" in v and "tps" in v["subito"]:
+                labels.append(f"({regime}) {w.replace('oltp_', '')}")
+                ratios.append(ratio(v["subito"]["tps"], v["innodb"]["tps"]))
+    t = res.get("c", {}).get("tpcc", {})
+    if "subito" in t and "innodb" in t:
+        labels.append("(c) tpmC")
+        ratios.append(ratio(t["subito"]["tpmC"], t["innodb"]["tpmC"]))
+    for key, name in (("bulk_load", "(d) load speed"), ("restart", "(e) restart speed")):
+        v = res["b"].get(key, {})
+        if "subito" in v and "innodb" in v:
+            labels.append(name)
+            ratios.append(ratio(v["innodb"]["seconds"], v["subito"]["seconds"]))
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    colors = ["tab:green" if r >= 1 else "tab:red" for r in ratios]
+    ax.barh(labels[::-1], ratios[::-1], color=colors[::-1])
+    ax.axvline(1.0, color="black", linewidth=1)
+    ax.set_xlabel("Subito / InnoDB (higher is better; d, e: InnoDB time / Subito time)")
+    ax.set_title("Subito vs InnoDB, same MariaDB 10.11.18 server, same machine")
+    for i, r in enumerate(ratios[::-1]):
+        ax.text(r, i, f" {r:.2f}x", va="center")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small sizes, short runs (minutes)")
+    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--seconds", type=int, default=60)
+    ap.add_argument("--work", default="/var/tmp/subito-compare")
+    ap.add_argument("--pm-dir", default="/dev/shm/subito-compare")
+    ap.add_argument("--go-tpc", required=True)
+    ap.add_argument("--out", default=os.path.join(ROOT, "out"))
+    ap.add_argument("--regimes", default="abcde")
+    args = ap.parse_args()
+    if args.quick:
+        args.seconds = min(args.seconds, 10)
+        mem_tables, mem_rows = 4, 20000
+        io_tables, io_rows = 8, 100000
+        args.io_pool, args.mem_pool = "16M", "1G"
+        args.warehouses, args.tpcc_seconds, args.tpcc_pool = 1, 30, "32M"
+        args.kill_after = 5
+    else:
+        mem_tables, mem_rows = 8, 100000
+        io_tables, io_rows = 8, 1000000
+        args.io_pool, args.mem_pool = "128M", "4G"
+        args.warehouses, args.tpcc_seconds, args.tpcc_pool = 10, 120, "128M"
+        args.kill_after = 20
+    args.log_size = "256M"
+    settings = {
+        "quick": args.quick, "threads": args.threads, "seconds_per_workload": args.seconds,
+        "a": {"tables": mem_tables, "rows": mem_rows, "buffer_pool": args.mem_pool},
+        "b": {"tables": io_tables, "rows": io_rows, "buffer_pool": args.io_pool},
+        "c": {"warehouses": args.warehouses, "seconds": args.tpcc_seconds, "buffer_pool": args.tpcc_pool},
+        "log_file_size": args.log_size, "pm_dir": args.pm_dir, "data_dir": args.work,
+        "server": sh(["/usr/sbin/mariadbd", "--version"]).stdout.strip(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+                   f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') >> 30} GiB",
+    }
+    res = {"settings": settings, "a": {}, "b": {}, "c": {}}
+    os.makedirs(args.out, exist_ok=True)
+    for engine in ENGINES:
+        if "a" in args.regimes:
+            run_sysbench_regime(args, "a", engine, mem_tables, mem_rows, args.mem_pool,
+                                ["oltp_point_select", "oltp_read_only", "oltp_write_only",
+                                 "oltp_read_write"], res["a"])
+        if any(r in args.regimes for r in "bde"):
+            run_sysbench_regime(args, "b", engine, io_tables, io_rows, args.io_pool,
+                                ["oltp_point_select", "oltp_write_only", "oltp_read_write"]
+                                if "b" in args.regimes else [],
+                                res["b"], timed_load="d" in args.regimes, restart="e" in args.regimes)
+        if "c" in args.regimes:
+            run_tpcc(args, engine, res["c"])
+    print_table(res)
+    with open(os.path.join(args.out, "compare.json"), "w") as f:
+        json.dump(res, f, indent=2)
+    plot(res, os.path.join(args.out, "compare.png"))
+    log(f"wrote {args.out}/compare.json and {args.out}/compare.png")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Subito vs InnoDB in the same MariaDB server build, in one run (bench/compare.py):
+# (a) in memory, (b) I/O-bound, (c) TPC-C, (d) bulk load, (e) restart after
+# SIGKILL. Prints each figure for both engines and the ratio; writes
+# out/compare.json and out/compare.png.
+#
+#   scripts/bench-compare.sh [--quick] [--record] [--threads T] [--seconds S] [--regimes abcde]
+# --quick: small data and short runs (about 15 minutes); without it, the
+# sizes of the issue: (a) 8 x 100k rows, 4 GB pools; (b) 8 x 1M rows, 128 MB
+# pools; (c) 10 warehouses, 128 MB pools (about an hour and a half).
+# --record: also writes the table and the plot into docs/results.md.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+record=0
+args=()
+for a in "$@"; do
+  if [ "$a" = "--record" ]; then record=1; else args+=("$a"); fi
+done
+bash scripts/install-deps.sh
+bash scripts/setup-mariadb.sh
+dpkg-query -W -f='${Status}' sysbench 2>/dev/null | grep -q "install ok installed" ||
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-upgrade sysbench >/dev/null
+GOTPC="$(bash scripts/build-go-tpc.sh)"
+mkdir -p out
+/usr/bin/python3 bench/compare.py --go-tpc "$GOTPC" "${args[@]}" | tee out/compare.txt
+if [ "$record" -eq 1 ]; then
+  /usr/bin/python3 bench/render_results.py compare out/compare.json img/compare.png
+  mkdir -p docs/img
+  cp out/compare.png docs/img/compare.png
+  echo "recorded in docs/results.md and docs/img/compare.png"
+fi

@@ -532,26 +532,23 @@ int ha_subito::index_read_last_map(uchar* buf, const uchar* key, key_part_map ke
   return index_read_map(buf, key, keypart_map, HA_READ_PREFIX_LAST);
 }
 
-int ha_subito::index_next(uchar* buf) {
+int ha_subito::Step(uchar* buf, bool forward) {
   if (!cursor_) {
-    if (int err = Reposition(true)) return err;
+    if (int err = Reposition(forward)) return err;
     return ReadCurrent(buf, HA_ERR_END_OF_FILE);
   }
   if (!cursor_->Valid()) return HA_ERR_END_OF_FILE;
-  Status st = cursor_->Next();
+  Status st = forward ? cursor_->Next() : cursor_->Prev();
   if (!st.ok()) return Error(st);
   return ReadCurrent(buf, HA_ERR_END_OF_FILE);
 }
 
+int ha_subito::index_next(uchar* buf) {
+  return Step(buf, true);
+}
+
 int ha_subito::index_prev(uchar* buf) {
-  if (!cursor_) {
-    if (int err = Reposition(false)) return err;
-    return ReadCurrent(buf, HA_ERR_END_OF_FILE);
-  }
-  if (!cursor_->Valid()) return HA_ERR_END_OF_FILE;
-  Status st = cursor_->Prev();
-  if (!st.ok()) return Error(st);
-  return ReadCurrent(buf, HA_ERR_END_OF_FILE);
+  return Step(buf, false);
 }
 
 int ha_subito::index_first(uchar* buf) {

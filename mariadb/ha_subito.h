@@ -136,6 +136,8 @@ class ha_subito final : public handler {
   // Moves a cursor that a statement boundary closed (HANDLER ... READ NEXT)
   // to the entry after (or before) the last one read.
   int Reposition(bool forward);
+  // index_next / index_prev.
+  int Step(uchar* buf, bool forward);
   int EnsureCursor();
   // The engine key columns of the current index (the primary key for scans).
   const std::vector<uint32_t>& EntryColumns() const;

@@ -47,10 +47,12 @@ ha_subito::~ha_subito() {
 }
 
 ulonglong ha_subito::table_flags() const {
-  return HA_REC_NOT_IN_SEQ | HA_NULL_IN_KEY | HA_CAN_INDEX_BLOBS | HA_AUTO_PART_KEY |
-         HA_PRIMARY_KEY_IN_READ_INDEX | HA_PRIMARY_KEY_REQUIRED_FOR_POSITION |
-         HA_PRIMARY_KEY_REQUIRED_FOR_DELETE | HA_TABLE_SCAN_ON_INDEX | HA_CAN_SQL_HANDLER |
-         HA_BINLOG_ROW_CAPABLE | HA_BINLOG_STMT_CAPABLE | HA_REQUIRES_KEY_COLUMNS_FOR_DELETE;
+  // Row-based binary logging only: without gap locks, statement-based
+  // replication could diverge.
+  return HA_REC_NOT_IN_SEQ | HA_NULL_IN_KEY | HA_CAN_INDEX_BLOBS | HA_PRIMARY_KEY_IN_READ_INDEX |
+         HA_PRIMARY_KEY_REQUIRED_FOR_POSITION | HA_PRIMARY_KEY_REQUIRED_FOR_DELETE |
+         HA_TABLE_SCAN_ON_INDEX | HA_CAN_SQL_HANDLER | HA_BINLOG_ROW_CAPABLE |
+         HA_REQUIRES_KEY_COLUMNS_FOR_DELETE;
 }
 
 ulong ha_subito::index_flags(uint inx, uint, bool) const {
@@ -124,7 +126,8 @@ int ha_subito::create(const char* name, TABLE* form, HA_CREATE_INFO* info) {
       return HA_WRONG_CREATE_OPTION;
     }
   }
-  subito::Result<TableLayout> layout = TableLayout::Build(form->s, EngineName(name));
+  subito::Result<TableLayout> layout =
+      TableLayout::Build(form->s, EngineName(name), subito::mariadb::PageSize());
   if (!layout.ok()) {
     my_printf_error(ER_ILLEGAL_HA_CREATE_OPTION, "%s", MYF(0), layout.status().message().c_str());
     return HA_WRONG_CREATE_OPTION;
@@ -183,7 +186,8 @@ int ha_subito::OpenShare(const char* name) {
   share_->table = subito::mariadb::engine()->FindTable(EngineName(name));
   if (share_->table == nullptr) return HA_ERR_NO_SUCH_TABLE;
   if (!share_->layout) {
-    subito::Result<TableLayout> layout = TableLayout::Build(table->s, EngineName(name));
+    subito::Result<TableLayout> layout =
+        TableLayout::Build(table->s, EngineName(name), subito::mariadb::PageSize());
     if (!layout.ok()) {
       sql_print_error("Subito: cannot open %s: %s", name, layout.status().ToString().c_str());
       return HA_WRONG_CREATE_OPTION;
@@ -262,10 +266,16 @@ int ha_subito::write_row(const uchar* buf) {
   subito::Table* t = EngineTable();
   if (table->next_number_field && buf == table->record[0]) {
     if (int err = update_auto_increment()) return err;
-    // An explicit value above the counter moves it, as in InnoDB.
-    const ulonglong v = static_cast<ulonglong>(table->next_number_field->val_int());
+    // An explicit value above the counter moves it, as in InnoDB
+    // (negative values never do).
+    Field* f = table->next_number_field;
+    const longlong sv = f->val_int();
+    const ulonglong v = static_cast<ulonglong>(sv);
     std::lock_guard<std::mutex> g(share_->mu);
-    if (share_->next_auto_inc != 0 && v >= share_->next_auto_inc) share_->next_auto_inc = v + 1;
+    if ((sv > 0 || (f->flags & UNSIGNED_FLAG)) && share_->next_auto_inc != 0 &&
+        v >= share_->next_auto_inc) {
+      share_->next_auto_inc = v + 1;
+    }
   }
   Row row;
   mapper_->ToRow(buf, &row);
@@ -313,8 +323,9 @@ int ha_subito::update_row(const uchar* old_data, const uchar* new_data) {
   if (table->found_next_number_field && new_data == table->record[0]) {
     // An explicit larger value moves the counter, as in InnoDB.
     Field* f = table->found_next_number_field;
-    if (!f->is_null()) {
-      const ulonglong v = f->val_uint();
+    const longlong sv = f->is_null() ? 0 : f->val_int();
+    if (sv > 0 || (!f->is_null() && (f->flags & UNSIGNED_FLAG))) {
+      const ulonglong v = static_cast<ulonglong>(sv);
       std::lock_guard<std::mutex> g(share_->mu);
       if (share_->next_auto_inc != 0 && v >= share_->next_auto_inc) share_->next_auto_inc = v + 1;
     }
@@ -355,7 +366,8 @@ void ha_subito::get_auto_increment(ulonglong offset, ulonglong increment, ulongl
         uchar* rec = table->record[1];
         if (mapper_->FromRow((*c)->row(), rec, &storage).ok()) {
           Field* f = table->next_number_field;
-          max = static_cast<ulonglong>(f->val_int_offset(rec - table->record[0]));
+          const longlong m = f->val_int_offset(rec - table->record[0]);
+          max = (m > 0 || (f->flags & UNSIGNED_FLAG)) ? static_cast<ulonglong>(m) : 0;
         }
       }
     }
@@ -676,9 +688,10 @@ int ha_subito::info(uint flag) {
     stats.deleted = 0;
     uint64_t pages = 0;
     for (const auto& ix : s.indexes) pages += ix.pages;
-    const uint64_t page_bytes = s.indexes.empty() ? 0 : s.indexes[0].pages * 16384ull;
+    const uint64_t page_bytes =
+        s.indexes.empty() ? 0 : s.indexes[0].pages * subito::mariadb::PageSize();
     stats.data_file_length = page_bytes;
-    stats.index_file_length = pages * 16384ull - page_bytes;
+    stats.index_file_length = pages * subito::mariadb::PageSize() - page_bytes;
     stats.mean_rec_length = stats.records ? static_cast<ulong>(page_bytes / stats.records) : 0;
   }
   if (flag & (HA_STATUS_CONST | HA_STATUS_VARIABLE)) UpdateRecPerKey(flag & HA_STATUS_CONST);
@@ -691,7 +704,7 @@ int ha_subito::info(uint flag) {
 }
 
 double ha_subito::scan_time() {
-  return static_cast<double>(stats.data_file_length / 16384 + 1);
+  return static_cast<double>(stats.data_file_length / subito::mariadb::PageSize() + 1);
 }
 
 double ha_subito::read_time(uint index, uint ranges, ha_rows rows) {

@@ -45,12 +45,15 @@ uint32_t EncodedBound(uint32_t image_len) {
   return 2 * image_len + 3;
 }
 
-constexpr uint32_t kEngineKeyLimit =
-    4096 - 8 - 9;  // BTree::max_record() - overflow ref, 16 KiB pages
+// BTree::max_record() less the overflow reference, for a page size.
+uint32_t EngineKeyLimit(uint32_t page_size) {
+  return page_size / 4 - 8 - 9;
+}  // BTree::max_record() - overflow ref, 16 KiB pages
 
 }  // namespace
 
-Result<TableLayout> TableLayout::Build(const TABLE_SHARE* share, const std::string& name) {
+Result<TableLayout> TableLayout::Build(const TABLE_SHARE* share, const std::string& name,
+                                       uint32_t page_size) {
   TableLayout l;
   l.def_.name = name;
   const bool has_pk = share->primary_key != MAX_KEY;
@@ -71,6 +74,10 @@ Result<TableLayout> TableLayout::Build(const TABLE_SHARE* share, const std::stri
     kl.engine_index = has_pk ? k : k + 1;
     for (uint p = 0; p < key.user_defined_key_parts; ++p) {
       const KEY_PART_INFO& kp = key.key_part[p];
+      if (kp.key_part_flag & HA_REVERSE_SORT) {
+        return Status::NotSupported("Subito does not support descending index parts (index " +
+                                    std::string(key.name.str) + "); use ASC");
+      }
       PartLayout pl;
       pl.column = static_cast<uint32_t>(l.def_.columns.size());
       pl.image_len = ImageLength(kp);
@@ -122,12 +129,13 @@ Result<TableLayout> TableLayout::Build(const TABLE_SHARE* share, const std::stri
       for (const PartLayout& p : l.keys_[k].parts) ix.columns.push_back(p.column);
       l.def_.indexes.push_back(std::move(ix));
     }
-    if (bound > kEngineKeyLimit) {
+    if (bound > EngineKeyLimit(page_size)) {
       return Status::NotSupported("index " + std::string(key.name.str) +
                                   " is too long for Subito: its sort key (with the primary "
                                   "key) may take " +
                                   std::to_string(bound) + " bytes, the limit is " +
-                                  std::to_string(kEngineKeyLimit) + "; use shorter prefixes");
+                                  std::to_string(EngineKeyLimit(page_size)) +
+                                  "; use shorter prefixes");
     }
   }
   return l;
@@ -149,6 +157,7 @@ RowMapper::RowMapper(TABLE* table, const TableLayout* layout)
 std::string RowMapper::Image(uint32_t key, uint32_t part, const unsigned char* data) {
   const KEY_PART_INFO& kp = table_->key_info[key].key_part[part];
   Field* f = kp.field;
+  if (f->flags & BLOB_FLAG) return BlobImage(kp, data);
   const my_ptrdiff_t diff = scratch_record_.data() - table_->record[0];
   std::string image(layout_->key(key).parts[part].image_len, '\0');
   f->move_field_offset(diff);
@@ -156,6 +165,28 @@ std::string RowMapper::Image(uint32_t key, uint32_t part, const unsigned char* d
   f->set_key_image(data, kp.length);
   f->sort_string(reinterpret_cast<uchar*>(image.data()), static_cast<uint>(image.size()));
   f->move_field_offset(-diff);
+  return image;
+}
+
+std::string RowMapper::BlobImage(const KEY_PART_INFO& kp, const unsigned char* data) const {
+  // Field_blob::sort_string, from the key tuple's bytes: set_key_image would
+  // store into the field's own value buffer, which record[0] may point to.
+  const Field* f = kp.field;
+  const CHARSET_INFO* cs = f->charset();
+  const uint32_t len = uint2korr(data);
+  const unsigned char* bytes = data + HA_KEY_BLOB_LENGTH;
+  std::string image(ImageLength(kp), '\0');
+  uchar* to = reinterpret_cast<uchar*>(image.data());
+  size_t length = image.size();
+  if (len == 0 && cs->pad_char == 0) return image;
+  if (IsBinary(f)) {
+    const uint packlength = static_cast<const Field_blob*>(f)->pack_length_no_ptr();
+    length -= packlength;
+    for (uint i = 0; i < packlength; ++i)
+      to[length + i] = static_cast<uchar>(len >> (8 * (packlength - 1 - i)));
+  }
+  cs->strnxfrm(to, length, static_cast<uint>(length), bytes, len,
+               MY_STRXFRM_PAD_WITH_SPACE | MY_STRXFRM_PAD_TO_MAXLEN);
   return image;
 }
 
@@ -241,7 +272,11 @@ Status RowMapper::FromRow(const Row& row, unsigned char* record, std::string* st
   for (Field** fp = table_->field; *fp; ++fp) {
     Field* f = *fp;
     if (!f->stored_in_db() || f->is_null_in_record(record)) continue;
-    from = f->unpack(f->ptr + diff, from, end, 0);
+    // Field_blob::unpack writes its pointer at f->ptr whatever `to` says:
+    // move the field onto this record for the call.
+    f->move_field_offset(diff);
+    from = f->unpack(f->ptr, from, end, 0);
+    f->move_field_offset(-diff);
     if (from == nullptr || from > end) {
       return Status::Corruption(std::string("record field ") + f->field_name.str + " is damaged");
     }

@@ -10,6 +10,8 @@
 #include "table_layout.h"
 
 struct TABLE;
+struct st_key_part_info;
+typedef struct st_key_part_info KEY_PART_INFO;
 
 namespace subito::mariadb {
 
@@ -39,6 +41,7 @@ class RowMapper {
   void TupleToValues(uint32_t key, const unsigned char* tuple, uint32_t parts, Row* out,
                      size_t first);
   std::string Image(uint32_t key, uint32_t part, const unsigned char* data);
+  std::string BlobImage(const KEY_PART_INFO& kp, const unsigned char* data) const;
 
   TABLE* table_;
   const TableLayout* layout_;

@@ -205,9 +205,12 @@ int Rollback(handlerton*, THD* thd, bool all) {
   }
   Status st = trx->txn->RollbackTo(trx->statement_savepoint);
   if (!st.ok() && trx->txn) {
-    // The statement could not be undone: the whole transaction goes.
+    // The statement could not be undone: the whole transaction goes, and
+    // the server must know (a later COMMIT would report success).
     (void)trx->txn->Rollback();
     trx->txn.reset();
+    thd->mark_transaction_to_rollback(true);
+    return ToHaError(thd, st);
   }
   return 0;
 }
@@ -368,6 +371,10 @@ Database* engine() {
   return g_db.get();
 }
 
+uint32_t PageSize() {
+  return sv_page_size;
+}
+
 Trx* GetTrx(THD* thd) {
   Trx* trx = FindTrx(thd);
   if (trx == nullptr) {
@@ -384,7 +391,10 @@ int BeginStatement(THD* thd, Trx* trx) {
     trx->txn = g_db->Begin(iso <= ISO_READ_COMMITTED ? Isolation::kReadCommitted
                                                      : Isolation::kRepeatableRead);
   }
-  trx->statement_savepoint = trx->txn->Savepoint();
+  // Statements of triggers and stored functions belong to the statement
+  // that fired them: its savepoint stays (the server does not end them at
+  // the engine, so a failure must undo back to the top statement's start).
+  if (!thd->in_sub_stmt) trx->statement_savepoint = trx->txn->Savepoint();
   trans_register_ha(thd, false, subito_hton, 0);
   if (InTransactionBlock(thd)) trans_register_ha(thd, true, subito_hton, 0);
   return 0;

@@ -19,6 +19,8 @@ namespace subito::mariadb {
 extern handlerton* subito_hton;
 // nullptr until the plugin's init opened the engine.
 Database* engine();
+// The engine's page size (subito_page_size).
+uint32_t PageSize();
 
 struct Trx {
   std::unique_ptr<Transaction> txn;

@@ -46,7 +46,9 @@ class TableLayout {
  public:
   // Fails (NotSupported / InvalidArgument, with a message for the user) for
   // tables Subito cannot store.
-  static Result<TableLayout> Build(const TABLE_SHARE* share, const std::string& name);
+  // page_size: the engine's, which bounds key length.
+  static Result<TableLayout> Build(const TABLE_SHARE* share, const std::string& name,
+                                   uint32_t page_size);
 
   const TableDef& def() const { return def_; }
   bool hidden_pk() const { return hidden_pk_; }

@@ -141,10 +141,14 @@ int ha_subito::create(const char* name, TABLE* form, HA_CREATE_INFO* info) {
     if (slash != std::string::npos) dir.erase(slash == 0 ? 1 : slash);
     def.data_dir = dir;
   }
-  if (thd_sql_command(thd) == SQLCOM_TRUNCATE && db->FindTable(def.name) != nullptr) {
-    // TRUNCATE recreates the table (HTON_CAN_RECREATE): the old one goes.
-    Status st = db->DropTable(def.name);
-    if (!st.ok()) return Error(st);
+  if (thd_sql_command(thd) == SQLCOM_TRUNCATE) {
+    // TRUNCATE recreates the table (HTON_CAN_RECREATE): the old one goes,
+    // and the new one stays where it was (the server passes no directory).
+    if (subito::Table* old = db->FindTable(def.name)) {
+      if (!info->data_file_name) def.data_dir = old->def().data_dir;
+      Status st = db->DropTable(def.name);
+      if (!st.ok()) return Error(st);
+    }
   }
   subito::Result<subito::Table*> t = db->CreateTable(def);
   if (!t.ok()) {

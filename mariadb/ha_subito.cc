@@ -194,7 +194,7 @@ int ha_subito::OpenShare(const char* name) {
         TableLayout::Build(table->s, EngineName(name), subito::mariadb::PageSize());
     if (!layout.ok()) {
       sql_print_error("Subito: cannot open %s: %s", name, layout.status().ToString().c_str());
-      return HA_WRONG_CREATE_OPTION;
+      return HA_ERR_UNSUPPORTED;
     }
     if (layout->def().columns.size() != share_->table->def().columns.size()) {
       sql_print_error("Subito: %s does not match the engine's catalog (%zu columns, catalog %zu)",
@@ -540,7 +540,7 @@ int ha_subito::index_read_map(uchar* buf, const uchar* key, key_part_map keypart
       bounded_ = true;
       return Seek(buf, active_index, SeekOp::kLE, search_prefix_, true);
     default:
-      return HA_WRONG_CREATE_OPTION;
+      return HA_ERR_UNSUPPORTED;
   }
 }
 

@@ -33,6 +33,17 @@ bool IsLockingRead(thr_lock_type t) {
   return t >= TL_FIRST_WRITE || t == TL_READ_WITH_SHARED_LOCKS;
 }
 
+// A value of the auto-increment column as a counter position, or 0 for
+// NULL and values below 1 (which never move the counter, as in InnoDB).
+ulonglong CounterValue(const Field* f, longlong v) {
+  return v > 0 || (f->flags & UNSIGNED_FLAG) ? static_cast<ulonglong>(v) : 0;
+}
+
+// How a locking read of this lock type locks.
+subito::ReadMode LockingMode(thr_lock_type t) {
+  return t == TL_READ_WITH_SHARED_LOCKS ? subito::ReadMode::kShared : subito::ReadMode::kExclusive;
+}
+
 // Key parts a keypart_map names (HA_WHOLE_KEY: all of them).
 uint PartsOf(const KEY& key, key_part_map map) {
   return std::min<uint>(my_count_bits(map), key.user_defined_key_parts);
@@ -235,15 +246,13 @@ int ha_subito::external_lock(THD* thd, int lock_type) {
     if (int err = subito::mariadb::BeginStatement(thd, trx)) return err;
   }
   if (IsLockingRead(lock_type_)) {
-    read_mode_ = lock_type_ == TL_READ_WITH_SHARED_LOCKS ? subito::ReadMode::kShared
-                                                         : subito::ReadMode::kExclusive;
+    read_mode_ = LockingMode(lock_type_);
   } else {
-    read_mode_ = trx->serializable && thd_sql_command(thd) != SQLCOM_SELECT
-                     ? subito::ReadMode::kShared
-                     : subito::ReadMode::kSnapshot;
-    if (trx->serializable && thd_test_options(thd, OPTION_NOT_AUTOCOMMIT | OPTION_BEGIN)) {
-      read_mode_ = subito::ReadMode::kShared;
-    }
+    // SERIALIZABLE: plain reads lock too, except autocommit SELECTs.
+    const bool shared =
+        trx->serializable && (thd_sql_command(thd) != SQLCOM_SELECT ||
+                              thd_test_options(thd, OPTION_NOT_AUTOCOMMIT | OPTION_BEGIN));
+    read_mode_ = shared ? subito::ReadMode::kShared : subito::ReadMode::kSnapshot;
   }
   return 0;
 }
@@ -251,10 +260,7 @@ int ha_subito::external_lock(THD* thd, int lock_type) {
 int ha_subito::start_stmt(THD* thd, thr_lock_type lock_type) {
   lock_type_ = lock_type;
   subito::mariadb::Trx* trx = subito::mariadb::GetTrx(thd);
-  read_mode_ = IsLockingRead(lock_type)
-                   ? (lock_type == TL_READ_WITH_SHARED_LOCKS ? subito::ReadMode::kShared
-                                                             : subito::ReadMode::kExclusive)
-                   : subito::ReadMode::kSnapshot;
+  read_mode_ = IsLockingRead(lock_type) ? LockingMode(lock_type) : subito::ReadMode::kSnapshot;
   return subito::mariadb::BeginStatement(thd, trx);
 }
 
@@ -270,16 +276,7 @@ int ha_subito::write_row(const uchar* buf) {
   subito::Table* t = EngineTable();
   if (table->next_number_field && buf == table->record[0]) {
     if (int err = update_auto_increment()) return err;
-    // An explicit value above the counter moves it, as in InnoDB
-    // (negative values never do).
-    Field* f = table->next_number_field;
-    const longlong sv = f->val_int();
-    const ulonglong v = static_cast<ulonglong>(sv);
-    std::lock_guard<std::mutex> g(share_->mu);
-    if ((sv > 0 || (f->flags & UNSIGNED_FLAG)) && share_->next_auto_inc != 0 &&
-        v >= share_->next_auto_inc) {
-      share_->next_auto_inc = v + 1;
-    }
+    SawAutoIncrement(table->next_number_field);
   }
   Row row;
   mapper_->ToRow(buf, &row);
@@ -325,14 +322,7 @@ int ha_subito::update_row(const uchar* old_data, const uchar* new_data) {
     new_row[c] = row_id_;
   }
   if (table->found_next_number_field && new_data == table->record[0]) {
-    // An explicit larger value moves the counter, as in InnoDB.
-    Field* f = table->found_next_number_field;
-    const longlong sv = f->is_null() ? 0 : f->val_int();
-    if (sv > 0 || (!f->is_null() && (f->flags & UNSIGNED_FLAG))) {
-      const ulonglong v = static_cast<ulonglong>(sv);
-      std::lock_guard<std::mutex> g(share_->mu);
-      if (share_->next_auto_inc != 0 && v >= share_->next_auto_inc) share_->next_auto_inc = v + 1;
-    }
+    SawAutoIncrement(table->found_next_number_field);
   }
   subito::Transaction* txn = Txn();
   if (txn == nullptr) return HA_ERR_INTERNAL_ERROR;
@@ -353,6 +343,16 @@ int ha_subito::delete_row(const uchar* buf) {
   return st.ok() ? 0 : Error(st);
 }
 
+void ha_subito::SawAutoIncrement(Field* f) {
+  // An explicit value above the counter moves it, as in InnoDB.
+  if (f->is_null()) return;
+  const ulonglong v = CounterValue(f, f->val_int());
+  std::lock_guard<std::mutex> g(share_->mu);
+  if (v != 0 && share_->next_auto_inc != 0 && v >= share_->next_auto_inc) {
+    share_->next_auto_inc = v + 1;
+  }
+}
+
 void ha_subito::get_auto_increment(ulonglong offset, ulonglong increment, ulonglong nb_desired,
                                    ulonglong* first_value, ulonglong* nb_reserved) {
   std::lock_guard<std::mutex> g(share_->mu);
@@ -370,8 +370,7 @@ void ha_subito::get_auto_increment(ulonglong offset, ulonglong increment, ulongl
         uchar* rec = table->record[1];
         if (mapper_->FromRow((*c)->row(), rec, &storage).ok()) {
           Field* f = table->next_number_field;
-          const longlong m = f->val_int_offset(rec - table->record[0]);
-          max = (m > 0 || (f->flags & UNSIGNED_FLAG)) ? static_cast<ulonglong>(m) : 0;
+          max = CounterValue(f, f->val_int_offset(rec - table->record[0]));
         }
       }
     }
@@ -468,10 +467,7 @@ void ha_subito::position(const uchar* record) {
   }
   Row values;
   mapper_->KeyOfRecord(table->s->primary_key, record, &values);
-  Row row(share_->layout->def().columns.size());
-  const auto& parts = share_->layout->key(table->s->primary_key).parts;
-  for (size_t i = 0; i < parts.size(); ++i) row[parts[i].column] = std::move(values[i]);
-  mapper_->RefOf(row, ref);
+  mapper_->RefOf(values, ref);
 }
 
 int ha_subito::rnd_pos(uchar* buf, uchar* pos) {
@@ -501,15 +497,13 @@ int ha_subito::index_end() {
 
 int ha_subito::CheckPrefix(uchar* buf, int end) {
   if (!cursor_->Valid()) return end;
-  const auto& parts = share_->layout->key(active_index).parts;
-  std::vector<uint32_t> columns;
-  columns.reserve(search_prefix_.size());
-  for (size_t i = 0; i < search_prefix_.size(); ++i) columns.push_back(parts[i].column);
+  // entry_columns begin with the key's parts, in order.
+  const std::vector<uint32_t>& columns = share_->layout->key(active_index).entry_columns;
   if (subito::mariadb::ComparePrefix(cursor_->row(), columns, search_prefix_) != 0) return end;
   return ReadCurrent(buf, end);
 }
 
-int ha_subito::Seek(uchar* buf, uint, SeekOp op, const Row& prefix, bool must_match) {
+int ha_subito::Seek(uchar* buf, SeekOp op, const Row& prefix, bool must_match) {
   if (int err = EnsureCursor()) return err;
   Status st = cursor_->Seek(op, prefix);
   if (!st.ok()) return Error(st);
@@ -526,19 +520,19 @@ int ha_subito::index_read_map(uchar* buf, const uchar* key, key_part_map keypart
     case HA_READ_KEY_EXACT:
     case HA_READ_PREFIX:
       bounded_ = true;
-      return Seek(buf, active_index, SeekOp::kGE, search_prefix_, true);
+      return Seek(buf, SeekOp::kGE, search_prefix_, true);
     case HA_READ_KEY_OR_NEXT:
-      return Seek(buf, active_index, SeekOp::kGE, search_prefix_, false);
+      return Seek(buf, SeekOp::kGE, search_prefix_, false);
     case HA_READ_AFTER_KEY:
-      return Seek(buf, active_index, SeekOp::kGT, search_prefix_, false);
+      return Seek(buf, SeekOp::kGT, search_prefix_, false);
     case HA_READ_BEFORE_KEY:
-      return Seek(buf, active_index, SeekOp::kLT, search_prefix_, false);
+      return Seek(buf, SeekOp::kLT, search_prefix_, false);
     case HA_READ_KEY_OR_PREV:
     case HA_READ_PREFIX_LAST_OR_PREV:
-      return Seek(buf, active_index, SeekOp::kLE, search_prefix_, false);
+      return Seek(buf, SeekOp::kLE, search_prefix_, false);
     case HA_READ_PREFIX_LAST:
       bounded_ = true;
-      return Seek(buf, active_index, SeekOp::kLE, search_prefix_, true);
+      return Seek(buf, SeekOp::kLE, search_prefix_, true);
     default:
       return HA_ERR_UNSUPPORTED;
   }

@@ -120,9 +120,11 @@ class ha_subito final : public handler {
   // Fills buf from an engine row and remembers its position.
   int Load(const subito::Row& row, uchar* buf);
   int OpenCursor(uint32_t engine_index);
-  int Seek(uchar* buf, uint key, subito::SeekOp op, const subito::Row& prefix, bool must_match);
+  int Seek(uchar* buf, subito::SeekOp op, const subito::Row& prefix, bool must_match);
   int CheckPrefix(uchar* buf, int end);
   int BulkWrite(const subito::Row& row);
+  // Moves the auto-increment counter above an explicit value.
+  void SawAutoIncrement(Field* f);
   // Entries per key prefix for the optimizer (KEY::rec_per_key).
   void UpdateRecPerKey(bool force);
   int EndBulk(bool commit);

@@ -190,8 +190,7 @@ std::string RowMapper::BlobImage(const KEY_PART_INFO& kp, const unsigned char* d
   return image;
 }
 
-void RowMapper::TupleToValues(uint32_t key, const unsigned char* tuple, uint32_t parts, Row* out,
-                              size_t first) {
+void RowMapper::TupleToValues(uint32_t key, const unsigned char* tuple, uint32_t parts, Row* out) {
   const KEY& ki = table_->key_info[key];
   const unsigned char* p = tuple;
   for (uint32_t i = 0; i < parts; ++i) {
@@ -203,9 +202,9 @@ void RowMapper::TupleToValues(uint32_t key, const unsigned char* tuple, uint32_t
       ++data;
     }
     if (null) {
-      (*out)[first + i] = std::monostate{};
+      (*out)[i] = std::monostate{};
     } else {
-      (*out)[first + i] = Image(key, i, data);
+      (*out)[i] = Image(key, i, data);
     }
     p += kp.store_length;
   }
@@ -213,24 +212,22 @@ void RowMapper::TupleToValues(uint32_t key, const unsigned char* tuple, uint32_t
 
 void RowMapper::KeyPrefix(uint32_t key, const unsigned char* tuple, uint32_t parts, Row* prefix) {
   prefix->assign(parts, std::monostate{});
-  TupleToValues(key, tuple, parts, prefix, 0);
+  TupleToValues(key, tuple, parts, prefix);
 }
 
 void RowMapper::KeyOfRecord(uint32_t key, const unsigned char* record, Row* values) {
   const KEY& ki = table_->key_info[key];
   key_copy(tuple_.data(), record, &ki, 0);
   values->assign(ki.user_defined_key_parts, std::monostate{});
-  TupleToValues(key, tuple_.data(), ki.user_defined_key_parts, values, 0);
+  TupleToValues(key, tuple_.data(), ki.user_defined_key_parts, values);
 }
 
 void RowMapper::ToRow(const unsigned char* record, Row* row) {
   row->assign(layout_->def().columns.size(), std::monostate{});
   const TABLE_SHARE* s = table_->s;
+  Row values;
   for (uint k = 0; k < s->keys; ++k) {
-    const KEY& ki = table_->key_info[k];
-    key_copy(tuple_.data(), record, &ki, 0);
-    Row values(ki.user_defined_key_parts);
-    TupleToValues(k, tuple_.data(), ki.user_defined_key_parts, &values, 0);
+    KeyOfRecord(k, record, &values);
     const KeyLayout& kl = layout_->key(k);
     for (size_t i = 0; i < kl.parts.size(); ++i) (*row)[kl.parts[i].column] = std::move(values[i]);
   }
@@ -285,13 +282,9 @@ Status RowMapper::FromRow(const Row& row, unsigned char* record, std::string* st
   return Status::OK();
 }
 
-void RowMapper::RefOf(const Row& row, unsigned char* ref) const {
-  if (layout_->hidden_pk()) {
-    int8store(ref, std::get<uint64_t>(row[layout_->row_id_column()]));
-    return;
-  }
-  for (uint32_t c : layout_->def().primary_key) {
-    const std::string& image = std::get<std::string>(row[c]);
+void RowMapper::RefOf(const Row& key, unsigned char* ref) const {
+  for (const Value& v : key) {
+    const std::string& image = std::get<std::string>(v);
     std::memcpy(ref, image.data(), image.size());
     ref += image.size();
   }

@@ -32,14 +32,13 @@ class RowMapper {
   // The engine values of every part of `key` for `record`.
   void KeyOfRecord(uint32_t key, const unsigned char* record, Row* values);
 
-  // position(): the primary key's values, fixed length.
-  void RefOf(const Row& row, unsigned char* ref) const;
+  // position(): the primary key's values (KeyOfRecord), fixed length.
+  void RefOf(const Row& key, unsigned char* ref) const;
   // The engine primary key for a ref.
   void KeyOfRef(const unsigned char* ref, Row* key) const;
 
  private:
-  void TupleToValues(uint32_t key, const unsigned char* tuple, uint32_t parts, Row* out,
-                     size_t first);
+  void TupleToValues(uint32_t key, const unsigned char* tuple, uint32_t parts, Row* out);
   std::string Image(uint32_t key, uint32_t part, const unsigned char* data);
   std::string BlobImage(const KEY_PART_INFO& kp, const unsigned char* data) const;
 

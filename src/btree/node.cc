@@ -97,6 +97,15 @@ Status NodeView::Check(const std::string& where) const {
   if (live > ps_ - heap || Get16(38) != ps_ - heap - live) {
     return bad("heap accounting is inconsistent (overlapping records or bad garbage count)");
   }
+  // Free chunks lie in the heap and add up to no more than the garbage
+  // (Insert also checks a chunk against the live records before using it).
+  uint32_t free_bytes = 0, chunks = 0;
+  for (uint32_t f = Get16(52); f != 0; f = Get16(f + 2)) {
+    if (f < heap || f + 4 > ps_ || ++chunks > ps_ / 4) return bad("free list is damaged");
+    const uint32_t len = Get16(f);
+    free_bytes += len;
+    if (len < 4 || f + len > ps_ || free_bytes > Get16(38)) return bad("free list is damaged");
+  }
   return Status::OK();
 }
 
@@ -153,6 +162,7 @@ void NodeView::Compact() {
   }
   Put16(36, static_cast<uint16_t>(top));
   Put16(38, 0);
+  Put16(52, 0);
   std::memset(p_ + kNodeHeaderEnd + 2 * n, 0, top - (kNodeHeaderEnd + 2 * n));
 }
 
@@ -161,13 +171,20 @@ bool NodeView::Insert(uint16_t i, std::string_view key, std::string_view value) 
   const uint16_t n = count();
   uint32_t heap = Get16(36);
   uint32_t free_bytes = heap - (kNodeHeaderEnd + 2u * n);
+  uint32_t off = 0;
   if (free_bytes < len + 2) {
     if (free_bytes + Get16(38) < len + 2) return false;
-    Compact();
-    heap = Get16(36);
-    if (heap - (kNodeHeaderEnd + 2u * n) < len + 2) return false;
+    if (free_bytes >= 2) off = TakeFreeChunk(len);
+    if (off == 0) {
+      Compact();
+      heap = Get16(36);
+      if (heap - (kNodeHeaderEnd + 2u * n) < len + 2) return false;
+    }
   }
-  const uint32_t off = heap - len;
+  if (off == 0) {
+    off = heap - len;
+    Put16(36, static_cast<uint16_t>(off));
+  }
   Put16(off, static_cast<uint16_t>(key.size()));
   Put16(off + 2, static_cast<uint16_t>(value.size()));
   std::memcpy(p_ + off + 4, key.data(), key.size());
@@ -176,8 +193,41 @@ bool NodeView::Insert(uint16_t i, std::string_view key, std::string_view value) 
   std::memmove(slots + 2 * (i + 1), slots + 2 * i, 2u * (n - i));
   Put16(kNodeHeaderEnd + 2 * i, static_cast<uint16_t>(off));
   Put16(34, static_cast<uint16_t>(n + 1));
-  Put16(36, static_cast<uint16_t>(off));
   return true;
+}
+
+uint32_t NodeView::TakeFreeChunk(uint32_t len) {
+  const uint32_t heap = Get16(36);
+  uint32_t link = 52;  // where the current chunk's offset is stored
+  for (uint32_t steps = 0; steps < 16; ++steps) {
+    const uint32_t f = Get16(link);
+    if (f == 0 || f < heap || f + 4 > ps_) return 0;
+    const uint32_t size = Get16(f);
+    if (size < 4 || f + size > ps_) return 0;
+    if (size >= len) {
+      if (OverlapsLiveRecord(f, size)) return 0;
+      uint16_t next = Get16(f + 2);
+      if (size - len >= 4) {  // the tail stays free, in the chunk's place
+        Put16(f + len, static_cast<uint16_t>(size - len));
+        Put16(f + len + 2, next);
+        next = static_cast<uint16_t>(f + len);
+      }
+      Put16(link, next);
+      std::memset(p_ + f, 0, len);
+      Put16(38, static_cast<uint16_t>(Get16(38) - len));
+      return f;
+    }
+    link = f + 2;
+  }
+  return 0;
+}
+
+bool NodeView::OverlapsLiveRecord(uint32_t off, uint32_t len) const {
+  for (uint16_t i = 0; i < count(); ++i) {
+    const uint32_t r = Slot(i), rlen = 4u + Get16(r) + Get16(r + 2);
+    if (r < off + len && off < r + rlen) return true;
+  }
+  return false;
 }
 
 bool NodeView::ReplaceValue(uint16_t i, std::string_view value) {
@@ -197,6 +247,9 @@ void NodeView::Remove(uint16_t i) {
   const uint16_t off = Slot(i);
   const uint32_t len = 4u + Get16(off) + Get16(off + 2);
   std::memset(p_ + off, 0, len);  // no stale bytes left in the page
+  Put16(off, static_cast<uint16_t>(len));
+  Put16(off + 2, Get16(52));
+  Put16(52, off);
   uint8_t* slots = p_ + kNodeHeaderEnd;
   std::memmove(slots + 2 * i, slots + 2 * (i + 1), 2u * (n - i - 1));
   Put16(kNodeHeaderEnd + 2 * (n - 1), 0);

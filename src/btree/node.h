@@ -7,10 +7,20 @@
 //   +40 u32 prev         leaf: left sibling page (0: none)
 //   +44 u32 next         leaf: right sibling page (0: none)
 //   +48 u32 leftmost     internal: child for keys below the first key
-//   +52 u8[12] reserved
+//   +52 u16 free_head    first free chunk (0: none)
+//   +54 u8[10] reserved
 //   +64 u16 slots[count] record offsets, in key order
 //   record: u16 key_len, u16 value_len, key, value
 //           (internal nodes: value = u32 child page number)
+//   free chunk (a removed record): u16 chunk_len, u16 next_free, zeros
+//
+// A removed record becomes a free chunk, pushed on the free list; an insert
+// that does not fit the gap between the slots and the heap takes the first
+// chunk big enough (its tail, if 4 bytes or more, goes back on the list)
+// before resorting to compaction, which rewrites the whole heap. So a
+// delete followed by an insert of a same-sized record, the common case,
+// changes (and logs) about one record's bytes, not the page's. Free chunks
+// are part of the garbage count.
 //
 // Keys are memcomparable byte strings (key_encoding.h) compared with
 // memcmp, shorter-is-smaller on a common prefix. NodeView works on page
@@ -75,6 +85,10 @@ class NodeView {
   void Put16(uint32_t off, uint16_t v);
   uint16_t Slot(uint16_t i) const { return Get16(kNodeHeaderEnd + 2 * i); }
   void Compact();
+  // Takes a free chunk of at least len bytes off the free list; 0 if none
+  // fits (or the list is damaged: the caller compacts, which drops it).
+  uint32_t TakeFreeChunk(uint32_t len);
+  bool OverlapsLiveRecord(uint32_t off, uint32_t len) const;
 
   uint8_t* p_;
   uint32_t ps_;

@@ -11,24 +11,46 @@
 namespace subito::buffer {
 
 void Mtr::Write(PageHandle& page, uint32_t offset, const void* src, uint32_t n) {
+  Record(page, offset, 0, static_cast<const uint8_t*>(src), 0, n);
+}
+
+void Mtr::Zero(PageHandle& page, uint32_t offset, uint32_t n) {
+  Record(page, offset, kEditZeroFill, nullptr, 0, n);
+}
+
+void Mtr::Move(PageHandle& page, uint32_t offset, uint32_t src, uint32_t n) {
+  Record(page, offset, kEditMove, nullptr, src, n);
+}
+
+void Mtr::Record(PageHandle& page, uint32_t offset, uint16_t kind, const uint8_t* src,
+                 uint32_t from, uint32_t n) {
   // Programmer errors, checked in every build: a write outside the page or
   // without the exclusive latch would corrupt memory or race with readers.
-  if (page.latch() != Latch::kExclusive || uint64_t{offset} + n > pool_->page_size()) {
+  const uint32_t ps = pool_->page_size();
+  if (page.latch() != Latch::kExclusive || uint64_t{offset} + n > ps ||
+      n > (kind == 0 ? 0x7fffu : 0x3fffu) || (kind == kEditMove && uint64_t{from} + n > ps)) {
     std::abort();
   }
-  before_.push_back({page.data(), offset, {page.data() + offset, page.data() + offset + n}});
-  std::memcpy(page.data() + offset, src, n);
-  uint8_t h[12];
+  uint8_t* data = page.data();
+  before_.push_back({data, offset, {data + offset, data + offset + n}});
+  uint8_t h[14];
   EncodeFixed32(h, page.id().space);
   EncodeFixed32(h + 4, page.id().page_no);
   EncodeFixed16(h + 8, static_cast<uint16_t>(offset));
-  EncodeFixed16(h + 10, static_cast<uint16_t>(n));
-  payload_.insert(payload_.end(), h, h + sizeof h);
-  const auto* p = static_cast<const uint8_t*>(src);
-  payload_.insert(payload_.end(), p, p + n);
+  EncodeFixed16(h + 10, static_cast<uint16_t>(n | kind));
+  EncodeFixed16(h + 12, static_cast<uint16_t>(from));
+  payload_.insert(payload_.end(), h, h + (kind == kEditMove ? 14 : 12));
+  if (kind == 0) {
+    std::memcpy(data + offset, src, n);
+    payload_.insert(payload_.end(), src, src + n);
+  } else if (kind == kEditZeroFill) {
+    std::memset(data + offset, 0, n);
+  } else {
+    std::memmove(data + offset, data + from, n);
+  }
   if (std::none_of(edits_.begin(), edits_.end(),
                    [&](const PageRef& r) { return r.frame == page.frame_; })) {
-    edits_.push_back({page.frame_, page.data()});
+    edits_.push_back({page.frame_, data});
   }
 }
 
@@ -39,6 +61,10 @@ void Mtr::WriteDiff(PageHandle& page, const uint8_t* image) {
   // (set by Commit): never logged as edits.
   auto skip = [](uint32_t i) { return i < 4 || (i >= 8 && i < 16); };
   for (uint32_t i = 0; i < ps;) {
+    if (i % 8 == 0 && i >= 16 && i + 8 <= ps && std::memcmp(cur + i, image + i, 8) == 0) {
+      i += 8;
+      continue;
+    }
     if (skip(i) || cur[i] == image[i]) {
       ++i;
       continue;
@@ -49,9 +75,67 @@ void Mtr::WriteDiff(PageHandle& page, const uint8_t* image) {
       if (cur[end] != image[end]) last_diff = end;
       ++end;
     }
-    Write(page, i, image + i, last_diff + 1 - i);
+    WriteDiffRange(page, image, i, last_diff + 1);
     i = last_diff + 1;
   }
+}
+
+// One differing range [begin, end). If a long part of it is the current bytes
+// shifted by one u16 slot (either way), that part is logged as a move, which
+// goes first: it must read the bytes before the range's other edits. Ranges
+// are more than 12 equal bytes apart, so a move's source (its destination
+// shifted by 2, never below offset 16) holds only bytes no earlier edit of
+// this diff changed.
+void Mtr::WriteDiffRange(PageHandle& page, const uint8_t* image, uint32_t begin, uint32_t end) {
+  constexpr uint32_t kMinMove = 32;
+  const uint8_t* cur = page.data();
+  const uint32_t ps = pool_->page_size();
+  uint32_t best_at = 0, best_len = 0;
+  int best_shift = 0;
+  if (end - begin >= kMinMove) {
+    for (int shift : {2, -2}) {
+      uint32_t run = 0;
+      for (uint32_t x = begin; x < end; ++x) {
+        const int64_t from = int64_t{x} - shift;
+        const bool same = from >= 16 && from < ps && image[x] == cur[from];
+        run = same ? run + 1 : 0;
+        if (run > best_len) {
+          best_len = run;
+          best_at = x + 1 - run;
+          best_shift = shift;
+        }
+      }
+    }
+  }
+  if (best_len < kMinMove) {
+    WriteSplittingZeros(page, begin, image + begin, end - begin);
+    return;
+  }
+  Move(page, best_at, static_cast<uint32_t>(int64_t{best_at} - best_shift), best_len);
+  if (best_at > begin) WriteSplittingZeros(page, begin, image + begin, best_at - begin);
+  const uint32_t tail = best_at + best_len;
+  if (tail < end) WriteSplittingZeros(page, tail, image + tail, end - tail);
+}
+
+void Mtr::WriteSplittingZeros(PageHandle& page, uint32_t offset, const uint8_t* src, uint32_t n) {
+  // Runs of zeros longer than an edit header become zero fills.
+  constexpr uint32_t kMinRun = 16;
+  uint32_t start = 0;  // first byte not yet recorded
+  for (uint32_t i = 0; i < n;) {
+    if (src[i] != 0) {
+      ++i;
+      continue;
+    }
+    uint32_t j = i;
+    while (j < n && src[j] == 0) ++j;
+    if (j - i >= kMinRun) {
+      if (i > start) Write(page, offset + start, src + start, i - start);
+      Zero(page, offset + i, j - i);
+      start = j;
+    }
+    i = j;
+  }
+  if (n > start) Write(page, offset + start, src + start, n - start);
 }
 
 Result<log::AppendResult> Mtr::Commit() {
@@ -87,7 +171,7 @@ Status RedoPageEdits(BufferPool* pool, const log::LogRecordView& rec,
                      const std::function<bool(uint32_t)>& dropped) {
   const uint32_t ps = pool->page_size();
   struct Edit {
-    uint16_t at, n;
+    uint16_t at, n, kind, from;
     const uint8_t* bytes;
   };
   // Parse and check everything first; then each page once, in first-edit
@@ -100,16 +184,28 @@ Status RedoPageEdits(BufferPool* pool, const log::LogRecordView& rec,
     }
     const uint8_t* h = rec.payload + off;
     const PageId id{DecodeFixed32(h), DecodeFixed32(h + 4)};
-    const uint16_t at = DecodeFixed16(h + 8), n = DecodeFixed16(h + 10);
-    if (n > rec.length - off - 12 || uint32_t{at} + n > ps) {
+    const uint16_t at = DecodeFixed16(h + 8), raw = DecodeFixed16(h + 10);
+    uint16_t kind = raw & kEditKindMask, n = raw & static_cast<uint16_t>(~kEditKindMask), from = 0;
+    if ((raw & kEditZeroFill) == 0) {  // a literal: 15 bits of length
+      kind = 0;
+      n = raw;
+    }
+    const uint32_t head = kind == kEditMove ? 14 : 12;
+    const uint32_t follows = kind == 0 ? n : 0;
+    if (head > rec.length - off || follows > rec.length - off - head) {
+      return Status::Corruption(StrFormat("page-edit record at LSN %llu: truncated edit",
+                                          static_cast<unsigned long long>(rec.lsn)));
+    }
+    if (kind == kEditMove) from = DecodeFixed16(h + 12);
+    if (uint32_t{at} + n > ps || uint32_t{from} + n > ps) {
       return Status::Corruption(
           StrFormat("page-edit record at LSN %llu: edit of %u bytes at %u does not fit a page",
                     static_cast<unsigned long long>(rec.lsn), n, at));
     }
     auto it = std::find_if(pages.begin(), pages.end(), [&](auto& p) { return p.first == id; });
     if (it == pages.end()) it = pages.insert(pages.end(), {id, {}});
-    it->second.push_back({at, n, h + 12});
-    off += 12 + n;
+    it->second.push_back({at, n, kind, from, h + head});
+    off += head + follows;
   }
   for (auto& [id, edits] : pages) {
     page::SpaceFile* space = pool->Space(id.space);
@@ -122,7 +218,16 @@ Status RedoPageEdits(BufferPool* pool, const log::LogRecordView& rec,
     Result<PageHandle> page = pool->Fetch(id, Latch::kExclusive);
     if (!page.ok()) return page.status();
     if (page::PageLsn(page->data()) >= rec.end) continue;  // P3: already in the page
-    for (const Edit& e : edits) std::memcpy(page->data() + e.at, e.bytes, e.n);
+    uint8_t* data = page->data();
+    for (const Edit& e : edits) {
+      if (e.kind == 0) {
+        std::memcpy(data + e.at, e.bytes, e.n);
+      } else if (e.kind == kEditZeroFill) {
+        std::memset(data + e.at, 0, e.n);
+      } else {
+        std::memmove(data + e.at, data + e.from, e.n);
+      }
+    }
     pool->MarkDirty(*page, rec.lsn, rec.end);
   }
   return Status::OK();

@@ -5,7 +5,15 @@
 // them reached its file: WAL).
 //
 // Record payload, repeated per edit:
-//   u32 space_id, u32 page_no, u16 offset, u16 length, length bytes
+//   u32 space_id, u32 page_no, u16 offset, u16 kind_length, then
+//   kind 0 (top two bits 00): length bytes, written at offset;
+//   kind 2 (top bits 10): nothing; length zero bytes at offset;
+//   kind 3 (top bits 11): u16 source; length bytes moved (memmove) from
+//                         source to offset, as the page is at that point.
+// Pages are at most 16 KiB, so 14 bits hold any length a zero fill or a move
+// needs, and 15 bits any literal length. Zero fills and moves keep the log
+// small for what page changes mostly are: a freed record zeroed, and a slot
+// array shifted by one slot when a record is inserted or removed.
 //
 // Usage:
 //   pool->LogFreeCheck();               // before latching anything
@@ -25,6 +33,9 @@
 namespace subito::buffer {
 
 inline constexpr uint16_t kRecordPageEdits = log::kRecordPageFirst;  // 0x0100
+inline constexpr uint16_t kEditZeroFill = 0x8000;
+inline constexpr uint16_t kEditMove = 0xC000;
+inline constexpr uint16_t kEditKindMask = 0xC000;
 
 class Mtr {
  public:
@@ -39,9 +50,15 @@ class Mtr {
   // Writes n bytes at offset of the page (which must stay exclusively
   // latched by the caller until Commit returns) and records the edit.
   void Write(PageHandle& page, uint32_t offset, const void* src, uint32_t n);
+  // Zeroes n bytes at offset (logged as a zero-fill edit).
+  void Zero(PageHandle& page, uint32_t offset, uint32_t n);
+  // memmove of n bytes from src to offset within the page (a move edit).
+  void Move(PageHandle& page, uint32_t offset, uint32_t src, uint32_t n);
   // Makes the page equal to `image` (page-size bytes), logging only the
   // byte ranges that differ (the page header's crc and page_lsn are left
-  // alone). Lets callers build a new page in scratch memory.
+  // alone), with runs of zeros as zero fills and ranges that are the old
+  // bytes shifted by one u16 slot as moves. Lets callers build a new page in
+  // scratch memory.
   void WriteDiff(PageHandle& page, const uint8_t* image);
   bool empty() const { return edits_.empty(); }
   // Undoes every edit since the last Commit (in reverse) and forgets them.
@@ -53,6 +70,12 @@ class Mtr {
   Result<log::AppendResult> Commit();
 
  private:
+  void WriteDiffRange(PageHandle& page, const uint8_t* image, uint32_t begin, uint32_t end);
+  void WriteSplittingZeros(PageHandle& page, uint32_t offset, const uint8_t* src, uint32_t n);
+  // Applies and records one edit. kind: 0 (src: the bytes), kEditZeroFill,
+  // or kEditMove (from: the source offset).
+  void Record(PageHandle& page, uint32_t offset, uint16_t kind, const uint8_t* src, uint32_t from,
+              uint32_t n);
   // What the Mtr keeps of a page: its frame and bytes, which stay put while
   // the caller holds the latch, even if the PageHandle object itself moves.
   struct PageRef {

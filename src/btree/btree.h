@@ -99,6 +99,7 @@ class BTree {
     std::string key, value;
   };
   Result<buffer::PageHandle> Fetch(uint32_t page_no, buffer::Latch latch);
+  Status CheckNode(uint32_t page_no, const buffer::PageHandle& h) const;
   // Root-to-leaf page numbers for key.
   Result<std::vector<uint32_t>> Path(std::string_view key);
   class Op;

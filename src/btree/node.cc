@@ -16,13 +16,6 @@ int CompareKeys(std::string_view a, std::string_view b) {
   return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
 }
 
-uint16_t NodeView::Get16(uint32_t off) const {
-  return DecodeFixed16(p_ + off);
-}
-void NodeView::Put16(uint32_t off, uint16_t v) {
-  EncodeFixed16(p_ + off, v);
-}
-
 void NodeView::Init(uint32_t space_id, uint32_t page_no, uint16_t level) {
   page::InitPage(p_, ps_, level == 0 ? page::kPageBtreeLeaf : page::kPageBtreeInternal, space_id,
                  page_no);
@@ -32,43 +25,11 @@ void NodeView::Init(uint32_t space_id, uint32_t page_no, uint16_t level) {
   Put16(38, 0);
 }
 
-uint16_t NodeView::level() const {
-  return Get16(32);
-}
-uint16_t NodeView::count() const {
-  return Get16(34);
-}
-uint32_t NodeView::prev() const {
-  return DecodeFixed32(p_ + 40);
-}
-uint32_t NodeView::next() const {
-  return DecodeFixed32(p_ + 44);
-}
-uint32_t NodeView::leftmost() const {
-  return DecodeFixed32(p_ + 48);
-}
-void NodeView::set_prev(uint32_t v) {
-  EncodeFixed32(p_ + 40, v);
-}
-void NodeView::set_next(uint32_t v) {
-  EncodeFixed32(p_ + 44, v);
-}
-void NodeView::set_leftmost(uint32_t v) {
-  EncodeFixed32(p_ + 48, v);
-}
-
-std::string_view NodeView::Key(uint16_t i) const {
-  const uint16_t off = Slot(i);
-  return {reinterpret_cast<const char*>(p_ + off + 4), Get16(off)};
-}
-
-std::string_view NodeView::Value(uint16_t i) const {
-  const uint16_t off = Slot(i);
-  return {reinterpret_cast<const char*>(p_ + off + 4 + Get16(off)), Get16(off + 2)};
-}
-
-uint32_t NodeView::Child(uint16_t i) const {
-  return DecodeFixed32(Value(i).data());
+bool NodeView::HeaderPlausible() const {
+  const uint8_t type = page::TypeOf(p_);
+  const uint32_t heap = Get16(36) == 0 && ps_ == 65536 ? ps_ : Get16(36);
+  return (type == page::kPageBtreeLeaf || type == page::kPageBtreeInternal) &&
+         kNodeHeaderEnd + 2u * count() <= heap && heap <= ps_;
 }
 
 Status NodeView::Check(const std::string& where) const {

@@ -33,6 +33,7 @@
 #include <string_view>
 
 #include "subito/status.h"
+#include "util/coding.h"
 
 namespace subito::btree {
 
@@ -48,20 +49,30 @@ class NodeView {
   void Init(uint32_t space_id, uint32_t page_no, uint16_t level);
   // Bounds of every slot and record (the page came from disk).
   Status Check(const std::string& where) const;
+  // The O(1) part of Check: type, slot count and heap start in bounds. Enough
+  // for a page that passed Check since it was read and changed only through
+  // this class since (a freed page fails it: its type changed).
+  bool HeaderPlausible() const;
 
-  uint16_t level() const;
-  uint16_t count() const;
+  uint16_t level() const { return Get16(32); }
+  uint16_t count() const { return Get16(34); }
   bool leaf() const { return level() == 0; }
-  uint32_t prev() const;
-  uint32_t next() const;
-  uint32_t leftmost() const;
-  void set_prev(uint32_t v);
-  void set_next(uint32_t v);
-  void set_leftmost(uint32_t v);
+  uint32_t prev() const { return DecodeFixed32(p_ + 40); }
+  uint32_t next() const { return DecodeFixed32(p_ + 44); }
+  uint32_t leftmost() const { return DecodeFixed32(p_ + 48); }
+  void set_prev(uint32_t v) { EncodeFixed32(p_ + 40, v); }
+  void set_next(uint32_t v) { EncodeFixed32(p_ + 44, v); }
+  void set_leftmost(uint32_t v) { EncodeFixed32(p_ + 48, v); }
 
-  std::string_view Key(uint16_t i) const;
-  std::string_view Value(uint16_t i) const;
-  uint32_t Child(uint16_t i) const;  // internal nodes
+  std::string_view Key(uint16_t i) const {
+    const uint16_t off = Slot(i);
+    return {reinterpret_cast<const char*>(p_ + off + 4), Get16(off)};
+  }
+  std::string_view Value(uint16_t i) const {
+    const uint16_t off = Slot(i);
+    return {reinterpret_cast<const char*>(p_ + off + 4 + Get16(off)), Get16(off + 2)};
+  }
+  uint32_t Child(uint16_t i) const { return DecodeFixed32(Value(i).data()); }  // internal nodes
   // First slot whose key is >= key (count() if none).
   uint16_t LowerBound(std::string_view key) const;
   // First slot whose key is > key.
@@ -81,8 +92,8 @@ class NodeView {
   uint32_t Capacity() const { return ps_ - kNodeHeaderEnd; }
 
  private:
-  uint16_t Get16(uint32_t off) const;
-  void Put16(uint32_t off, uint16_t v);
+  uint16_t Get16(uint32_t off) const { return DecodeFixed16(p_ + off); }
+  void Put16(uint32_t off, uint16_t v) { EncodeFixed16(p_ + off, v); }
   uint16_t Slot(uint16_t i) const { return Get16(kNodeHeaderEnd + 2 * i); }
   void Compact();
   // Takes a free chunk of at least len bytes off the free list; 0 if none

@@ -26,7 +26,15 @@ struct BufferPool::Frame {
   // overlapping could write an older copy after a newer one was written and
   // marked clean, and a later read would see the older one.
   bool flushing = false;
+  std::atomic<bool> verified{false};  // see PageHandle::verified
 };
+
+bool PageHandle::verified() const {
+  return pool_->frames_[frame_]->verified.load(std::memory_order_acquire);
+}
+void PageHandle::set_verified(bool v) const {
+  pool_->frames_[frame_]->verified.store(v, std::memory_order_release);
+}
 
 PageHandle& PageHandle::operator=(PageHandle&& o) noexcept {
   if (this != &o) {
@@ -215,6 +223,7 @@ Result<PageHandle> BufferPool::Fetch(PageId id, Latch latch) {
   f.referenced = true;
   f.pins = 1;
   f.dirty = false;
+  f.verified.store(false, std::memory_order_relaxed);
   table_[id] = idx;
   lk.unlock();
   Status st = space->ReadPage(id.page_no, f.data);

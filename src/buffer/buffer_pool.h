@@ -88,6 +88,11 @@ class PageHandle {
   Latch latch() const { return latch_; }
   bool valid() const { return pool_ != nullptr; }
   void Release();
+  // Whether the page's contents were checked (by the layer that knows its
+  // format) since they were read from the file; reset by every read and by
+  // redo. Changes made through Mtrs by that layer keep the page valid.
+  bool verified() const;
+  void set_verified(bool v) const;
 
  private:
   friend class BufferPool;

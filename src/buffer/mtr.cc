@@ -60,10 +60,21 @@ void Mtr::WriteDiff(PageHandle& page, const uint8_t* image) {
   // Bytes [0, 4) are the crc (computed at write time), [8, 16) the page_lsn
   // (set by Commit): never logged as edits.
   auto skip = [](uint32_t i) { return i < 4 || (i >= 8 && i < 16); };
+  auto word = [](const uint8_t* p) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    return w;
+  };
   for (uint32_t i = 0; i < ps;) {
-    if (i % 8 == 0 && i >= 16 && i + 8 <= ps && std::memcmp(cur + i, image + i, 8) == 0) {
-      i += 8;
-      continue;
+    if (i % 8 == 0 && i >= 16) {  // equal stretches, a word at a time
+      while (i + 32 <= ps &&
+             ((word(cur + i) ^ word(image + i)) | (word(cur + i + 8) ^ word(image + i + 8)) |
+              (word(cur + i + 16) ^ word(image + i + 16)) |
+              (word(cur + i + 24) ^ word(image + i + 24))) == 0) {
+        i += 32;
+      }
+      while (i + 8 <= ps && word(cur + i) == word(image + i)) i += 8;
+      if (i >= ps) break;
     }
     if (skip(i) || cur[i] == image[i]) {
       ++i;
@@ -228,6 +239,7 @@ Status RedoPageEdits(BufferPool* pool, const log::LogRecordView& rec,
         std::memmove(data + e.at, data + e.from, e.n);
       }
     }
+    page->set_verified(false);
     pool->MarkDirty(*page, rec.lsn, rec.end);
   }
   return Status::OK();

@@ -370,6 +370,36 @@ TEST(BufferPool, DiffEditsReplayExactlyAndStaySmall) {
   st.Close(true);
 }
 
+// A page's verified mark (the B-tree checks a node in full once per read)
+// lives with the frame's contents: reading the page again, or redo changing
+// it, clears it.
+TEST(BufferPool, TheVerifiedMarkLastsUntilThePageIsReadAgain) {
+  test::ScratchDir dir;
+  Stack st(dir.path(), 16 * kPs);
+  ASSERT_TRUE(st.Open().ok());
+  auto pages = MakePages(st.pool.get(), 64);
+  ASSERT_TRUE(st.pool->FlushAll().ok());
+  {
+    auto h = st.pool->Fetch({1, pages[0]}, Latch::kShared);
+    ASSERT_TRUE(h.ok());
+    EXPECT_FALSE(h->verified());
+    h->set_verified(true);
+  }
+  {
+    auto h = st.pool->Fetch({1, pages[0]}, Latch::kShared);
+    ASSERT_TRUE(h.ok());
+    EXPECT_TRUE(h->verified());  // still the same frame contents
+  }
+  const uint64_t evictions = st.pool->stats().evictions;
+  for (uint32_t p : pages) ASSERT_TRUE(st.pool->Fetch({1, p}, Latch::kShared).ok());
+  ASSERT_GT(st.pool->stats().evictions, evictions);
+  auto h = st.pool->Fetch({1, pages[0]}, Latch::kShared);
+  ASSERT_TRUE(h.ok());
+  EXPECT_FALSE(h->verified());  // read from the file again
+  h->Release();
+  st.Close(true);
+}
+
 TEST(BufferPool, BadSettingsAreRefused) {
   test::ScratchDir dir;
   Stack st(dir.path());

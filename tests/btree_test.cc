@@ -383,6 +383,66 @@ TEST(BTree, ConcurrentWritersAndReaders) {
   h.Close(true);
 }
 
+// A scan serves steps from a copy of its leaf while the tree is unchanged;
+// any change in between (here: inserts, deletes and value changes just
+// ahead of the cursor, in its leaf and beyond) must show in the next step,
+// in both directions.
+TEST(BTree, AScanSeesChangesMadeWhileItIsOpen) {
+  test::ScratchDir dir;
+  Harness h(dir.path());
+  ASSERT_TRUE(h.Open(true).ok());
+  std::mt19937_64 rng(test::TestSeed());
+  Model m;
+  auto key = [](uint64_t k) { return KeyEncoder().Unsigned(k, 4).Release(); };
+  for (uint64_t k = 0; k < 3000; k += 2) {
+    m[key(k)] = "v" + std::to_string(k);
+    ASSERT_TRUE(h.tree->Put(key(k), m[key(k)]).ok());
+  }
+  for (const bool forward : {true, false}) {
+    BTree::Cursor c(h.tree.get());
+    ASSERT_TRUE(c.Seek(forward ? SeekMode::kFirst : SeekMode::kLast).ok());
+    ASSERT_TRUE(c.Valid());
+    ASSERT_EQ(c.key(), forward ? m.begin()->first : m.rbegin()->first);
+    std::string last;
+    int steps = 0;
+    while (c.Valid()) {
+      auto want = m.find(c.key());
+      ASSERT_NE(want, m.end()) << "step " << steps << ": a deleted key";
+      ASSERT_EQ(c.value(), want->second) << "step " << steps;
+      last = c.key();
+      const uint64_t at =
+          DecodeFixed32(reinterpret_cast<const uint8_t*>(last.data())) ^ 0x80000000u;
+      if (rng() % 3 == 0) {  // change something 1..6 keys ahead
+        const uint64_t d = 1 + rng() % 6;
+        const uint64_t k = forward ? at + d : (at >= d ? at - d : at);
+        const std::string kk = key(k);
+        if (kk != last) {
+          if (m.count(kk) && rng() % 2) {
+            ASSERT_TRUE(h.tree->Delete(kk).ok());
+            m.erase(kk);
+          } else {
+            m[kk] = "w" + std::to_string(rng() % 1000);
+            ASSERT_TRUE(h.tree->Put(kk, m[kk]).ok());
+          }
+        }
+      }
+      ASSERT_TRUE((forward ? c.Next() : c.Prev()).ok());
+      ++steps;
+      if (c.Valid() && forward) {
+        auto next = m.upper_bound(last);
+        ASSERT_NE(next, m.end());
+        ASSERT_EQ(c.key(), next->first) << "forward step " << steps;
+      } else if (c.Valid()) {
+        auto prev = m.lower_bound(last);
+        ASSERT_NE(prev, m.begin());
+        ASSERT_EQ(c.key(), std::prev(prev)->first) << "backward step " << steps;
+      }
+    }
+    EXPECT_GT(steps, 1000);
+  }
+  h.Close(true);
+}
+
 // A node page against a map: random inserts, removes and value
 // replacements, the node checked after each. A removed record's space is
 // taken again by a later insert of a record that fits it (the heap does not

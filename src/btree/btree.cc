@@ -166,7 +166,10 @@ class BTree::Op {
       EncodeFixed64(count, DecodeFixed64((*meta)->data() + kMetaEntries) + entry_delta_);
       mtr_.Write(**meta, kMetaEntries, count, 8);
     }
-    return mtr_.empty() ? Status::OK() : mtr_.Commit().status();
+    if (mtr_.empty()) return Status::OK();
+    SUBITO_RETURN_IF_ERROR(mtr_.Commit().status());
+    t_->changes_.fetch_add(1, std::memory_order_release);
+    return Status::OK();
   }
   uint32_t page_size() const { return ps_; }
 
@@ -854,19 +857,33 @@ Status BTree::CollapseRoot(Op& op) {
 Status BTree::Cursor::Load(const uint8_t* page, uint16_t slot) {
   NodeView n(const_cast<uint8_t*>(page), tree_->pool_->page_size());
   key_.assign(n.Key(slot));
-  Result<std::string> v = tree_->ReadValue(n.Value(slot));
-  if (!v.ok()) {
-    valid_ = false;
-    return v.status();
+  const std::string_view stored = n.Value(slot);
+  if (!stored.empty() && stored[0] == kInline) {
+    value_.assign(stored.substr(1));  // reuses value_'s buffer
+  } else {
+    Result<std::string> v = tree_->ReadValue(stored);
+    if (!v.ok()) {
+      valid_ = false;
+      return v.status();
+    }
+    value_ = std::move(*v);
   }
-  value_ = std::move(*v);
   slot_ = slot;
   leaf_lsn_ = page::PageLsn(page);
   valid_ = true;
   return Status::OK();
 }
 
+Status BTree::Cursor::LoadAndCopy(const PageHandle& leaf, uint16_t slot, uint64_t changes) {
+  const uint32_t ps = tree_->pool_->page_size();
+  copy_.assign(leaf.data(), leaf.data() + ps);
+  copy_changes_ = changes;
+  copy_valid_ = true;
+  return Load(copy_.data(), slot);
+}
+
 Status BTree::Cursor::Seek(SeekMode mode, std::string_view key) {
+  copy_valid_ = false;
   std::shared_lock tree(tree_->latch_);
   return SeekLocked(mode, key);
 }
@@ -923,8 +940,17 @@ Status BTree::Cursor::SeekLocked(SeekMode mode, std::string_view key) {
 
 Status BTree::Cursor::Step(bool forward) {
   if (!valid_) return Status::InvalidArgument("cursor is not positioned");
-  std::shared_lock tree(tree_->latch_);
   const uint32_t ps = tree_->pool_->page_size();
+  // Read before any page: a change that lands after this load is caught by
+  // the next step's comparison.
+  const uint64_t changes = tree_->changes_.load(std::memory_order_acquire);
+  if (copy_valid_ && copy_changes_ == changes) {
+    NodeView n(copy_.data(), ps);
+    const int slot = forward ? slot_ + 1 : slot_ - 1;
+    if (slot >= 0 && slot < n.count()) return Load(copy_.data(), static_cast<uint16_t>(slot));
+  }
+  copy_valid_ = false;
+  std::shared_lock tree(tree_->latch_);
   // Raw fetch: the leaf may have been merged away and freed (or reused)
   // since; its page_lsn then differs, and nothing else of it is trusted.
   Result<PageHandle> h = tree_->pool_->Fetch({tree_->space_, leaf_}, Latch::kShared);
@@ -937,7 +963,7 @@ Status BTree::Cursor::Step(bool forward) {
   }
   NodeView n(h->data(), ps);
   const int slot = forward ? slot_ + 1 : slot_ - 1;
-  if (slot >= 0 && slot < n.count()) return Load(h->data(), static_cast<uint16_t>(slot));
+  if (slot >= 0 && slot < n.count()) return LoadAndCopy(*h, static_cast<uint16_t>(slot), changes);
   uint32_t page_no = forward ? n.next() : n.prev();
   h->Release();
   valid_ = false;
@@ -949,7 +975,8 @@ Status BTree::Cursor::Step(bool forward) {
     leaf_ = page_no;
     if (sn.count() > 0) {
       const std::string before = key_;
-      SUBITO_RETURN_IF_ERROR(Load(s->data(), forward ? 0 : static_cast<uint16_t>(sn.count() - 1)));
+      SUBITO_RETURN_IF_ERROR(
+          LoadAndCopy(*s, forward ? 0 : static_cast<uint16_t>(sn.count() - 1), changes));
       // Keys must keep moving in the scan's direction (a damaged chain with
       // a cycle would otherwise scan forever).
       if ((CompareKeys(key_, before) > 0) != forward) {

@@ -122,12 +122,19 @@ class BTree {
   const uint32_t space_;
   const uint32_t root_;
   TreeLatch latch_;  // shared: reads and leaf-only changes; exclusive: structure
+  // Counts committed changes to the tree's pages (bumped after each Op's
+  // Mtr commits, before its latches go). A cursor that saw the count before
+  // copying a leaf may keep reading the copy while the count is unchanged.
+  std::atomic<uint64_t> changes_{0};
   friend class Cursor;
 };
 
 // A position in the tree. It holds no latch between calls: each call
 // re-checks its leaf and, if the leaf changed meanwhile, re-seeks from the
 // last key, so it stays correct under concurrent inserts and deletes.
+// A scan (Next/Prev) copies the leaf it steps in and serves the following
+// steps from the copy as long as the tree has not changed at all since
+// (BTree::changes_), which is exactly what re-reading the leaf would give.
 class BTree::Cursor {
  public:
   explicit Cursor(BTree* tree) : tree_(tree) {}
@@ -142,6 +149,7 @@ class BTree::Cursor {
   Status SeekLocked(SeekMode mode, std::string_view key);
   Status Load(const uint8_t* page, uint16_t slot);
   Status Step(bool forward);
+  Status LoadAndCopy(const buffer::PageHandle& leaf, uint16_t slot, uint64_t changes);
 
   BTree* const tree_;
   bool valid_ = false;
@@ -149,6 +157,9 @@ class BTree::Cursor {
   uint16_t slot_ = 0;
   uint64_t leaf_lsn_ = 0;
   std::string key_, value_;
+  std::vector<uint8_t> copy_;  // of leaf_, taken when changes_ was copy_changes_
+  uint64_t copy_changes_ = 0;
+  bool copy_valid_ = false;
 };
 
 }  // namespace subito::btree

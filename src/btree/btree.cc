@@ -884,6 +884,7 @@ Status BTree::Cursor::LoadAndCopy(const PageHandle& leaf, uint16_t slot, uint64_
 
 Status BTree::Cursor::Seek(SeekMode mode, std::string_view key) {
   copy_valid_ = false;
+  plain_steps_ = 0;
   std::shared_lock tree(tree_->latch_);
   return SeekLocked(mode, key);
 }
@@ -963,7 +964,12 @@ Status BTree::Cursor::Step(bool forward) {
   }
   NodeView n(h->data(), ps);
   const int slot = forward ? slot_ + 1 : slot_ - 1;
-  if (slot >= 0 && slot < n.count()) return LoadAndCopy(*h, static_cast<uint16_t>(slot), changes);
+  if (slot >= 0 && slot < n.count()) {
+    // The first step after a seek reads the leaf in place: short scans
+    // (a point query's look past its key) would not repay the copy.
+    if (plain_steps_++ == 0) return Load(h->data(), static_cast<uint16_t>(slot));
+    return LoadAndCopy(*h, static_cast<uint16_t>(slot), changes);
+  }
   uint32_t page_no = forward ? n.next() : n.prev();
   h->Release();
   valid_ = false;

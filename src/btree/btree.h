@@ -160,6 +160,7 @@ class BTree::Cursor {
   std::vector<uint8_t> copy_;  // of leaf_, taken when changes_ was copy_changes_
   uint64_t copy_changes_ = 0;
   bool copy_valid_ = false;
+  uint8_t plain_steps_ = 0;  // steps since the seek that read the leaf in place
 };
 
 }  // namespace subito::btree

@@ -220,6 +220,7 @@ int ha_subito::OpenShare(const char* name) {
 int ha_subito::close() {
   cursor_.reset();
   mapper_.reset();
+  loader_.reset();  // unfinished: the table stays only to be dropped
   return 0;
 }
 
@@ -292,7 +293,19 @@ int ha_subito::write_row(const uchar* buf) {
   return st.ok() ? 0 : Error(st);
 }
 
+// The new table of a copy is filled by the engine's bulk loader when it can
+// have it (the table is empty and unused), else by transactions.
 int ha_subito::BulkWrite(const Row& row) {
+  if (bulk_rows_ == 0 && !loader_ && !bulk_txn_) {
+    auto loader = subito::mariadb::engine()->BeginBulkLoad(EngineTable());
+    if (loader.ok()) loader_ = std::move(*loader);
+  }
+  if (loader_) {
+    Status st = loader_->Add(row);
+    if (!st.ok()) return Error(st);
+    ++bulk_rows_;
+    return 0;
+  }
   if (!bulk_txn_) bulk_txn_ = subito::mariadb::engine()->Begin();
   Status st = bulk_txn_->Insert(EngineTable(), row);
   if (!st.ok()) return Error(st);
@@ -306,6 +319,12 @@ int ha_subito::BulkWrite(const Row& row) {
 
 int ha_subito::EndBulk(bool commit) {
   bulk_ = false;
+  if (loader_) {
+    std::unique_ptr<subito::BulkLoader> loader = std::move(loader_);
+    if (!commit) return 0;  // the table is dropped next
+    Status st = loader->Finish();
+    return st.ok() ? 0 : Error(st);
+  }
   if (!bulk_txn_) return 0;
   std::unique_ptr<subito::Transaction> txn = std::move(bulk_txn_);
   Status st = commit ? txn->Commit() : txn->Rollback();

@@ -154,6 +154,7 @@ class ha_subito final : public handler {
   // ALTER TABLE's copy writes through its own transaction, committed in
   // batches, so that the copy of a large table fits the log.
   std::unique_ptr<subito::Transaction> bulk_txn_;
+  std::unique_ptr<subito::BulkLoader> loader_;
   bool bulk_ = false;
   uint64_t bulk_rows_ = 0;
   int dup_key_ = -1;

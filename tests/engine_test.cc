@@ -554,6 +554,106 @@ TEST_F(EngineTest, ConcurrentTransactionsMatchTheirModels) {
   EXPECT_EQ(ScanAll(txn.get(), db_->FindTable("t")), want) << "seed " << seed;
 }
 
+// A bulk load fills an empty table: every index agrees with the rows (the
+// non-unique one built sorted, in several runs: the 4 MiB pool bounds a run
+// to 256 KiB), duplicates are
+// refused without adding the row, nothing else may use the table meanwhile,
+// and the rows are durable once Finish returns (no Close: a crash).
+TEST_F(EngineTest, BulkLoadFillsAnEmptyTableAndKeepsItsIndexesRight) {
+  Table* t = Create();
+  ASSERT_NE(t, nullptr);
+  {
+    auto full = Create(SampleTable("full"));
+    auto txn = db_->Begin();
+    ASSERT_OK(txn->Insert(full, SampleRow(1, 1, std::nullopt, "x")));
+    ASSERT_OK(txn->Commit());
+    auto refused = db_->BeginBulkLoad(full);  // not empty
+    EXPECT_TRUE(refused.status().IsBusy()) << refused.status().ToString();
+    auto reader = db_->Begin();
+    ASSERT_TRUE(reader->Get(t, {int64_t{1}}).ok());  // reader now uses t
+    EXPECT_TRUE(db_->BeginBulkLoad(t).status().IsBusy());
+    ASSERT_OK(reader->Commit());
+  }
+  auto loader = db_->BeginBulkLoad(t);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  EXPECT_TRUE(db_->BeginBulkLoad(t).status().IsBusy());  // one loader at a time
+  auto other = db_->Begin();
+  EXPECT_TRUE(other->Insert(t, SampleRow(-1, 0, std::nullopt, "")).IsBusy());
+  EXPECT_TRUE(db_->DropTable("t").IsBusy());
+  std::map<int64_t, Row> model;
+  std::mt19937_64 rng(test::TestSeed());
+  for (int64_t id = 0; id < 6000; ++id) {
+    const int64_t key = (id * 7919) % 6000;  // not in key order
+    std::optional<std::string> u;
+    if (key % 3 == 0) u = "u" + std::to_string(key);
+    Row row = SampleRow(key, rng() % 50, u, std::string(rng() % 200, 'v'));
+    ASSERT_OK((*loader)->Add(row));
+    model[key] = row;
+  }
+  Status dup = (*loader)->Add(SampleRow(5, 1, std::nullopt, ""));
+  EXPECT_TRUE(dup.IsAlreadyExists()) << dup.ToString();
+  dup = (*loader)->Add(SampleRow(7000, 1, "u3", ""));
+  EXPECT_TRUE(dup.IsAlreadyExists()) << dup.ToString();
+  EXPECT_NE(dup.message().find("unique index u"), std::string::npos) << dup.ToString();
+  ASSERT_OK((*loader)->Finish());
+  loader->reset();
+  ASSERT_OK(other->Insert(t, SampleRow(-1, 0, std::nullopt, "after")));
+  ASSERT_OK(other->Commit());
+  model[-1] = SampleRow(-1, 0, std::nullopt, "after");
+  db_.reset();  // no Close: what Finish made durable must be found by recovery
+  Open();
+  t = db_->FindTable("t");
+  ASSERT_NE(t, nullptr);
+  auto txn = db_->Begin();
+  std::vector<Row> want;
+  for (auto& [k, r] : model) want.push_back(r);
+  EXPECT_EQ(ScanAll(txn.get(), t, 0), want);
+  std::vector<Row> by_k = ScanAll(txn.get(), t, 1);
+  ASSERT_EQ(by_k.size(), want.size());
+  std::sort(want.begin(), want.end(), [](const Row& a, const Row& b) {
+    return std::make_pair(std::get<uint64_t>(a[1]), std::get<int64_t>(a[0])) <
+           std::make_pair(std::get<uint64_t>(b[1]), std::get<int64_t>(b[0]));
+  });
+  EXPECT_EQ(by_k, want);
+  std::vector<Row> by_u = ScanAll(txn.get(), t, 2);
+  ASSERT_EQ(by_u.size(), model.size());  // NULLs are entries too
+  EXPECT_EQ(
+      std::count_if(by_u.begin(), by_u.end(),
+                    [](const Row& r) { return !std::holds_alternative<std::monostate>(r[2]); }),
+      2000);
+}
+
+// A load that ends without Finish leaves a table that may lack index
+// entries: nothing may use it but DROP, and a restart drops it (K4).
+TEST_F(EngineTest, AnUnfinishedBulkLoadLeavesATableOnlyToDrop) {
+  Table* t = Create();
+  ASSERT_NE(t, nullptr);
+  {
+    auto loader = db_->BeginBulkLoad(t);
+    ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+    for (int64_t id = 0; id < 100; ++id) {
+      ASSERT_OK((*loader)->Add(SampleRow(id, id % 5, std::nullopt, "x")));
+    }
+  }  // no Finish
+  auto txn = db_->Begin();
+  Status use = txn->Get(t, {int64_t{1}}).status();
+  EXPECT_TRUE(use.IsBusy()) << use.ToString();
+  EXPECT_NE(use.message().find("incomplete"), std::string::npos) << use.ToString();
+  EXPECT_TRUE(db_->BeginBulkLoad(t).status().IsBusy());
+  ASSERT_OK(txn->Commit());
+  Create(SampleTable("kept"));
+  Reopen();
+  EXPECT_EQ(db_->FindTable("t"), nullptr);
+  EXPECT_NE(db_->FindTable("kept"), nullptr);
+  t = Create();  // the name is free again
+  ASSERT_NE(t, nullptr);
+  {
+    auto loader = db_->BeginBulkLoad(t);
+    ASSERT_TRUE(loader.ok());
+  }
+  ASSERT_OK(db_->DropTable("t"));
+}
+
 TEST_F(EngineTest, RenameTableKeepsRowsAcrossReopen) {
   Table* t = Create();
   ASSERT_NE(t, nullptr);

@@ -149,6 +149,7 @@ struct RecoveryInfo {
 class Table;
 class Transaction;
 class Cursor;
+class BulkLoader;
 
 class Database {
  public:
@@ -173,6 +174,11 @@ class Database {
   virtual std::vector<std::string> TableNames() const = 0;
 
   virtual std::unique_ptr<Transaction> Begin(Isolation isolation = Isolation::kRepeatableRead) = 0;
+  // Fills an empty table that nothing else uses yet (a copy made by ALTER
+  // TABLE, CREATE TABLE ... SELECT); see BulkLoader. Busy if
+  // the table holds rows or a transaction uses it: fill it with a
+  // transaction then.
+  virtual Result<std::unique_ptr<BulkLoader>> BeginBulkLoad(Table* table) = 0;
 
   virtual DatabaseStats Stats() const = 0;
   virtual const RecoveryInfo& recovery() const = 0;
@@ -205,6 +211,24 @@ class Table {
   // of the first j columns, from `samples` random entries.
   virtual Result<std::vector<double>> EstimateEntriesPerKey(uint32_t index,
                                                             uint32_t samples = 24) = 0;
+};
+
+// Rows go straight into the table's trees, logged as page changes only: no
+// undo, no locks, no versions. Entries of non-unique secondary indexes are
+// gathered and added in key order (a sorted build) when the gathered bytes
+// pass a bound and by Finish. Until the loader ends, transactions cannot use
+// the table (Busy) and DDL on it waits (Busy).
+//
+// Not atomic: a crash or an error leaves the rows added so far, which is
+// what a table being filled by a statement that then fails may hold; the
+// server drops such a table. Finish makes every added row durable.
+class BulkLoader {
+ public:
+  virtual ~BulkLoader() = default;  // ends the load as it stands
+  // AlreadyExists on a duplicate primary or unique key (the row is not
+  // added), naming the index as Transaction::Insert does.
+  virtual Status Add(const Row& row) = 0;
+  virtual Status Finish() = 0;
 };
 
 class Transaction {

@@ -109,6 +109,11 @@ class BTree::Op {
   }
   std::vector<uint8_t> Image(PageHandle* h) const { return {h->data(), h->data() + ps_}; }
   void Put(PageHandle* h, const std::vector<uint8_t>& img) { mtr_.WriteDiff(*h, img.data()); }
+  // img changed only through n: compares only the bytes n wrote.
+  void Put(PageHandle* h, const std::vector<uint8_t>& img, const NodeView& n) {
+    NodeView::Range ranges[NodeView::kMaxRanges];
+    mtr_.WriteDiff(*h, img.data(), ranges, n.touched(ranges));
+  }
 
   // A page for a new node (its image is the caller's to write).
   Result<PageHandle*> NewPage() {
@@ -472,7 +477,7 @@ Status BTree::InsertAt(Op& op, std::vector<uint32_t> path, Entry entry) {
     replacing = false;
     std::string value = new_child ? ChildValue(new_child) : entry.value;
     if (n.Insert(i, entry.key, value)) {
-      op.Put(*node_h, img);
+      op.Put(*node_h, img, n);
       return op.Commit();
     }
     // Split: all entries in order, cut in two halves by bytes.
@@ -603,7 +608,7 @@ Result<bool> BTree::PutInLeaf(std::string_view key, std::string_view value) {
     op.CountEntries(1);
     if (!n.Insert(i, key, stored)) return false;  // a split
   }
-  op.Put(*leaf, img);
+  op.Put(*leaf, img, n);
   SUBITO_RETURN_IF_ERROR(op.Commit());
   return true;
 }
@@ -622,7 +627,7 @@ Result<std::optional<bool>> BTree::DeleteInLeaf(std::string_view key) {
   if (old.empty() || old[0] != kInline) return std::optional<bool>();
   n.Remove(i);
   if (depth > 1 && n.UsedBytes() < n.Capacity() / 4) return std::optional<bool>();
-  op.Put(*leaf, img);
+  op.Put(*leaf, img, n);
   op.CountEntries(-1);
   SUBITO_RETURN_IF_ERROR(op.Commit());
   return std::optional<bool>(true);
@@ -649,7 +654,7 @@ Result<bool> BTree::Delete(std::string_view key) {
   if (i >= n.count() || n.Key(i) != key) return false;
   SUBITO_RETURN_IF_ERROR(FreeOverflow(op, n.Value(i)));
   n.Remove(i);
-  op.Put(*leaf, img);
+  op.Put(*leaf, img, n);
   op.CountEntries(-1);
   if (path->size() > 1 && n.UsedBytes() < n.Capacity() / 4) {
     SUBITO_RETURN_IF_ERROR(Rebalance(op, std::move(*path)));

@@ -1,5 +1,6 @@
 #include "btree/node.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -16,7 +17,40 @@ int CompareKeys(std::string_view a, std::string_view b) {
   return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
 }
 
+void NodeView::Touch(uint32_t off, uint32_t n) {
+  if (touched_all_ || n == 0) return;
+  Range r{off, off + n};
+  // Merge with every range closer than 16 bytes (repeatedly: a merged range
+  // may reach another).
+  for (int i = 0; i < nranges_;) {
+    if (r.begin <= ranges_[i].end + 16 && ranges_[i].begin <= r.end + 16) {
+      r.begin = std::min(r.begin, ranges_[i].begin);
+      r.end = std::max(r.end, ranges_[i].end);
+      ranges_[i] = ranges_[--nranges_];
+      i = 0;
+      continue;
+    }
+    ++i;
+  }
+  if (nranges_ == kMaxRanges) {
+    touched_all_ = true;
+    return;
+  }
+  ranges_[nranges_++] = r;
+}
+
+int NodeView::touched(Range* out) const {
+  if (touched_all_) {
+    out[0] = {0, ps_};
+    return 1;
+  }
+  std::copy(ranges_, ranges_ + nranges_, out);
+  std::sort(out, out + nranges_, [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  return nranges_;
+}
+
 void NodeView::Init(uint32_t space_id, uint32_t page_no, uint16_t level) {
+  Touch(0, ps_);
   page::InitPage(p_, ps_, level == 0 ? page::kPageBtreeLeaf : page::kPageBtreeInternal, space_id,
                  page_no);
   Put16(32, level);
@@ -121,6 +155,7 @@ void NodeView::Compact() {
     std::memcpy(p_ + top, copy.data() + off, len);
     Put16(kNodeHeaderEnd + 2 * i, static_cast<uint16_t>(top));
   }
+  Touch(kNodeHeaderEnd, ps_ - kNodeHeaderEnd);
   Put16(36, static_cast<uint16_t>(top));
   Put16(38, 0);
   Put16(52, 0);
@@ -146,11 +181,13 @@ bool NodeView::Insert(uint16_t i, std::string_view key, std::string_view value) 
     off = heap - len;
     Put16(36, static_cast<uint16_t>(off));
   }
+  Touch(off, len);
   Put16(off, static_cast<uint16_t>(key.size()));
   Put16(off + 2, static_cast<uint16_t>(value.size()));
   std::memcpy(p_ + off + 4, key.data(), key.size());
   std::memcpy(p_ + off + 4 + key.size(), value.data(), value.size());
   uint8_t* slots = p_ + kNodeHeaderEnd;
+  Touch(kNodeHeaderEnd + 2 * i, 2u * (n - i + 1));
   std::memmove(slots + 2 * (i + 1), slots + 2 * i, 2u * (n - i));
   Put16(kNodeHeaderEnd + 2 * i, static_cast<uint16_t>(off));
   Put16(34, static_cast<uint16_t>(n + 1));
@@ -174,6 +211,7 @@ uint32_t NodeView::TakeFreeChunk(uint32_t len) {
         next = static_cast<uint16_t>(f + len);
       }
       Put16(link, next);
+      Touch(f, len);
       std::memset(p_ + f, 0, len);
       Put16(38, static_cast<uint16_t>(Get16(38) - len));
       return f;
@@ -196,6 +234,7 @@ bool NodeView::ReplaceValue(uint16_t i, std::string_view value) {
   const uint16_t key_len = Get16(off), old_len = Get16(off + 2);
   if (value.size() > old_len) return false;
   uint8_t* v = p_ + off + 4 + key_len;
+  Touch(off + 4 + key_len, old_len);
   std::memcpy(v, value.data(), value.size());
   std::memset(v + value.size(), 0, old_len - value.size());
   Put16(off + 2, static_cast<uint16_t>(value.size()));
@@ -207,11 +246,13 @@ void NodeView::Remove(uint16_t i) {
   const uint16_t n = count();
   const uint16_t off = Slot(i);
   const uint32_t len = 4u + Get16(off) + Get16(off + 2);
+  Touch(off, len);
   std::memset(p_ + off, 0, len);  // no stale bytes left in the page
   Put16(off, static_cast<uint16_t>(len));
   Put16(off + 2, Get16(52));
   Put16(52, off);
   uint8_t* slots = p_ + kNodeHeaderEnd;
+  Touch(kNodeHeaderEnd + 2 * i, 2u * (n - i));
   std::memmove(slots + 2 * i, slots + 2 * (i + 1), 2u * (n - i - 1));
   Put16(kNodeHeaderEnd + 2 * (n - 1), 0);
   Put16(34, static_cast<uint16_t>(n - 1));

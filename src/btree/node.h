@@ -32,6 +32,7 @@
 #include <string>
 #include <string_view>
 
+#include "buffer/mtr.h"
 #include "subito/status.h"
 #include "util/coding.h"
 
@@ -60,9 +61,18 @@ class NodeView {
   uint32_t prev() const { return DecodeFixed32(p_ + 40); }
   uint32_t next() const { return DecodeFixed32(p_ + 44); }
   uint32_t leftmost() const { return DecodeFixed32(p_ + 48); }
-  void set_prev(uint32_t v) { EncodeFixed32(p_ + 40, v); }
-  void set_next(uint32_t v) { EncodeFixed32(p_ + 44, v); }
-  void set_leftmost(uint32_t v) { EncodeFixed32(p_ + 48, v); }
+  void set_prev(uint32_t v) {
+    Touch(40, 4);
+    EncodeFixed32(p_ + 40, v);
+  }
+  void set_next(uint32_t v) {
+    Touch(44, 4);
+    EncodeFixed32(p_ + 44, v);
+  }
+  void set_leftmost(uint32_t v) {
+    Touch(48, 4);
+    EncodeFixed32(p_ + 48, v);
+  }
 
   std::string_view Key(uint16_t i) const {
     const uint16_t off = Slot(i);
@@ -91,9 +101,20 @@ class NodeView {
   uint32_t UsedBytes() const;  // slots + live records
   uint32_t Capacity() const { return ps_ - kNodeHeaderEnd; }
 
+  // The byte ranges this view has written, sorted, each at least 16 bytes
+  // from the next (what Mtr::WriteDiff needs to compare; see there). Every
+  // write to the page goes through Touch.
+  using Range = buffer::ByteRange;
+  static constexpr int kMaxRanges = 6;
+  int touched(Range* out) const;  // count; the whole page if too scattered
+
  private:
   uint16_t Get16(uint32_t off) const { return DecodeFixed16(p_ + off); }
-  void Put16(uint32_t off, uint16_t v) { EncodeFixed16(p_ + off, v); }
+  void Put16(uint32_t off, uint16_t v) {
+    Touch(off, 2);
+    EncodeFixed16(p_ + off, v);
+  }
+  void Touch(uint32_t off, uint32_t n);
   uint16_t Slot(uint16_t i) const { return Get16(kNodeHeaderEnd + 2 * i); }
   void Compact();
   // Takes a free chunk of at least len bytes off the free list; 0 if none
@@ -103,6 +124,9 @@ class NodeView {
 
   uint8_t* p_;
   uint32_t ps_;
+  Range ranges_[kMaxRanges];
+  int nranges_ = 0;
+  bool touched_all_ = false;
 };
 
 }  // namespace subito::btree

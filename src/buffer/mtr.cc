@@ -55,7 +55,24 @@ void Mtr::Record(PageHandle& page, uint32_t offset, uint16_t kind, const uint8_t
 }
 
 void Mtr::WriteDiff(PageHandle& page, const uint8_t* image) {
-  const uint32_t ps = pool_->page_size();
+  const ByteRange all{0, pool_->page_size()};
+  WriteDiff(page, image, &all, 1);
+}
+
+void Mtr::WriteDiff(PageHandle& page, const uint8_t* image, const ByteRange* ranges, int n) {
+#ifndef NDEBUG
+  // The caller's ranges must hold every difference (outside the crc and
+  // page_lsn): a change outside them would go unlogged.
+  for (uint32_t i = 16, r = 0; i < pool_->page_size(); ++i) {
+    while (r < static_cast<uint32_t>(n) && ranges[r].end <= i) ++r;
+    const bool inside = r < static_cast<uint32_t>(n) && ranges[r].begin <= i;
+    if (!inside && page.data()[i] != image[i]) std::abort();
+  }
+#endif
+  for (int r = 0; r < n; ++r) DiffIn(page, image, ranges[r].begin, ranges[r].end);
+}
+
+void Mtr::DiffIn(PageHandle& page, const uint8_t* image, uint32_t from, uint32_t ps) {
   const uint8_t* cur = page.data();
   // Bytes [0, 4) are the crc (computed at write time), [8, 16) the page_lsn
   // (set by Commit): never logged as edits.
@@ -65,7 +82,7 @@ void Mtr::WriteDiff(PageHandle& page, const uint8_t* image) {
     std::memcpy(&w, p, 8);
     return w;
   };
-  for (uint32_t i = 0; i < ps;) {
+  for (uint32_t i = from; i < ps;) {
     if (i % 8 == 0 && i >= 16) {  // equal stretches, a word at a time
       while (i + 32 <= ps &&
              ((word(cur + i) ^ word(image + i)) | (word(cur + i + 8) ^ word(image + i + 8)) |
@@ -91,8 +108,9 @@ void Mtr::WriteDiff(PageHandle& page, const uint8_t* image) {
   }
 }
 
-// One differing range [begin, end). If a long part of it is the current bytes
-// shifted by one u16 slot (either way), that part is logged as a move, which
+// One differing range [begin, end). If a long part of it, starting near its
+// beginning, is the current bytes shifted by one u16 slot (either way), that
+// part is logged as a move, which
 // goes first: it must read the bytes before the range's other edits. Ranges
 // are more than 12 equal bytes apart, so a move's source (its destination
 // shifted by 2, never below offset 16) holds only bytes no earlier edit of
@@ -103,18 +121,24 @@ void Mtr::WriteDiffRange(PageHandle& page, const uint8_t* image, uint32_t begin,
   const uint32_t ps = pool_->page_size();
   uint32_t best_at = 0, best_len = 0;
   int best_shift = 0;
+  // A slot inserted or removed shifts the array from (about) where the
+  // range starts: runs are looked for from its first few bytes only, which
+  // keeps ranges that are no shift (a new page image) cheap.
+  constexpr uint32_t kStarts = 8;
   if (end - begin >= kMinMove) {
     for (int shift : {2, -2}) {
-      uint32_t run = 0;
-      for (uint32_t x = begin; x < end; ++x) {
-        const int64_t from = int64_t{x} - shift;
-        const bool same = from >= 16 && from < ps && image[x] == cur[from];
-        run = same ? run + 1 : 0;
-        if (run > best_len) {
-          best_len = run;
-          best_at = x + 1 - run;
+      for (uint32_t at = begin; at < begin + kStarts && at < end; ++at) {
+        uint32_t x = at;
+        while (x < end && int64_t{x} - shift >= 16 && int64_t{x} - shift < ps &&
+               image[x] == cur[x - shift]) {
+          ++x;
+        }
+        if (x - at > best_len) {
+          best_len = x - at;
+          best_at = at;
           best_shift = shift;
         }
+        if (x - at >= kMinMove) break;
       }
     }
   }

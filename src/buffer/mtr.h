@@ -37,6 +37,10 @@ inline constexpr uint16_t kEditZeroFill = 0x8000;
 inline constexpr uint16_t kEditMove = 0xC000;
 inline constexpr uint16_t kEditKindMask = 0xC000;
 
+struct ByteRange {
+  uint32_t begin, end;
+};
+
 class Mtr {
  public:
   explicit Mtr(BufferPool* pool) : pool_(pool) {}
@@ -60,6 +64,10 @@ class Mtr {
   // bytes shifted by one u16 slot as moves. Lets callers build a new page in
   // scratch memory.
   void WriteDiff(PageHandle& page, const uint8_t* image);
+  // The same, comparing only inside `ranges` (sorted, each at least 16
+  // bytes before the next): the caller knows every byte it changed lies in
+  // them. (Checked in debug builds.)
+  void WriteDiff(PageHandle& page, const uint8_t* image, const ByteRange* ranges, int n);
   bool empty() const { return edits_.empty(); }
   // Undoes every edit since the last Commit (in reverse) and forgets them.
   void Abort();
@@ -70,6 +78,8 @@ class Mtr {
   Result<log::AppendResult> Commit();
 
  private:
+  // Diffs [from, to).
+  void DiffIn(PageHandle& page, const uint8_t* image, uint32_t from, uint32_t to);
   void WriteDiffRange(PageHandle& page, const uint8_t* image, uint32_t begin, uint32_t end);
   void WriteSplittingZeros(PageHandle& page, uint32_t offset, const uint8_t* src, uint32_t n);
   // Applies and records one edit. kind: 0 (src: the bytes), kEditZeroFill,

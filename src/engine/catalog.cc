@@ -105,7 +105,7 @@ bool DecodeBody(std::string_view body, Catalog& c) {
     CatalogTable t;
     uint8_t state = 0;
     uint32_t autoinc = 0, columns = 0, indexes = 0;
-    if (!r.U32(t.id) || !r.U8(state) || state > 2 || !r.Str(t.def.name) || !r.Str(t.def.data_dir) ||
+    if (!r.U32(t.id) || !r.U8(state) || state > 3 || !r.Str(t.def.name) || !r.Str(t.def.data_dir) ||
         !r.U32(autoinc) || !r.U32(columns) || columns > 4096) {
       return false;
     }

@@ -40,7 +40,9 @@ namespace subito::engine {
 
 inline constexpr uint32_t kCatalogVersion = 1;
 
-enum class DefState : uint8_t { kLive = 0, kCreating = 1, kDropping = 2 };
+// kLoading (tables only): a BulkLoader is filling the table, or one ended
+// without finishing; Open drops such a table (K4).
+enum class DefState : uint8_t { kLive = 0, kCreating = 1, kDropping = 2, kLoading = 3 };
 
 struct CatalogIndex {
   IndexDef def;  // the primary key: name PRIMARY, its columns, unique

@@ -631,6 +631,57 @@ std::unique_ptr<Transaction> DatabaseImpl::Begin(Isolation isolation) {
   return std::move(*NewTransaction(this, isolation));
 }
 
+CatalogTable* DatabaseImpl::CatalogEntry(const TableImpl* t) {
+  for (CatalogTable& ct : catalog_.tables) {
+    if (ct.id == t->cat.id) return &ct;
+  }
+  return nullptr;
+}
+
+Result<std::unique_ptr<BulkLoader>> DatabaseImpl::BeginBulkLoad(Table* table) {
+  std::unique_lock ddl(ddl_mu_);
+  auto* t = static_cast<TableImpl*>(table);
+  CatalogTable* ct = CatalogEntry(t);
+  if (t->dropped.load() || ct == nullptr) return Status::NotFound("the table was dropped");
+  const std::string name = t->def().name;
+  bool expected = false;
+  if (!t->bulk_loading.compare_exchange_strong(expected, true)) {
+    return Status::Busy("table " + name + " is being loaded, or a load left it incomplete");
+  }
+  // Flag set first, then the users read (see TransactionImpl::Use).
+  t->users.fetch_add(1);
+  auto refuse = [&](Status st) {
+    t->users.fetch_sub(1);
+    t->bulk_loading.store(false);
+    return st;
+  };
+  if (t->users.load() > 1) return refuse(Status::Busy("table " + name + " is in use"));
+  Result<uint64_t> rows = t->indexes[0]->tree->entries();
+  if (!rows.ok()) return refuse(rows.status());
+  if (*rows != 0) return refuse(Status::Busy("table " + name + " is not empty"));
+  ct->state = DefState::kLoading;  // K4
+  if (Status st = Persist(); !st.ok()) {
+    ct->state = DefState::kLive;
+    return refuse(st);
+  }
+  t->cat.state = DefState::kLoading;
+  return NewBulkLoader(this, t);
+}
+
+Status DatabaseImpl::EndBulkLoad(TableImpl* t) {
+  std::unique_lock ddl(ddl_mu_);
+  CatalogTable* ct = CatalogEntry(t);
+  if (ct == nullptr) return Status::NotFound("the table was dropped");
+  ct->state = DefState::kLive;
+  if (Status st = Persist(); !st.ok()) {
+    ct->state = DefState::kLoading;
+    return st;
+  }
+  t->cat.state = DefState::kLive;
+  t->bulk_loading.store(false);
+  return Status::OK();
+}
+
 DatabaseStats DatabaseImpl::Stats() const {
   DatabaseStats s;
   s.commits = commits.load();

@@ -79,6 +79,8 @@ class TableImpl final : public Table {
   CatalogTable cat;
   std::vector<std::unique_ptr<IndexImpl>> indexes;  // live ones; [0] primary
   std::atomic<int> users{0};  // transactions that touched the table and have not ended
+  // A BulkLoader fills it (and counts in users), or one ended unfinished.
+  std::atomic<bool> bulk_loading{false};
   std::atomic<bool> dropped{false};
   std::atomic<uint64_t> rows_read{0}, rows_inserted{0}, rows_updated{0}, rows_deleted{0};
 
@@ -103,6 +105,7 @@ class DatabaseImpl final : public Database {
   Table* FindTable(std::string_view name) const override;
   std::vector<std::string> TableNames() const override;
   std::unique_ptr<Transaction> Begin(Isolation isolation) override;
+  Result<std::unique_ptr<BulkLoader>> BeginBulkLoad(Table* table) override;
   DatabaseStats Stats() const override;
   const RecoveryInfo& recovery() const override { return recovery_; }
   std::string Describe() const override;
@@ -116,6 +119,10 @@ class DatabaseImpl final : public Database {
     return std::chrono::milliseconds(options_.lock_wait_timeout_ms);
   }
   std::atomic<uint64_t> commits{0}, rollbacks{0}, relocations{0};
+  // Records a bulk-loaded table live (K4).
+  Status EndBulkLoad(TableImpl* t);
+  // How many bytes of secondary entries a bulk load gathers before sorting.
+  uint64_t bulk_sort_bytes() const { return options_.buffer_pool_bytes / 16; }
   void Register(UndoOwner* t) {
     std::lock_guard lock(owners_mu_);
     owners_.insert(t);
@@ -135,6 +142,7 @@ class DatabaseImpl final : public Database {
   std::string TableDir(const TableDef& def) const;
   Status RemoveIndexFiles(IndexImpl* ix);
   Status Persist();  // writes catalog_
+  CatalogTable* CatalogEntry(const TableImpl* t);
   void PurgeLoop();
   void StopPurge();
   void RelieveLog();
@@ -166,5 +174,6 @@ class DatabaseImpl final : public Database {
 };
 
 Result<std::unique_ptr<Transaction>> NewTransaction(DatabaseImpl* db, Isolation isolation);
+std::unique_ptr<BulkLoader> NewBulkLoader(DatabaseImpl* db, TableImpl* table);
 
 }  // namespace subito::engine

@@ -190,7 +190,16 @@ Result<TableImpl*> TransactionImpl::Use(Table* table) {
   SUBITO_RETURN_IF_ERROR(Usable());
   auto* t = static_cast<TableImpl*>(table);
   if (t == nullptr || t->dropped.load()) return Status::NotFound("the table was dropped");
-  if (used_.insert(t).second) t->users.fetch_add(1);
+  if (used_.count(t)) return t;
+  // Counted first, then the flag read: BeginBulkLoad sets the flag, then
+  // reads the count, so one of the two always sees the other (seq_cst).
+  t->users.fetch_add(1);
+  if (t->bulk_loading.load()) {
+    t->users.fetch_sub(1);
+    return Status::Busy("table " + t->def().name +
+                        " is being filled by a bulk load, or one left it incomplete (drop it)");
+  }
+  used_.insert(t);
   return t;
 }
 

@@ -114,9 +114,21 @@ inline void CheckRecovered(Database* db, const std::vector<const ThreadWorkload*
       match = states[k] == got;
       if (match && found) (*found)[w] = k;
     }
+    auto describe = [](const std::map<int64_t, Row>& m) {
+      std::string s;
+      for (const auto& [id, r] : m) {
+        s += " " + std::to_string(id) + ":k=" + std::to_string(std::get<uint64_t>(r[1])) + ",v=" +
+             std::to_string(std::get<std::string>(r[3]).size()) + "B";
+      }
+      return s;
+    };
+    std::string near;
+    for (size_t k = min_k[w] > 0 ? min_k[w] - 1 : 0; k <= max_k[w] + 1 && k < states.size(); ++k) {
+      near += "\n  state " + std::to_string(k) + ":" + describe(states[k]);
+    }
     ASSERT_TRUE(match) << "thread " << w << ": recovered rows (" << got.size()
                        << ") match no state with " << min_k[w] << ".." << max_k[w]
-                       << " committed transactions";
+                       << " committed transactions\n  recovered:" << describe(got) << near;
   }
   for (uint32_t index = 1; index <= 2; ++index) {
     std::vector<Row> by_index = ScanAll(txn.get(), t, index);

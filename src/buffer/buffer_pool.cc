@@ -272,10 +272,6 @@ Result<uint32_t> BufferPool::FindVictim(std::unique_lock<std::mutex>& lk) {
       table_.erase(f.id);
       f.in_use = false;
       evictions_.fetch_add(1, std::memory_order_relaxed);
-      if (free_.size() + 1 < n / 8) {
-        std::lock_guard c(cleaner_mu_);
-        cleaner_cv_.notify_one();
-      }
       return hand_;
     }
     if (!any_unpinned) {
@@ -288,6 +284,11 @@ Result<uint32_t> BufferPool::FindVictim(std::unique_lock<std::mutex>& lk) {
       continue;
     }
     if (dirty_candidate >= 0) {
+      {  // the cleaners are behind: wake them
+        std::lock_guard c(cleaner_mu_);
+        urgent_ = true;
+      }
+      cleaner_cv_.notify_all();
       // Every unpinned frame is dirty: write one here rather than wait.
       const uint32_t idx = static_cast<uint32_t>(dirty_candidate);
       ++frames_[idx]->pins;
@@ -353,7 +354,7 @@ Status BufferPool::LogFreeCheck() {
     if (relief_) relief_();
     // Write the oldest pages here too: there may be no cleaner thread, and
     // this thread holds no latch.
-    SUBITO_RETURN_IF_ERROR(CleanBatch());
+    SUBITO_RETURN_IF_ERROR(CleanBatch().status());
     SUBITO_RETURN_IF_ERROR(Checkpoint());
     if (log_->reserved_lsn() - log_->checkpoint_lsn() <= limit) break;
     std::this_thread::sleep_for(std::chrono::microseconds(spins < 100 ? 50 : 1000));
@@ -421,7 +422,7 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
   return st;
 }
 
-Status BufferPool::CleanBatch() {
+Result<size_t> BufferPool::CleanBatch() {
   std::vector<uint32_t> picked;
   // Never pin more than a quarter of the pool for writing.
   const size_t limit =
@@ -436,7 +437,7 @@ Status BufferPool::CleanBatch() {
       picked.push_back(it->second);
     }
   }
-  if (picked.empty()) return Status::OK();
+  if (picked.empty()) return size_t{0};
   Status st = FlushFrames(picked, /*skip_busy=*/true);
   {
     std::lock_guard lock(mu_);
@@ -445,7 +446,8 @@ Status BufferPool::CleanBatch() {
       frames_[idx]->flushing = false;
     }
   }
-  return st;
+  if (!st.ok()) return st;
+  return picked.size();
 }
 
 Status BufferPool::Checkpoint() {
@@ -478,7 +480,7 @@ Status BufferPool::FlushAll() {
       empty = flush_list_.empty();
     }
     if (empty) break;
-    SUBITO_RETURN_IF_ERROR(CleanBatch());
+    SUBITO_RETURN_IF_ERROR(CleanBatch().status());
     std::this_thread::yield();  // pages being written by a cleaner, or latched: let them finish
   }
   return Checkpoint();
@@ -496,18 +498,28 @@ void BufferPool::CleanerLoop() {
       urgent = urgent_;
       urgent_ = false;
     }
-    uint64_t dirty, free_frames;
-    {
-      std::lock_guard lock(mu_);
-      dirty = flush_list_.size();
-      free_frames = free_.size();
-    }
-    const bool log_pressure = log_->reserved_lsn() - log_->checkpoint_lsn() > log_->capacity() / 2;
-    const bool too_dirty = dirty > options_.max_dirty_ratio * static_cast<double>(frames);
-    const bool few_clean = free_frames < frames / 8 && dirty > 0;
-    if (urgent || log_pressure || too_dirty || few_clean) {
-      Status st = CleanBatch();
-      (void)st;  // a failed write leaves the pages dirty; the next round retries
+    // Batches back to back while there is pressure: a write-heavy load
+    // dirties far more than one batch per interval, and evictions must find
+    // clean frames (a dirty victim costs the fetching thread a write).
+    for (int batches = 0; batches < 64; ++batches) {  // then a wait: busy frames may not move
+      uint64_t dirty;
+      {
+        std::lock_guard lock(mu_);
+        dirty = flush_list_.size();
+      }
+      const bool log_pressure =
+          log_->reserved_lsn() - log_->checkpoint_lsn() > log_->capacity() / 2;
+      const bool too_dirty = dirty > options_.max_dirty_ratio * static_cast<double>(frames);
+      if (!(dirty > 0 && ((urgent && batches == 0) || log_pressure || too_dirty))) break;
+      Result<size_t> flushed = CleanBatch();
+      // A failed write leaves the pages dirty; the next round retries.
+      if (!flushed.ok() || *flushed == 0) break;
+      if (batches % 8 == 7) {
+        Status st = Checkpoint();
+        (void)st;
+      }
+      std::lock_guard lock(cleaner_mu_);
+      if (stop_) return;
     }
     Status st = Checkpoint();
     (void)st;

@@ -182,7 +182,7 @@ class BufferPool {
   Result<uint32_t> FindVictim(std::unique_lock<std::mutex>& lk);
   Status FlushFrames(const std::vector<uint32_t>& candidates, bool skip_busy);
   void CleanerLoop();
-  Status CleanBatch();
+  Result<size_t> CleanBatch();  // pages written
   void LatchFrame(Frame& f, Latch latch);
   // Latches the pinned frame and wraps it in a handle.
   PageHandle LatchedHandle(uint32_t idx, PageId id, Latch latch);

@@ -66,7 +66,10 @@ TEST(BTreeCrash, RecoveredTreesHoldExactlyTheLoggedOperations) {
     while (!done.load()) {
       BTree::Cursor c(tree->get());
       ASSERT_TRUE(c.Seek(SeekMode::kFirst).ok());
-      for (int i = 0; i < 200 && c.Valid(); ++i) ASSERT_TRUE(c.Next().ok());
+      for (int i = 0; i < 200 && c.Valid(); ++i) {
+        const Status st = c.Next();
+        ASSERT_TRUE(st.ok()) << st.ToString();
+      }
     }
   });
   std::mt19937_64 rng(seed);

@@ -953,7 +953,14 @@ Status BTree::Cursor::Step(bool forward) {
   if (copy_valid_ && copy_changes_ == changes) {
     NodeView n(copy_.data(), ps);
     const int slot = forward ? slot_ + 1 : slot_ - 1;
-    if (slot >= 0 && slot < n.count()) return Load(copy_.data(), static_cast<uint16_t>(slot));
+    // Only inline values: an overflow chain is read under the leaf's latch,
+    // which keeps a writer from freeing it meanwhile.
+    if (slot >= 0 && slot < n.count()) {
+      const std::string_view stored = n.Value(static_cast<uint16_t>(slot));
+      if (!stored.empty() && stored[0] == kInline) {
+        return Load(copy_.data(), static_cast<uint16_t>(slot));
+      }
+    }
   }
   copy_valid_ = false;
   std::shared_lock tree(tree_->latch_);

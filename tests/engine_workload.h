@@ -117,8 +117,8 @@ inline void CheckRecovered(Database* db, const std::vector<const ThreadWorkload*
     auto describe = [](const std::map<int64_t, Row>& m) {
       std::string s;
       for (const auto& [id, r] : m) {
-        s += " " + std::to_string(id) + ":k=" + std::to_string(std::get<uint64_t>(r[1])) + ",v=" +
-             std::to_string(std::get<std::string>(r[3]).size()) + "B";
+        s += " " + std::to_string(id) + ":k=" + std::to_string(std::get<uint64_t>(r[1])) +
+             ",v=" + std::to_string(std::get<std::string>(r[3]).size()) + "B";
       }
       return s;
     };

@@ -124,7 +124,7 @@ class NodeView {
 
   uint8_t* p_;
   uint32_t ps_;
-  Range ranges_[kMaxRanges];
+  Range ranges_[kMaxRanges] = {};
   int nranges_ = 0;
   bool touched_all_ = false;
 };

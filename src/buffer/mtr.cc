@@ -72,7 +72,7 @@ void Mtr::WriteDiff(PageHandle& page, const uint8_t* image, const ByteRange* ran
   for (int r = 0; r < n; ++r) DiffIn(page, image, ranges[r].begin, ranges[r].end);
 }
 
-void Mtr::DiffIn(PageHandle& page, const uint8_t* image, uint32_t from, uint32_t ps) {
+void Mtr::DiffIn(PageHandle& page, const uint8_t* image, uint32_t from, uint32_t to) {
   const uint8_t* cur = page.data();
   // Bytes [0, 4) are the crc (computed at write time), [8, 16) the page_lsn
   // (set by Commit): never logged as edits.
@@ -82,16 +82,16 @@ void Mtr::DiffIn(PageHandle& page, const uint8_t* image, uint32_t from, uint32_t
     std::memcpy(&w, p, 8);
     return w;
   };
-  for (uint32_t i = from; i < ps;) {
+  for (uint32_t i = from; i < to;) {
     if (i % 8 == 0 && i >= 16) {  // equal stretches, a word at a time
-      while (i + 32 <= ps &&
+      while (i + 32 <= to &&
              ((word(cur + i) ^ word(image + i)) | (word(cur + i + 8) ^ word(image + i + 8)) |
               (word(cur + i + 16) ^ word(image + i + 16)) |
               (word(cur + i + 24) ^ word(image + i + 24))) == 0) {
         i += 32;
       }
-      while (i + 8 <= ps && word(cur + i) == word(image + i)) i += 8;
-      if (i >= ps) break;
+      while (i + 8 <= to && word(cur + i) == word(image + i)) i += 8;
+      if (i >= to) break;
     }
     if (skip(i) || cur[i] == image[i]) {
       ++i;
@@ -99,7 +99,7 @@ void Mtr::DiffIn(PageHandle& page, const uint8_t* image, uint32_t from, uint32_t
     }
     // Extend over short equal gaps: one edit header costs 12 bytes.
     uint32_t end = i + 1, last_diff = i;
-    while (end < ps && !skip(end) && end - last_diff <= 12) {
+    while (end < to && !skip(end) && end - last_diff <= 12) {
       if (cur[end] != image[end]) last_diff = end;
       ++end;
     }
@@ -110,11 +110,9 @@ void Mtr::DiffIn(PageHandle& page, const uint8_t* image, uint32_t from, uint32_t
 
 // One differing range [begin, end). If a long part of it, starting near its
 // beginning, is the current bytes shifted by one u16 slot (either way), that
-// part is logged as a move, which
-// goes first: it must read the bytes before the range's other edits. Ranges
-// are more than 12 equal bytes apart, so a move's source (its destination
-// shifted by 2, never below offset 16) holds only bytes no earlier edit of
-// this diff changed.
+// part is logged as a move, which goes first: it must read the bytes before the range's other
+// edits. Ranges are more than 12 equal bytes apart, so a move's source (its destination shifted by
+// 2, never below offset 16) holds only bytes no earlier edit of this diff changed.
 void Mtr::WriteDiffRange(PageHandle& page, const uint8_t* image, uint32_t begin, uint32_t end) {
   constexpr uint32_t kMinMove = 32;
   const uint8_t* cur = page.data();

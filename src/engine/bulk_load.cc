@@ -38,7 +38,7 @@ class BulkLoaderImpl final : public BulkLoader {
     if (cur->has_value()) return Status::AlreadyExists("duplicate primary key in " + def.name);
     for (uint32_t i = 1; i < t_->indexes.size(); ++i) {
       if (!def.indexes[i - 1].unique || KeyHasNull(def, i, *row)) continue;
-      SUBITO_RETURN_IF_ERROR(CheckUnique(i, *row));
+      SUBITO_RETURN_IF_ERROR(CheckUnique(t_, i, *row));  // no writer but this one
     }
     SUBITO_RETURN_IF_ERROR(t_->indexes[0]->tree->Put(pk, EncodeRow(def, *row)));
     for (uint32_t i = 1; i < t_->indexes.size(); ++i) {
@@ -66,21 +66,6 @@ class BulkLoaderImpl final : public BulkLoader {
   }
 
  private:
-  Status CheckUnique(uint32_t index, const Row& row) {
-    const TableDef& def = t_->def();
-    Row vals;
-    for (uint32_t c : def.indexes[index - 1].columns) vals.push_back(row[c]);
-    Result<std::string> prefix = EncodeKey(def, def.indexes[index - 1].columns, vals);
-    if (!prefix.ok()) return prefix.status();
-    btree::BTree::Cursor c(t_->indexes[index]->tree.get());
-    SUBITO_RETURN_IF_ERROR(c.Seek(btree::SeekMode::kGE, *prefix));
-    if (c.Valid() && c.key().compare(0, prefix->size(), *prefix) == 0) {
-      return Status::AlreadyExists("duplicate entry for unique index " +
-                                   def.indexes[index - 1].name + " of " + def.name);
-    }
-    return Status::OK();
-  }
-
   // Sorted, so that each index's tree grows at one edge.
   Status AddPending() {
     for (uint32_t i = 1; i < pending_.size(); ++i) {

@@ -176,4 +176,12 @@ class DatabaseImpl final : public Database {
 Result<std::unique_ptr<Transaction>> NewTransaction(DatabaseImpl* db, Isolation isolation);
 std::unique_ptr<BulkLoader> NewBulkLoader(DatabaseImpl* db, TableImpl* table);
 
+// The encoded values of unique index `index`'s own columns in `row`.
+std::string UniquePrefix(TableImpl* t, uint32_t index, const Row& row);
+// AlreadyExists ("duplicate entry for unique index <name> of <table>") if the
+// index holds an entry with the row's unique prefix. The caller makes sure no
+// other writer of that prefix is in flight (its exclusive lock, or a bulk
+// load's exclusive use of the table), so the tree's newest keys are the truth.
+Status CheckUnique(TableImpl* t, uint32_t index, const Row& row);
+
 }  // namespace subito::engine

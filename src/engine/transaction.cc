@@ -132,7 +132,6 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // victim is rolled back whole (as InnoDB does).
   template <typename Fn>
   Status Statement(Fn&& fn);
-  Status CheckUnique(TableImpl* t, uint32_t index, const Row& row);
   Result<std::optional<std::string>> LatestOf(IndexImpl* ix, const std::string& key) {
     return ix->tree->Get(key);
   }
@@ -144,7 +143,6 @@ class TransactionImpl final : public Transaction, public UndoOwner {
     Row row;            // decoded
   };
   Result<LockedRow> LockRowToWrite(TableImpl* t, const Row& input, const char* whole_row_error);
-  std::string UniquePrefix(TableImpl* t, uint32_t index, const Row& row);
   Status End(bool commit);
   // Caller holds mu_. See txn_records.h (relocation).
   Status RelocateIfOld(uint64_t limit);
@@ -339,15 +337,15 @@ Status TransactionImpl::Statement(Fn&& fn) {
   return st;
 }
 
-std::string TransactionImpl::UniquePrefix(TableImpl* t, uint32_t index, const Row& row) {
+}  // namespace
+
+std::string UniquePrefix(TableImpl* t, uint32_t index, const Row& row) {
   Row vals;
   for (uint32_t c : t->def().indexes[index - 1].columns) vals.push_back(row[c]);
   return *EncodeKey(t->def(), t->def().indexes[index - 1].columns, vals);
 }
 
-// Caller holds the exclusive lock on the unique prefix: every other writer
-// of it has ended, so the tree's newest keys are the truth.
-Status TransactionImpl::CheckUnique(TableImpl* t, uint32_t index, const Row& row) {
+Status CheckUnique(TableImpl* t, uint32_t index, const Row& row) {
   const std::string prefix = UniquePrefix(t, index, row);
   btree::BTree::Cursor c(t->indexes[index]->tree.get());
   SUBITO_RETURN_IF_ERROR(c.Seek(btree::SeekMode::kGE, prefix));
@@ -357,6 +355,8 @@ Status TransactionImpl::CheckUnique(TableImpl* t, uint32_t index, const Row& row
   }
   return Status::OK();
 }
+
+namespace {
 
 Result<TransactionImpl::LockedRow> TransactionImpl::LockRowToWrite(TableImpl* t, const Row& input,
                                                                    const char* whole_row_error) {

@@ -464,11 +464,20 @@ TEST(NodeView, RemovedRecordsAreReusedAndTheHeapStaysConsistent) {
       n.Remove(i);
       model.erase(key);
     } else if (present) {
-      if (!n.ReplaceValue(i, value)) {
+      bool kept = true;
+      if (!n.ReplaceValue(i, value)) {  // the value grew
         n.Remove(i);
-        ASSERT_TRUE(n.Insert(i, key, value));  // its old space is free again
+        const uint32_t room =
+            heap_start() - (kNodeHeaderEnd + 2u * n.count()) + DecodeFixed16(page.data() + 38);
+        const bool fits = room >= 4 + key.size() + value.size() + 2;
+        ASSERT_EQ(n.Insert(i, key, value), fits) << "room " << room;
+        kept = fits;
       }
-      model[key] = value;
+      if (kept) {
+        model[key] = value;
+      } else {
+        model.erase(key);
+      }
     } else {
       const uint16_t before = heap_start();
       const uint32_t gap = before - (kNodeHeaderEnd + 2u * n.count());

@@ -6,11 +6,14 @@
 // recovered again.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <thread>
 
+#include "engine/engine_impl.h"
 #include "engine_workload.h"
 #include "pmem/tracking_persistence.h"
 #include "test_util.h"
@@ -58,6 +61,32 @@ void WriteImage(const std::string& dir, const std::string& from_pm,
     test::WriteFile(dir + "/" + name, bytes);
   }
 }
+
+// With SUBITO_KEEP_FAILED_IMAGES=<dir> set, an image is copied there before
+// its recovery, and the copy stays if the test has failed by the end of the
+// scope: the exact bytes to replay a rare failure with.
+class FailedImageKeeper {
+ public:
+  FailedImageKeeper(const std::string& image, uint64_t seed, int cut_no) {
+    const char* keep = std::getenv("SUBITO_KEEP_FAILED_IMAGES");
+    if (keep == nullptr) return;
+    copy_ = std::string(keep) + "/seed" + std::to_string(seed) + "-cut" + std::to_string(cut_no);
+    std::filesystem::remove_all(copy_);
+    std::filesystem::create_directories(copy_);
+    std::filesystem::copy(image, copy_, std::filesystem::copy_options::recursive);
+  }
+  ~FailedImageKeeper() {
+    if (copy_.empty()) return;
+    if (::testing::Test::HasFailure()) {
+      std::printf("the image before recovery is kept in %s\n", copy_.c_str());
+    } else {
+      std::filesystem::remove_all(copy_);
+    }
+  }
+
+ private:
+  std::string copy_;
+};
 
 // An image's database, as a restart after the power cut opens it.
 Options PlainOptions(const std::string& dir) {
@@ -159,12 +188,14 @@ TEST_F(EngineCrash, PowerCutsKeepExactlyTheAcknowledgedTransactions) {
       const auto pm2_image = pm2.ImageAtTime(at2, &rng);
       const auto file2_image = fs2.ImageAtTime(at2, rng(), true);
       WriteImage(c + "2", c + "/pm", pm2_image, file2_image);
+      FailedImageKeeper keeper(c + "2", seed, cut_no);
       auto rdb = Database::Open(PlainOptions(c + "2"));
       ASSERT_TRUE(rdb.ok()) << rdb.status().ToString();
       test::CheckRecovered(rdb->get(), plans, min_k, max_k);
       continue;
     }
     WriteImage(c, dir.Sub("pm"), pm_image, file_image);
+    FailedImageKeeper keeper(c, seed, cut_no);
     auto rdb = Database::Open(PlainOptions(c));
     ASSERT_TRUE(rdb.ok()) << rdb.status().ToString();
     losers += (*rdb)->recovery().transactions_rolled_back;
@@ -184,6 +215,163 @@ TEST_F(EngineCrash, PowerCutsKeepExactlyTheAcknowledgedTransactions) {
       times.size(), static_cast<unsigned long long>(redone),
       static_cast<unsigned long long>(losers), static_cast<unsigned long long>(relocations));
   EXPECT_GT(redone, 0u);
+}
+
+// Holds one thread at its next Drain until opened: a committing
+// transaction stopped after appending its commit record, before the record
+// is durable.
+class DrainGate : public pmem::Persistence {
+ public:
+  explicit DrainGate(pmem::Persistence* inner) : inner_(inner) {}
+  void CopyNoDrain(void* dst, const void* src, size_t n) override {
+    inner_->CopyNoDrain(dst, src, n);
+  }
+  void FillNoDrain(void* dst, uint8_t byte, size_t n) override {
+    inner_->FillNoDrain(dst, byte, n);
+  }
+  void Flush(const void* addr, size_t n) override { inner_->Flush(addr, n); }
+  void Drain() override {
+    {
+      std::unique_lock lock(mu_);
+      if (armed_ && std::this_thread::get_id() == thread_) {
+        armed_ = false;
+        held_ = true;
+        cv_.notify_all();
+        cv_.wait(lock, [&] { return !held_; });
+      }
+    }
+    inner_->Drain();
+  }
+  void OnMap(const std::string& name, const void* base, size_t size) override {
+    inner_->OnMap(name, base, size);
+  }
+  void OnUnmap(const void* base) override { inner_->OnUnmap(base); }
+  const char* Name() const override { return "drain gate (test)"; }
+
+  // The calling thread's next Drain waits for Open().
+  void ArmForThisThread() {
+    std::lock_guard lock(mu_);
+    armed_ = true;
+    thread_ = std::this_thread::get_id();
+  }
+  // Whether the armed thread got held before `done` became true.
+  bool WaitHeld(const std::atomic<bool>& done) {
+    std::unique_lock lock(mu_);
+    while (!held_ && !done.load()) cv_.wait_for(lock, std::chrono::milliseconds(1));
+    return held_;
+  }
+  void Open() {
+    std::lock_guard lock(mu_);
+    armed_ = held_ = false;
+    cv_.notify_all();
+  }
+
+ private:
+  pmem::Persistence* const inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool armed_ = false, held_ = false;
+  std::thread::id thread_;
+};
+
+// A transaction's undo may be relocated (by another thread relieving the
+// log) while it commits. Relocated after its commit record, its undo copies
+// would outlive that record once the checkpoint passed it, and recovery
+// would undo a committed transaction. Here the commit is held right after
+// its record was appended, another transaction pins the checkpoint just
+// behind it, the log is relieved, and the power cut comes once everything
+// is on disk: the commit must stand.
+TEST_F(EngineCrash, UndoIsNeverRelocatedBehindItsCommitRecord) {
+  db.reset();
+  DrainGate gate(&pm);
+  struct CloseBeforeGate {
+    std::unique_ptr<Database>& db;
+    ~CloseBeforeGate() { db.reset(); }
+  } close_before_gate{db};
+  Options o = TrackedOptions(dir.Sub("pm"), &fs, &gate);
+  o.page_cleaners = 0;  // nothing but the committer makes its record durable
+  auto opened = Database::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  db = std::move(*opened);
+  auto* impl = static_cast<engine::DatabaseImpl*>(db.get());
+  auto t = db->CreateTable(test::SampleTable());
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const Row before = test::SampleRow(1, 1, "one", "before");
+  const Row after = test::SampleRow(1, 2, "uno", "after");
+  const Row added = test::SampleRow(2, 2, "two", "added by the committed transaction");
+  {
+    auto setup = db->Begin();
+    ASSERT_OK(setup->Insert(*t, before));
+    ASSERT_OK(setup->Commit());
+  }
+  auto a = db->Begin();
+  const uint64_t a_start = impl->log()->reserved_lsn();
+  ASSERT_OK(a->Update(*t, before, after));
+  ASSERT_OK(a->Insert(*t, added));
+  // Others commit until A holds the checkpoint back by over a quarter of
+  // the log (the relocation threshold), below the log's relief threshold.
+  for (int64_t id = 100;
+       impl->log()->reserved_lsn() - a_start < impl->log()->capacity() / 4 + 16384; ++id) {
+    auto other = db->Begin();
+    ASSERT_OK(other->Insert(*t, test::SampleRow(id, 0, std::nullopt, std::string(1000, 'o'))));
+    ASSERT_OK(other->Commit());
+  }
+  ASSERT_EQ(db->Stats().undo_relocations, 0u) << "relocated early: the test lost its aim";
+
+  std::atomic<bool> committed{false};
+  Status commit_status;
+  std::thread committer([&] {
+    gate.ArmForThisThread();
+    commit_status = a->Commit();
+    committed = true;
+  });
+  const bool held = gate.WaitHeld(committed);
+  std::unique_ptr<Transaction> pin;
+  Status pin_status;
+  std::atomic<bool> relieved{false};
+  std::thread reliever;
+  if (held) {
+    // C's first write pins the checkpoint behind A's commit record.
+    pin = db->Begin();
+    pin_status = pin->Insert(*t, test::SampleRow(3, 3, std::nullopt, "never committed"));
+    const uint64_t end = impl->log()->reserved_lsn();
+    reliever = std::thread([&] {
+      impl->RelieveLog();
+      relieved = true;
+    });
+    // A relocation appends while holding A, so A's commit cannot finish
+    // before it; wait until it has started, or declined.
+    while (!relieved.load() && impl->log()->reserved_lsn() == end) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  gate.Open();
+  committer.join();
+  if (reliever.joinable()) reliever.join();
+  ASSERT_TRUE(held) << "the commit record became durable without its thread: no race to test";
+  ASSERT_OK(pin_status);
+  ASSERT_OK(commit_status);
+  ASSERT_OK(impl->pool()->FlushAll());  // pages on disk; the checkpoint moves up to C
+
+  const uint64_t now = clock->Now();
+  WriteImage(dir.Sub("crash"), dir.Sub("pm"), pm.ImageAtTime(now, &rng),
+             fs.ImageAtTime(now, rng(), true));
+  auto rdb = Database::Open(PlainOptions(dir.Sub("crash")));
+  ASSERT_TRUE(rdb.ok()) << rdb.status().ToString();
+  EXPECT_EQ((*rdb)->recovery().transactions_rolled_back, 1u) << "only C is a loser";
+  Table* rt = (*rdb)->FindTable("t");
+  ASSERT_NE(rt, nullptr);
+  auto check = (*rdb)->Begin();
+  for (const Row& want : {after, added}) {
+    auto got = check->Get(rt, {want[0]});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_TRUE(got->has_value()) << "row " << std::get<int64_t>(want[0]) << " lost";
+    EXPECT_EQ(**got, want) << "row " << std::get<int64_t>(want[0]);
+  }
+  auto c_row = check->Get(rt, {int64_t{3}});
+  ASSERT_TRUE(c_row.ok());
+  EXPECT_FALSE(c_row->has_value());
+  ASSERT_OK(check->Commit());
 }
 
 // The schema and row counts a database shows: table -> (index names, rows).

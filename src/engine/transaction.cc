@@ -81,7 +81,7 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   }
   bool RelieveLog(uint64_t limit) override {
     std::unique_lock lock(mu_, std::try_to_lock);
-    if (!lock.owns_lock() || ended_ || !pinned_) return false;
+    if (!lock.owns_lock() || ended_ || end_logging_ || !pinned_) return false;
     const uint64_t before = pin_token_;
     (void)RelocateIfOld(limit);
     return pin_token_ != before;
@@ -128,6 +128,10 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   Status WriteKey(IndexImpl* ix, const std::string& key, std::optional<std::string> after,
                   std::optional<std::string> before);
   Status ApplyUndo(const Undo& u);
+  void SetEndLogging(bool on) {
+    std::lock_guard lock(mu_);
+    end_logging_ = on;
+  }
   // Runs one statement: on failure its writes are undone; a deadlock
   // victim is rolled back whole (as InnoDB does).
   template <typename Fn>
@@ -164,6 +168,11 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   const Isolation isolation_;
   std::shared_ptr<txn::TxnState> state_;
   bool ended_ = false;
+  // Set (under mu_) before the commit or abort record is appended: from
+  // then on the undo list is not relocated. Copies behind the end record
+  // would outlive it once the checkpoint passed it, and recovery would take
+  // the finished transaction for a loser and undo it.
+  bool end_logging_ = false;
   bool has_snapshot_ = false;
   uint64_t read_ts_ = 0;
   bool pinned_ = false;
@@ -554,12 +563,14 @@ Status TransactionImpl::End(bool commit) {
   // Once an undo record is logged, the end must be too: recovery would
   // otherwise take the transaction for a loser.
   if (commit && pinned_) {
+    SetEndLogging(true);
     const std::string rec = txn::EncodeTxnEnd(state_->id);
     Result<log::AppendResult> a =
         db_->log()->Append(txn::kRecordTxnCommit, rec.data(), static_cast<uint32_t>(rec.size()));
     if (!a.ok()) {
       st = a.status();
       commit = false;  // never in the log: roll back below
+      SetEndLogging(false);
     } else if (Status d = db_->log()->WaitDurable(a->end); !d.ok()) {
       // The record may or may not become durable: only recovery can tell.
       // Fail-stop: keep locks and pin, so nothing builds on these keys.
@@ -571,6 +582,7 @@ Status TransactionImpl::End(bool commit) {
   if (!commit) {
     Status r = RollbackTo(0);
     if (r.ok() && pinned_) {
+      SetEndLogging(true);
       const std::string rec = txn::EncodeTxnEnd(state_->id);
       Result<log::AppendResult> a =
           db_->log()->Append(txn::kRecordTxnAbort, rec.data(), static_cast<uint32_t>(rec.size()));

@@ -25,7 +25,9 @@
 // and only then lets the checkpoint pass its older records. A crash before
 // the reset is durable finds the whole old list (the checkpoint had not
 // moved) plus a prefix of copies: applied newest first, the old list still
-// restores every key. After it, recovery drops the older records.
+// restores every key. After it, recovery drops the older records. No copy
+// is written once the commit or abort record is being appended: copies
+// behind the end record would survive it when the checkpoint passes it.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,7 @@
 #include "ha_subito.h"
 
+#include <algorithm>
+
 #include <my_global.h>
 // clang-format off: the server's headers depend on this order
 #include "key.h"
@@ -144,6 +146,9 @@ int ha_subito::create(const char* name, TABLE* form, HA_CREATE_INFO* info) {
     return HA_WRONG_CREATE_OPTION;
   }
   subito::TableDef def = layout->def();
+  // AUTO_INCREMENT=N, also what an ALTER's copy carries over from the old
+  // table (its info(HA_STATUS_AUTO)).
+  if (form->s->found_next_number_field) def.auto_increment_start = info->auto_increment_value;
   if (info->data_file_name) {
     // The server appends the table's name (MyISAM's layout); Subito keeps
     // the directory and names files itself, as InnoDB does.
@@ -224,13 +229,17 @@ int ha_subito::close() {
   return 0;
 }
 
-void ha_subito::update_create_info(HA_CREATE_INFO* info) {
-  // SHOW CREATE TABLE shows DATA DIRECTORY.
+void ha_subito::update_create_info(HA_CREATE_INFO* create_info) {
+  // SHOW CREATE TABLE shows DATA DIRECTORY and the next AUTO_INCREMENT.
   const std::string& dir = EngineTable()->def().data_dir;
-  if (!dir.empty() && !(info->used_fields & HA_CREATE_USED_DATADIR)) {
+  if (!dir.empty() && !(create_info->used_fields & HA_CREATE_USED_DATADIR)) {
     // In the server's form: the directory, then the table's name.
     const std::string path = dir + "/" + table->s->table_name.str;
-    info->data_file_name = thd_strmake(ha_thd(), path.data(), path.size());
+    create_info->data_file_name = thd_strmake(ha_thd(), path.data(), path.size());
+  }
+  if (table->found_next_number_field && !(create_info->used_fields & HA_CREATE_USED_AUTO)) {
+    info(HA_STATUS_AUTO);
+    create_info->auto_increment_value = stats.auto_increment_value;
   }
 }
 
@@ -393,7 +402,7 @@ void ha_subito::get_auto_increment(ulonglong offset, ulonglong increment, ulongl
         }
       }
     }
-    share_->next_auto_inc = max + 1;
+    share_->next_auto_inc = std::max<ulonglong>(max + 1, EngineTable()->def().auto_increment_start);
   }
   ulonglong v = share_->next_auto_inc;
   if (increment > 1) {
@@ -715,7 +724,9 @@ int ha_subito::info(uint flag) {
   if (flag & HA_STATUS_ERRKEY) errkey = dup_key_ >= 0 ? static_cast<uint>(dup_key_) : 0;
   if (flag & HA_STATUS_AUTO) {
     std::lock_guard<std::mutex> g(share_->mu);
-    stats.auto_increment_value = share_->next_auto_inc ? share_->next_auto_inc : 1;
+    stats.auto_increment_value =
+        share_->next_auto_inc ? share_->next_auto_inc
+                              : std::max<ulonglong>(1, EngineTable()->def().auto_increment_start);
   }
   return 0;
 }

@@ -63,7 +63,7 @@ class ha_subito final : public handler {
   int create(const char* name, TABLE* form, HA_CREATE_INFO* info) override;
   int delete_table(const char* name) override;
   int rename_table(const char* from, const char* to) override;
-  void update_create_info(HA_CREATE_INFO* info) override;
+  void update_create_info(HA_CREATE_INFO* create_info) override;
 
   int write_row(const uchar* buf) override;
   int update_row(const uchar* old_data, const uchar* new_data) override;

@@ -7,6 +7,8 @@
 
 #include "engine_util.h"
 #include "test_util.h"
+#include "util/coding.h"
+#include "util/crc32c.h"
 
 namespace subito {
 namespace {
@@ -126,6 +128,44 @@ TEST_F(EngineCorruption, FlippedCatalogIsRefused) {
   auto db = Database::Open(test::SmallOptions(dir_.path()));
   ASSERT_TRUE(db.status().IsCorruption()) << db.status().ToString();
   EXPECT_NE(db.status().message().find("catalog"), std::string::npos);
+}
+
+// A catalog of format version 1 (before tables had auto_increment_start)
+// still opens; a version from the future is refused by number.
+TEST_F(EngineCorruption, CatalogFormatVersionsAreReadOrRefusedByNumber) {
+  const std::string path = dir_.Sub("db/catalog");
+  const std::vector<uint8_t> v2 = test::ReadFile(path);
+  ASSERT_EQ(DecodeFixed32(v2.data() + 8), 2u);
+  // v1: the same body without each table's u64 auto_increment_start, which
+  // follows the table's i32 auto_increment_column (one table here).
+  const uint8_t* body = v2.data() + 20;
+  size_t at = 4 + 4 + 4 + 1 + 4 + 4 + 1;  // header fields, table id and state
+  at += 4 + DecodeFixed32(body + at);     // name
+  at += 4 + DecodeFixed32(body + at);     // data_dir
+  at += 4;                                // auto_increment_column
+  ASSERT_EQ(DecodeFixed64(body + at), 0u);
+  std::vector<uint8_t> v1(v2.begin(), v2.begin() + 20 + at);
+  v1.insert(v1.end(), v2.begin() + 20 + at + 8, v2.end());
+  EncodeFixed32(v1.data() + 8, 1);
+  EncodeFixed32(v1.data() + 12, static_cast<uint32_t>(v1.size() - 20));
+  EncodeFixed32(v1.data() + 16, crc32c::Value(v1.data() + 20, v1.size() - 20));
+  test::WriteFile(path, v1);
+  {
+    auto db = Database::Open(test::SmallOptions(dir_.path()));
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    Table* t = (*db)->FindTable("t");
+    ASSERT_NE(t, nullptr);
+    auto txn = (*db)->Begin();
+    EXPECT_EQ(test::ScanAll(txn.get(), t).size(), rows_.size());
+    ASSERT_OK(txn->Commit());
+  }  // closing rewrites it as the current version
+  std::vector<uint8_t> future = test::ReadFile(path);
+  EXPECT_EQ(DecodeFixed32(future.data() + 8), 2u);
+  EncodeFixed32(future.data() + 8, 3);
+  test::WriteFile(path, future);
+  auto db = Database::Open(test::SmallOptions(dir_.path()));
+  ASSERT_TRUE(db.status().IsCorruption()) << db.status().ToString();
+  EXPECT_NE(db.status().message().find("version 3"), std::string::npos) << db.status().ToString();
 }
 
 TEST_F(EngineCorruption, MissingPageFileIsRefused) {

@@ -306,6 +306,28 @@ TEST_F(EngineTest, AutoIncrementContinuesAfterTheLargestKey) {
   EXPECT_TRUE(Create(SampleTable())->NextAutoIncrement().status().IsInvalidArgument());
 }
 
+TEST_F(EngineTest, AutoIncrementStartsAtTheTablesStartValue) {
+  TableDef def;
+  def.name = "ai";
+  def.columns = {{"id", ColumnType::kUInt, 8}, {"v", ColumnType::kString}};
+  def.primary_key = {0};
+  def.auto_increment_column = 0;
+  def.auto_increment_start = 1000;
+  Table* t = Create(def);
+  def.name = "untouched";
+  Create(def);
+  auto txn = db_->Begin();
+  EXPECT_EQ(*t->NextAutoIncrement(), 1000u);
+  ASSERT_OK(txn->Insert(t, {uint64_t{1000}, std::string("x")}));
+  ASSERT_OK(txn->Insert(t, {uint64_t{5}, std::string("explicit, below the start")}));
+  EXPECT_EQ(*t->NextAutoIncrement(), 1001u);
+  ASSERT_OK(txn->Commit());
+  Reopen();
+  EXPECT_EQ(db_->FindTable("ai")->def().auto_increment_start, 1000u);
+  EXPECT_EQ(*db_->FindTable("ai")->NextAutoIncrement(), 1001u) << "the largest key wins";
+  EXPECT_EQ(*db_->FindTable("untouched")->NextAutoIncrement(), 1000u) << "the start is kept";
+}
+
 TEST_F(EngineTest, StatisticsCountBytesPerIndex) {
   Table* t = Create();
   auto txn = db_->Begin();

@@ -69,6 +69,10 @@ struct TableDef {
   // A column whose value NextAutoIncrement() hands out; it must be an
   // integer and the primary key's first column. -1: none.
   int auto_increment_column = -1;
+  // The lowest value an auto-increment counter hands out (CREATE TABLE ...
+  // AUTO_INCREMENT=N); the largest stored value + 1 wins when higher.
+  // Kept in the catalog, for the engine's counter and for the plugin's.
+  uint64_t auto_increment_start = 0;
 };
 
 using Value = std::variant<std::monostate, int64_t, uint64_t, std::string>;

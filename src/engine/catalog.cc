@@ -20,6 +20,11 @@ class Writer {
     EncodeFixed32(b, v);
     out_.append(b, 4);
   }
+  void U64(uint64_t v) {
+    char b[8];
+    EncodeFixed64(b, v);
+    out_.append(b, 8);
+  }
   void Str(const std::string& s) {
     U32(static_cast<uint32_t>(s.size()));
     out_.append(s);
@@ -42,6 +47,12 @@ class Reader {
     if (in_.size() - pos_ < 4) return false;
     v = DecodeFixed32(in_.data() + pos_);
     pos_ += 4;
+    return true;
+  }
+  bool U64(uint64_t& v) {
+    if (in_.size() - pos_ < 8) return false;
+    v = DecodeFixed64(in_.data() + pos_);
+    pos_ += 8;
     return true;
   }
   bool Str(std::string& s) {
@@ -71,6 +82,7 @@ std::string EncodeBody(const Catalog& c) {
     w.Str(t.def.name);
     w.Str(t.def.data_dir);
     w.U32(static_cast<uint32_t>(t.def.auto_increment_column));
+    w.U64(t.def.auto_increment_start);
     w.U32(static_cast<uint32_t>(t.def.columns.size()));
     for (const Column& col : t.def.columns) {
       w.Str(col.name);
@@ -92,7 +104,7 @@ std::string EncodeBody(const Catalog& c) {
   return std::move(w.out());
 }
 
-bool DecodeBody(std::string_view body, Catalog& c) {
+bool DecodeBody(std::string_view body, uint32_t version, Catalog& c) {
   Reader r(body);
   uint32_t tables = 0;
   uint8_t in_use = 0;
@@ -106,7 +118,8 @@ bool DecodeBody(std::string_view body, Catalog& c) {
     uint8_t state = 0;
     uint32_t autoinc = 0, columns = 0, indexes = 0;
     if (!r.U32(t.id) || !r.U8(state) || state > 3 || !r.Str(t.def.name) || !r.Str(t.def.data_dir) ||
-        !r.U32(autoinc) || !r.U32(columns) || columns > 4096) {
+        !r.U32(autoinc) || (version >= 2 && !r.U64(t.def.auto_increment_start)) ||
+        !r.U32(columns) || columns > 4096) {
       return false;
     }
     t.state = static_cast<DefState>(state);
@@ -199,8 +212,11 @@ Result<std::optional<Catalog>> ReadCatalog(FileSystem* fs, const std::string& di
   std::string image(size, '\0');
   SUBITO_RETURN_IF_ERROR((*f)->Read(0, image.data(), size));
   if (std::memcmp(image.data(), kMagic, 8) != 0) return bad("not a Subito catalog (bad magic)");
-  if (DecodeFixed32(image.data() + 8) != kCatalogVersion) {
-    return bad("unsupported catalog format version");
+  const uint32_t version = DecodeFixed32(image.data() + 8);
+  if (version < 1 || version > kCatalogVersion) {
+    return bad(StrFormat("unsupported catalog format version %u (this build reads 1 to %u)",
+                         version, kCatalogVersion)
+                   .c_str());
   }
   if (DecodeFixed32(image.data() + 12) != size - kHeaderSize) return bad("truncated");
   std::string_view body(image.data() + kHeaderSize, size - kHeaderSize);
@@ -208,7 +224,7 @@ Result<std::optional<Catalog>> ReadCatalog(FileSystem* fs, const std::string& di
     return bad("checksum mismatch");
   }
   Catalog c;
-  if (!DecodeBody(body, c)) return bad("body does not parse");
+  if (!DecodeBody(body, version, c)) return bad("body does not parse");
   return std::optional<Catalog>(std::move(c));
 }
 

@@ -38,7 +38,8 @@
 
 namespace subito::engine {
 
-inline constexpr uint32_t kCatalogVersion = 1;
+// Written: 2 (adds each table's auto_increment_start). Read: 1 and 2.
+inline constexpr uint32_t kCatalogVersion = 2;
 
 // kLoading (tables only): a BulkLoader is filling the table, or one ended
 // without finishing; Open drops such a table (K4).

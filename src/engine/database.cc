@@ -89,7 +89,7 @@ Result<uint64_t> TableImpl::NextAutoIncrement() {
   if (!autoinc_loaded_) {
     Result<uint64_t> next = LoadAutoIncrement();
     if (!next.ok()) return next.status();
-    autoinc_next_ = std::max(autoinc_next_, *next);
+    autoinc_next_ = std::max({autoinc_next_, *next, def_.auto_increment_start});
     autoinc_loaded_ = true;
   }
   return autoinc_next_++;

@@ -32,7 +32,7 @@ std::string EngineName(const char* path) {
 }
 
 bool IsLockingRead(thr_lock_type t) {
-  return t >= TL_FIRST_WRITE || t == TL_READ_WITH_SHARED_LOCKS;
+  return t >= TL_FIRST_WRITE || t == TL_READ_WITH_SHARED_LOCKS || t == TL_READ_SKIP_LOCKED;
 }
 
 // A value of the auto-increment column as a counter position, or 0 for
@@ -43,7 +43,16 @@ ulonglong CounterValue(const Field* f, longlong v) {
 
 // How a locking read of this lock type locks.
 subito::ReadMode LockingMode(thr_lock_type t) {
-  return t == TL_READ_WITH_SHARED_LOCKS ? subito::ReadMode::kShared : subito::ReadMode::kExclusive;
+  switch (t) {
+    case TL_READ_WITH_SHARED_LOCKS:
+      return subito::ReadMode::kShared;
+    case TL_READ_SKIP_LOCKED:
+      return subito::ReadMode::kSharedSkipLocked;
+    case TL_WRITE_SKIP_LOCKED:
+      return subito::ReadMode::kExclusiveSkipLocked;
+    default:
+      return subito::ReadMode::kExclusive;
+  }
 }
 
 // Key parts a keypart_map names (HA_WHOLE_KEY: all of them).
@@ -65,7 +74,7 @@ ulonglong ha_subito::table_flags() const {
   return HA_REC_NOT_IN_SEQ | HA_NULL_IN_KEY | HA_CAN_INDEX_BLOBS | HA_PRIMARY_KEY_IN_READ_INDEX |
          HA_PRIMARY_KEY_REQUIRED_FOR_POSITION | HA_PRIMARY_KEY_REQUIRED_FOR_DELETE |
          HA_TABLE_SCAN_ON_INDEX | HA_CAN_SQL_HANDLER | HA_BINLOG_ROW_CAPABLE |
-         HA_REQUIRES_KEY_COLUMNS_FOR_DELETE;
+         HA_REQUIRES_KEY_COLUMNS_FOR_DELETE | HA_CAN_SKIP_LOCKED;
 }
 
 ulong ha_subito::index_flags(uint inx, uint, bool) const {

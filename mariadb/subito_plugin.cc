@@ -9,6 +9,7 @@
 #include "sql_class.h"
 // clang-format on
 
+#include <algorithm>
 #include <mutex>
 #include <string>
 
@@ -43,7 +44,6 @@ uint sv_write_ahead_size = 512;
 uint sv_page_size = 16384;
 uint sv_page_cleaners = 1;
 my_bool sv_double_write_on_pm = 1;
-uint sv_lock_wait_timeout = 50;
 
 MYSQL_SYSVAR_STR(
     data_home_dir, sv_data_dir, PLUGIN_VAR_READONLY | PLUGIN_VAR_NOCMDARG,
@@ -80,9 +80,12 @@ MYSQL_SYSVAR_UINT(page_cleaners, sv_page_cleaners, PLUGIN_VAR_READONLY,
 MYSQL_SYSVAR_BOOL(double_write_on_pm, sv_double_write_on_pm, PLUGIN_VAR_READONLY,
                   "Keep the double-write area on the PM tier (OFF: a file in data_home_dir)",
                   nullptr, nullptr, 1);
-MYSQL_SYSVAR_UINT(lock_wait_timeout, sv_lock_wait_timeout, PLUGIN_VAR_READONLY,
-                  "Seconds a row lock request waits before ER_LOCK_WAIT_TIMEOUT", nullptr, nullptr,
-                  50, 1, 1073741824, 0);
+// Per session, as innodb_lock_wait_timeout. A statement's waits are also
+// bounded by the server's lock_wait_timeout, which NOWAIT and WAIT n set.
+MYSQL_THDVAR_UINT(lock_wait_timeout, PLUGIN_VAR_RQCMDARG,
+                  "Seconds a row lock request waits before ER_LOCK_WAIT_TIMEOUT (0: fails at "
+                  "once); a statement also waits no longer than lock_wait_timeout",
+                  nullptr, nullptr, 50, 0, 1073741824, 0);
 
 struct st_mysql_sys_var* system_variables[] = {MYSQL_SYSVAR(data_home_dir),
                                                MYSQL_SYSVAR(pm_dir),
@@ -315,7 +318,7 @@ int Init(void* p) {
   o.log_buffer_size = sv_log_buffer_size;
   o.log_write_ahead_size = sv_write_ahead_size;
   o.double_write_on_pm = sv_double_write_on_pm;
-  o.lock_wait_timeout_ms = sv_lock_wait_timeout * 1000u;
+  o.lock_wait_timeout_ms = THDVAR(nullptr, lock_wait_timeout) * 1000u;
   Result<std::unique_ptr<Database>> db = Database::Open(o);
   if (!db.ok()) {
     sql_print_error("Subito: cannot open the engine in %s: %s; the engine is disabled",
@@ -395,6 +398,8 @@ int BeginStatement(THD* thd, Trx* trx) {
   // that fired them: its savepoint stays (the server does not end them at
   // the engine, so a failure must undo back to the top statement's start).
   if (!thd->in_sub_stmt) trx->statement_savepoint = trx->txn->Savepoint();
+  trx->txn->SetLockWaitTimeout(std::chrono::seconds(
+      std::min<ulong>(THDVAR(thd, lock_wait_timeout), thd->variables.lock_wait_timeout)));
   trans_register_ha(thd, false, subito_hton, 0);
   if (InTransactionBlock(thd)) trans_register_ha(thd, true, subito_hton, 0);
   return 0;

@@ -204,6 +204,71 @@ TEST_P(IsolationTest, LockWaitTimeoutFailsOnlyTheStatement) {
   EXPECT_EQ(V(check.get(), 1), "held");
 }
 
+// A transaction that will not wait (NOWAIT) fails at once, with no
+// deadlock check, and its later waits follow its new limit.
+TEST_P(IsolationTest, ZeroLockWaitFailsAtOnce) {
+  auto holder = db_->Begin(GetParam());
+  ASSERT_OK(holder->Update(t_, R(1, ""), R(1, "held")));
+  auto other = db_->Begin(GetParam());
+  other->SetLockWaitTimeout(std::chrono::milliseconds(0));
+  const auto start = std::chrono::steady_clock::now();
+  auto read = other->Get(t_, {int64_t{1}}, ReadMode::kExclusive);
+  EXPECT_TRUE(read.status().IsTimedOut()) << read.status().ToString();
+  Status s = other->Delete(t_, R(1, ""));
+  EXPECT_TRUE(s.IsTimedOut()) << s.ToString();
+  // Far below the database's one-second limit (a loose bound: noisy machines).
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(900));
+  other->SetLockWaitTimeout(std::chrono::milliseconds(50000));
+  auto waiting = std::async(std::launch::async, [&] { return other->Delete(t_, R(1, "")); });
+  EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
+      << "a transaction with a long limit waits";
+  ASSERT_OK(holder->Commit());
+  ASSERT_OK(waiting.get());
+  ASSERT_OK(other->Commit());
+}
+
+// SKIP LOCKED: locking reads pass over rows others hold (by primary key or
+// through a secondary index), lock the rest, and never wait.
+TEST_P(IsolationTest, SkipLockedReadsPassOverHeldRows) {
+  auto holder = db_->Begin(GetParam());
+  ASSERT_OK(holder->Update(t_, R(1, ""), R(1, "held", 0)));
+  ASSERT_OK(holder->Delete(t_, R(2, "")));
+  auto shared = db_->Begin(GetParam());
+  ASSERT_TRUE(shared->Get(t_, {int64_t{3}}, ReadMode::kShared)
+                  .ok());  // shared holders let shared readers in
+  for (const ReadMode mode : {ReadMode::kSharedSkipLocked, ReadMode::kExclusiveSkipLocked}) {
+    auto worker = db_->Begin(GetParam());
+    for (uint32_t index : {0u, 1u}) {
+      auto c = worker->OpenCursor(t_, index, mode);
+      ASSERT_TRUE(c.ok()) << c.status().ToString();
+      std::vector<int64_t> ids;
+      Status s = (*c)->Seek(SeekOp::kFirst);
+      while (s.ok() && (*c)->Valid()) {
+        ids.push_back(std::get<int64_t>((*c)->row()[0]));
+        s = (*c)->Next();
+      }
+      ASSERT_OK(s);
+      std::vector<int64_t> want{0, 3, 4, 5, 6, 7, 8, 9};
+      if (mode == ReadMode::kExclusiveSkipLocked) want.erase(want.begin() + 1);  // 3 is shared
+      EXPECT_EQ(ids, want) << "index " << index;
+    }
+    auto held = worker->Get(t_, {int64_t{1}}, mode);
+    ASSERT_TRUE(held.ok()) << held.status().ToString();
+    EXPECT_FALSE(held->has_value());
+    ASSERT_OK(worker->Commit());
+  }
+  // What the skipping reader locked, it holds: a writer with no wait fails.
+  auto worker = db_->Begin(GetParam());
+  ASSERT_TRUE(worker->Get(t_, {int64_t{5}}, ReadMode::kExclusiveSkipLocked).ok());
+  auto writer = db_->Begin(GetParam());
+  writer->SetLockWaitTimeout(std::chrono::milliseconds(0));
+  EXPECT_TRUE(writer->Update(t_, R(5, ""), R(5, "x")).IsTimedOut());
+  ASSERT_OK(writer->Rollback());
+  ASSERT_OK(worker->Commit());
+  ASSERT_OK(shared->Commit());
+  ASSERT_OK(holder->Commit());
+}
+
 // A long reader sees one state while writers commit many versions; once
 // it ends, purge drops every old version.
 TEST_P(IsolationTest, LongSnapshotWhileWritersGoOnThenPurge) {

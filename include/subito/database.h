@@ -27,6 +27,7 @@
 // outlive the Transaction object.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -85,6 +86,11 @@ enum class ReadMode {
   kSnapshot,   // consistent read of the transaction's snapshot (no locks)
   kShared,     // newest committed version, shared lock (LOCK IN SHARE MODE)
   kExclusive,  // newest committed version, exclusive lock (FOR UPDATE)
+  // As kShared and kExclusive, except that a row another transaction has
+  // locked is passed over (absent to this read) instead of waited for
+  // (SKIP LOCKED).
+  kSharedSkipLocked,
+  kExclusiveSkipLocked,
 };
 
 struct Options {
@@ -264,6 +270,10 @@ class Transaction {
   // REPEATABLE READ: fixes the snapshot now rather than at the first read
   // (START TRANSACTION WITH CONSISTENT SNAPSHOT). No effect otherwise.
   virtual void TakeSnapshot() = 0;
+  // The longest a later lock wait of this transaction lasts before it fails
+  // with TimedOut (Options::lock_wait_timeout_ms until set; 0: fail at once
+  // rather than wait, as NOWAIT does).
+  virtual void SetLockWaitTimeout(std::chrono::milliseconds timeout) = 0;
   virtual uint64_t id() const = 0;
 };
 

@@ -13,6 +13,10 @@ namespace {
 
 constexpr const char* kEnded = "the transaction has ended";
 
+bool SkipsLocked(ReadMode mode) {
+  return mode == ReadMode::kSharedSkipLocked || mode == ReadMode::kExclusiveSkipLocked;
+}
+
 bool HasPrefix(std::string_view s, std::string_view prefix) {
   return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
 }
@@ -98,6 +102,7 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   Status Commit() override;
   Status Rollback() override;
   uint64_t id() const override { return state_->id; }
+  void SetLockWaitTimeout(std::chrono::milliseconds timeout) override { lock_timeout_ = timeout; }
   void TakeSnapshot() override {
     bool own = false;
     const txn::ReadView v = View(own);
@@ -174,6 +179,7 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // the finished transaction for a loser and undo it.
   bool end_logging_ = false;
   bool has_snapshot_ = false;
+  std::chrono::milliseconds lock_timeout_ = db_->lock_timeout();
   uint64_t read_ts_ = 0;
   bool pinned_ = false;
   uint64_t pin_token_ = 0;
@@ -224,8 +230,10 @@ txn::ReadView TransactionImpl::View(bool& own) {
 }
 
 Status TransactionImpl::LockKey(IndexImpl* ix, const std::string& key, ReadMode mode) {
-  const auto m = mode == ReadMode::kShared ? txn::LockMode::kShared : txn::LockMode::kExclusive;
-  return db_->locks().Lock(state_->id, ix->space(), key, m, db_->lock_timeout());
+  const bool shared = mode == ReadMode::kShared || mode == ReadMode::kSharedSkipLocked;
+  return db_->locks().Lock(state_->id, ix->space(), key,
+                           shared ? txn::LockMode::kShared : txn::LockMode::kExclusive,
+                           SkipsLocked(mode) ? std::chrono::milliseconds(0) : lock_timeout_);
 }
 
 Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
@@ -506,7 +514,9 @@ Result<std::optional<Row>> TransactionImpl::ReadRow(TableImpl* t, const std::str
     if (!latest.ok()) return latest.status();
     bytes = primary->versions->Visible(pk, std::move(*latest), view);
   } else {
-    SUBITO_RETURN_IF_ERROR(LockKey(primary, pk, mode));
+    Status locked = LockKey(primary, pk, mode);
+    if (SkipsLocked(mode) && locked.IsTimedOut()) return std::optional<Row>();
+    SUBITO_RETURN_IF_ERROR(locked);
     Result<std::optional<std::string>> latest = primary->tree->Get(pk);
     if (!latest.ok()) return latest.status();
     bytes = std::move(*latest);
@@ -740,7 +750,9 @@ Result<std::optional<Row>> CursorImpl::Resolve(const std::string& key,
     }
     return row;
   }
-  SUBITO_RETURN_IF_ERROR(txn_->LockKey(index_, key, mode_));
+  Status locked = txn_->LockKey(index_, key, mode_);
+  if (SkipsLocked(mode_) && locked.IsTimedOut()) return std::optional<Row>();
+  SUBITO_RETURN_IF_ERROR(locked);
   Result<std::optional<std::string>> entry = index_->tree->Get(key);
   if (!entry.ok()) return entry.status();
   if (!entry->has_value()) return std::optional<Row>();

@@ -74,6 +74,13 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
     ++stats_.granted_at_once;
     return Status::OK();
   }
+  if (timeout.count() <= 0) {  // NOWAIT, SKIP LOCKED: no wait, so no deadlock either
+    if (e.granted.empty() && e.waiting.empty()) table_.erase(name);
+    ++stats_.refused_at_once;
+    return Status::TimedOut(
+        StrFormat("lock held by another transaction (transaction %llu does not wait)",
+                  static_cast<unsigned long long>(txn)));
+  }
   if (WaitWouldDeadlock(txn, blockers)) {  // L3
     ++stats_.deadlocks;
     if (e.granted.empty() && e.waiting.empty()) table_.erase(name);

@@ -43,6 +43,7 @@ enum class LockMode { kShared, kExclusive };
 
 struct LockStats {
   uint64_t granted_at_once = 0, waits = 0, deadlocks = 0, timeouts = 0;
+  uint64_t refused_at_once = 0;  // busy, and the caller would not wait
 };
 
 class LockManager {
@@ -51,7 +52,8 @@ class LockManager {
   LockManager(const LockManager&) = delete;
   LockManager& operator=(const LockManager&) = delete;
 
-  // Waits at most `timeout` (a year or more: no limit).
+  // Waits at most `timeout` (0: not at all, TimedOut at once if the lock is
+  // busy; a year or more: no limit).
   Status Lock(TxnId txn, uint32_t space, std::string_view key, LockMode mode,
               std::chrono::milliseconds timeout);
   // Ends txn's locks. A transaction is driven by one thread at a time: this

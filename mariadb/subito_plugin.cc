@@ -198,6 +198,21 @@ int Commit(handlerton*, THD* thd, bool all) {
   return 0;
 }
 
+// XA PREPARE is refused, and the server rolls the transaction back: a
+// prepared transaction would have to outlive its connection and a crash
+// with its locks, which Subito does not implement. (Without the refusal the
+// server only warns, and XA COMMIT after a disconnect commits nothing.)
+// Outside XA, prepare is the binary log's two-phase commit: nothing to do.
+int Prepare(handlerton*, THD* thd, bool) {
+  if (!thd->transaction->xid_state.is_explicit_XA()) return 0;
+  my_printf_error(ER_NOT_SUPPORTED_YET,
+                  "Subito does not support XA PREPARE (a prepared transaction cannot outlive "
+                  "its connection); the transaction is rolled back. Use XA COMMIT ... ONE PHASE, "
+                  "or InnoDB tables for two-phase commit",
+                  MYF(0));
+  return HA_ERR_UNSUPPORTED;
+}
+
 int Rollback(handlerton*, THD* thd, bool all) {
   Trx* trx = FindTrx(thd);
   if (trx == nullptr || !trx->txn) return 0;
@@ -350,6 +365,7 @@ int Init(void* p) {
   h->savepoint_release = SavepointRelease;
   h->commit = Commit;
   h->rollback = Rollback;
+  h->prepare = Prepare;
   h->close_connection = CloseConnection;
   h->start_consistent_snapshot = StartConsistentSnapshot;
   h->show_status = ShowEngineStatus;

@@ -130,21 +130,26 @@ TEST_F(EngineCorruption, FlippedCatalogIsRefused) {
   EXPECT_NE(db.status().message().find("catalog"), std::string::npos);
 }
 
-// A catalog of format version 1 (before tables had auto_increment_start)
-// still opens; a version from the future is refused by number.
+// A catalog of format version 1 (before the log salt and the tables'
+// auto_increment_start) still opens; a version from the future is refused
+// by number.
 TEST_F(EngineCorruption, CatalogFormatVersionsAreReadOrRefusedByNumber) {
   const std::string path = dir_.Sub("db/catalog");
   const std::vector<uint8_t> v2 = test::ReadFile(path);
   ASSERT_EQ(DecodeFixed32(v2.data() + 8), 2u);
-  // v1: the same body without each table's u64 auto_increment_start, which
-  // follows the table's i32 auto_increment_column (one table here).
+  // v1: the same body without the u64 log salt (after the in_use byte) and
+  // each table's u64 auto_increment_start (after its i32
+  // auto_increment_column; one table here).
   const uint8_t* body = v2.data() + 20;
-  size_t at = 4 + 4 + 4 + 1 + 4 + 4 + 1;  // header fields, table id and state
-  at += 4 + DecodeFixed32(body + at);     // name
-  at += 4 + DecodeFixed32(body + at);     // data_dir
-  at += 4;                                // auto_increment_column
+  const size_t salt_at = 4 + 4 + 4 + 1;
+  size_t at = salt_at + 8 + 4 + 4 + 1;  // the log salt, table count, table id and state
+  at += 4 + DecodeFixed32(body + at);   // name
+  at += 4 + DecodeFixed32(body + at);   // data_dir
+  at += 4;                              // auto_increment_column
+  ASSERT_LE(20 + at + 8, v2.size());
   ASSERT_EQ(DecodeFixed64(body + at), 0u);
-  std::vector<uint8_t> v1(v2.begin(), v2.begin() + 20 + at);
+  std::vector<uint8_t> v1(v2.begin(), v2.begin() + 20 + salt_at);
+  v1.insert(v1.end(), v2.begin() + 20 + salt_at + 8, v2.begin() + 20 + at);
   v1.insert(v1.end(), v2.begin() + 20 + at + 8, v2.end());
   EncodeFixed32(v1.data() + 8, 1);
   EncodeFixed32(v1.data() + 12, static_cast<uint32_t>(v1.size() - 20));
@@ -200,6 +205,42 @@ TEST(EngineLostLog, UncleanDatabaseWithoutItsLogIsRefused) {
   auto lost = Database::Open(test::SmallOptions(copy));
   ASSERT_TRUE(lost.status().IsCorruption()) << lost.status().ToString();
   EXPECT_NE(lost.status().message().find("not shut down cleanly"), std::string::npos);
+}
+
+// K5: a database never uses another database's redo log (its records would
+// be redone on the wrong pages), whether it was closed cleanly or not; the
+// foreign log is left as it was. A lost log after a clean close is replaced.
+TEST(EngineLostLog, AnotherDatabasesLogIsRefused) {
+  test::ScratchDir dir;
+  const Options a = test::SmallOptions(dir.Sub("a"));
+  const Options b = test::SmallOptions(dir.Sub("b"));
+  for (const Options& o : {a, b}) {
+    auto db = Database::Open(o);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    auto t = (*db)->CreateTable(test::SampleTable());
+    ASSERT_TRUE(t.ok());
+    auto txn = (*db)->Begin();
+    ASSERT_OK(txn->Insert(*t, SampleRow(o.dir == a.dir ? 1 : 2, 1, std::nullopt, "x")));
+    ASSERT_OK(txn->Commit());
+    ASSERT_OK((*db)->Close());
+  }
+  const std::vector<uint8_t> b_log = test::ReadFile(b.pm_dir + "/log/log.0");
+  Options mixed = a;
+  mixed.pm_dir = b.pm_dir;
+  auto db = Database::Open(mixed);
+  ASSERT_TRUE(db.status().IsInvalidArgument()) << db.status().ToString();
+  EXPECT_NE(db.status().message().find("belongs to another database"), std::string::npos)
+      << db.status().ToString();
+  EXPECT_EQ(test::ReadFile(b.pm_dir + "/log/log.0"), b_log) << "the foreign log was changed";
+  // Each still opens with its own log, and a's (after a clean close) may be replaced.
+  fs::remove_all(a.pm_dir);
+  for (const Options& o : {a, a, b}) {
+    auto ok = Database::Open(o);
+    ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+    auto txn = (*ok)->Begin();
+    EXPECT_EQ(test::ScanAll(txn.get(), (*ok)->FindTable("t")).size(), 1u);
+    ASSERT_OK(txn->Commit());
+  }
 }
 
 // The log of a database that was not closed (a copy taken while it ran):

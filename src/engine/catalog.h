@@ -63,6 +63,7 @@ struct Catalog {
   uint32_t next_space_id = 1;
   uint32_t next_table_id = 1;
   bool in_use = false;
+  uint64_t log_salt = 0;  // K5: the salt of this database's redo log (0: not yet bound)
   std::vector<CatalogTable> tables;
 };
 

@@ -182,9 +182,11 @@ Status DatabaseImpl::OpenAll() {
         "so committed transactions may be missing. Refusing to open; restore from a backup "
         "or point pm_dir at the log");
   }
+  lo.expected_salt = catalog_.log_salt;  // K5
   Result<std::unique_ptr<log::RedoLog>> l = log::RedoLog::Open(lo);
   if (!l.ok()) return l.status();
   log_ = std::move(*l);
+  catalog_.log_salt = log_->salt();  // bound by the Persist below
 
   Result<std::unique_ptr<buffer::DoubleWrite>> d =
       options_.double_write_on_pm

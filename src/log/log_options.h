@@ -48,6 +48,10 @@ struct LogOptions {
   // Called (from an appending thread) when the log is full and appends wait
   // for a checkpoint. The owner may call Checkpoint() from it.
   std::function<void()> on_log_full;
+  // An existing log must carry this salt (its file header's), else Open
+  // refuses it before writing anything: the log of another database. 0: any.
+  // A log this Open creates gets a new salt.
+  uint64_t expected_salt = 0;
   // Tests: replaces the persistence chosen from the mapping (nf mode).
   pmem::Persistence* persistence = nullptr;
 };

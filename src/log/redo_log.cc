@@ -66,6 +66,13 @@ Status RedoLog::Start(std::unique_ptr<LogFiles> files) {
   recovered_ = *state;
   geometry_ = recovered_.geometry;
   salt_ = recovered_.salt;
+  if (!files_->created() && options_.expected_salt != 0 && salt_ != options_.expected_salt) {
+    return Status::InvalidArgument(StrFormat(
+        "the redo log in %s belongs to another database (its salt %016llx, expected %016llx): "
+        "refusing to use it. Point pm_dir at this database's PM tier; if this database was "
+        "shut down cleanly its log is not needed: move that directory away for a new log",
+        options_.dir.c_str(), static_cast<ull>(salt_), static_cast<ull>(options_.expected_salt)));
+  }
   const Lsn end = recovered_.end_lsn;
   const uint64_t stripe = geometry_.stripe_size;
 

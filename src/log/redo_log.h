@@ -102,6 +102,8 @@ class RedoLog {
   Lsn reserved_lsn() const { return reserved_.load(std::memory_order_acquire); }
   Lsn checkpoint_lsn() const { return checkpoint_.load(std::memory_order_acquire); }
   uint64_t capacity() const { return geometry_.capacity(); }
+  // Random at the log's creation (file header): names this log.
+  uint64_t salt() const { return salt_; }
   // The largest payload one record may carry.
   uint32_t max_payload() const;
   LogStats stats() const;

@@ -394,22 +394,31 @@ void ha_subito::get_auto_increment(ulonglong offset, ulonglong increment, ulongl
                                    ulonglong* first_value, ulonglong* nb_reserved) {
   std::lock_guard<std::mutex> g(share_->mu);
   if (share_->next_auto_inc == 0) {
-    // First use since start: one above the largest value in the index whose
-    // first part is the column (not persisted, as in InnoDB before 10.2).
+    // First use since start: one above the largest committed value in the
+    // index whose first part is the column (not persisted, as in InnoDB
+    // before 10.2). Read by a transaction of its own: the caller's snapshot
+    // may be older than rows others committed since.
     ulonglong max = 0;
     const uint key = table->s->next_number_index;
-    subito::Transaction* txn = Txn();
-    if (txn != nullptr) {
-      subito::Result<std::unique_ptr<subito::Cursor>> c = txn->OpenCursor(
-          EngineTable(), share_->layout->key(key).engine_index, subito::ReadMode::kSnapshot);
-      if (c.ok() && (*c)->Seek(SeekOp::kLast).ok() && (*c)->Valid()) {
-        std::string storage;
-        uchar* rec = table->record[1];
-        if (mapper_->FromRow((*c)->row(), rec, &storage).ok()) {
-          Field* f = table->next_number_field;
-          max = CounterValue(f, f->val_int_offset(rec - table->record[0]));
-        }
-      }
+    std::unique_ptr<subito::Transaction> reader =
+        subito::mariadb::engine()->Begin(subito::Isolation::kReadCommitted);
+    subito::Result<std::unique_ptr<subito::Cursor>> c =
+        reader->OpenCursor(EngineTable(), share_->layout->key(key).engine_index);
+    Status st = c.ok() ? (*c)->Seek(SeekOp::kLast) : c.status();
+    if (st.ok() && (*c)->Valid()) {
+      std::string storage;
+      uchar* rec = table->record[1];
+      st = mapper_->FromRow((*c)->row(), rec, &storage);
+      Field* f = table->next_number_field;
+      if (st.ok()) max = CounterValue(f, f->val_int_offset(rec - table->record[0]));
+    }
+    if (c.ok()) c->reset();
+    if (Status end = reader->Commit(); st.ok()) st = end;
+    if (!st.ok()) {
+      sql_print_error("Subito: cannot read the auto-increment counter of %s: %s",
+                      table->s->table_name.str, st.ToString().c_str());
+      *first_value = ~static_cast<ulonglong>(0);  // the server reports ER_AUTOINC_READ_FAILED
+      return;
     }
     share_->next_auto_inc = std::max<ulonglong>(max + 1, EngineTable()->def().auto_increment_start);
   }

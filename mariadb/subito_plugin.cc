@@ -10,7 +10,9 @@
 // clang-format on
 
 #include <algorithm>
+#include <cstddef>
 #include <mutex>
+#include <new>
 #include <string>
 
 #include "ha_subito.h"
@@ -102,6 +104,10 @@ struct st_mysql_sys_var* system_variables[] = {MYSQL_SYSVAR(data_home_dir),
                                                nullptr};
 
 // ---- status variables ----
+//
+// Each SHOW STATUS gets the values and the array naming them in the
+// server's buffer for that call (as the server's key-cache variables do),
+// so concurrent callers never share or tear them.
 
 struct Exported {
   ulonglong commits, rollbacks, deadlocks, lock_waits, lock_timeouts;
@@ -110,13 +116,11 @@ struct Exported {
   ulonglong buffer_hits, buffer_misses, checkpoints, version_keys, undo_relocations;
   double buffer_hit_ratio;
 };
-std::mutex export_mu;
-Exported exported;
 
-void RefreshExported() {
-  if (!g_db) return;
-  const DatabaseStats s = g_db->Stats();
+Exported Collect() {
   Exported e{};
+  if (!g_db) return e;
+  const DatabaseStats s = g_db->Stats();
   e.commits = s.commits;
   e.rollbacks = s.rollbacks;
   e.deadlocks = s.deadlocks;
@@ -138,39 +142,51 @@ void RefreshExported() {
   e.checkpoints = s.checkpoints;
   e.version_keys = s.version_keys;
   e.undo_relocations = s.undo_relocations;
-  exported = e;
+  return e;
 }
 
+struct StatusVar {
+  const char* name;
+  size_t offset;  // in Exported
+  enum_mysql_show_type type;
+};
 #define SUBITO_STATUS(name, type) \
-  { #name, reinterpret_cast < char*>(&exported.name), type }
-SHOW_VAR status_array[] = {SUBITO_STATUS(commits, SHOW_ULONGLONG),
-                           SUBITO_STATUS(rollbacks, SHOW_ULONGLONG),
-                           SUBITO_STATUS(deadlocks, SHOW_ULONGLONG),
-                           SUBITO_STATUS(lock_waits, SHOW_ULONGLONG),
-                           SUBITO_STATUS(lock_timeouts, SHOW_ULONGLONG),
-                           SUBITO_STATUS(log_bytes, SHOW_ULONGLONG),
-                           SUBITO_STATUS(log_record_bytes, SHOW_ULONGLONG),
-                           SUBITO_STATUS(log_padding_bytes, SHOW_ULONGLONG),
-                           SUBITO_STATUS(double_write_bytes, SHOW_ULONGLONG),
-                           SUBITO_STATUS(pm_bytes_written, SHOW_ULONGLONG),
-                           SUBITO_STATUS(page_file_bytes_written, SHOW_ULONGLONG),
-                           SUBITO_STATUS(page_file_bytes_read, SHOW_ULONGLONG),
-                           SUBITO_STATUS(pages_written, SHOW_ULONGLONG),
-                           SUBITO_STATUS(pages_read, SHOW_ULONGLONG),
-                           SUBITO_STATUS(buffer_hits, SHOW_ULONGLONG),
-                           SUBITO_STATUS(buffer_misses, SHOW_ULONGLONG),
-                           SUBITO_STATUS(buffer_hit_ratio, SHOW_DOUBLE),
-                           SUBITO_STATUS(checkpoints, SHOW_ULONGLONG),
-                           SUBITO_STATUS(version_keys, SHOW_ULONGLONG),
-                           SUBITO_STATUS(undo_relocations, SHOW_ULONGLONG),
-                           {NullS, NullS, SHOW_LONG}};
+  { #name, offsetof(Exported, name), type }
+constexpr StatusVar kStatusVars[] = {SUBITO_STATUS(commits, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(rollbacks, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(deadlocks, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(lock_waits, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(lock_timeouts, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(log_bytes, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(log_record_bytes, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(log_padding_bytes, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(double_write_bytes, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(pm_bytes_written, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(page_file_bytes_written, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(page_file_bytes_read, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(pages_written, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(pages_read, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(buffer_hits, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(buffer_misses, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(buffer_hit_ratio, SHOW_DOUBLE),
+                                     SUBITO_STATUS(checkpoints, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(version_keys, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(undo_relocations, SHOW_ULONGLONG)};
 #undef SUBITO_STATUS
 
-int ShowStatus(THD*, SHOW_VAR* var, void*, struct system_status_var*, enum enum_var_type) {
-  std::lock_guard<std::mutex> g(export_mu);
-  RefreshExported();
+int ShowStatus(THD*, SHOW_VAR* var, void* buff, struct system_status_var*, enum enum_var_type) {
+  constexpr size_t n = sizeof(kStatusVars) / sizeof(kStatusVars[0]);
+  static_assert(sizeof(Exported) % alignof(SHOW_VAR) == 0);
+  static_assert(sizeof(Exported) + (n + 1) * sizeof(SHOW_VAR) <= SHOW_VAR_FUNC_BUFF_SIZE);
+  auto* values = new (buff) Exported(Collect());
+  auto* vars = reinterpret_cast<SHOW_VAR*>(static_cast<char*>(buff) + sizeof(Exported));
+  for (size_t i = 0; i < n; ++i) {
+    vars[i] = {kStatusVars[i].name, reinterpret_cast<char*>(values) + kStatusVars[i].offset,
+               kStatusVars[i].type};
+  }
+  vars[n] = {NullS, NullS, SHOW_LONG};
   var->type = SHOW_ARRAY;
-  var->value = reinterpret_cast<char*>(status_array);
+  var->value = reinterpret_cast<char*>(vars);
   return 0;
 }
 

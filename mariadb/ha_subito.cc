@@ -460,6 +460,7 @@ int ha_subito::Load(const Row& row, uchar* buf) {
   if (share_->layout->hidden_pk())
     row_id_ = std::get<uint64_t>(row[share_->layout->row_id_column()]);
   last_entry_.clear();
+  last_was_miss_ = false;
   for (uint32_t c : EntryColumns()) last_entry_.push_back(row[c]);
   return 0;
 }
@@ -477,13 +478,15 @@ int ha_subito::EnsureCursor() {
 int ha_subito::Reposition(bool forward) {
   if (last_entry_.empty()) return HA_ERR_END_OF_FILE;
   if (int err = EnsureCursor()) return err;
-  Status st = cursor_->Seek(forward ? SeekOp::kGT : SeekOp::kLT, last_entry_);
+  const SeekOp op = !forward ? SeekOp::kLT : last_was_miss_ ? SeekOp::kGE : SeekOp::kGT;
+  Status st = cursor_->Seek(op, last_entry_);
   return st.ok() ? 0 : Error(st);
 }
 
 int ha_subito::rnd_init(bool) {
   scan_started_ = false;
   last_entry_.clear();
+  last_was_miss_ = false;
   return OpenCursor(0);
 }
 
@@ -532,6 +535,7 @@ int ha_subito::index_init(uint idx, bool) {
   active_index = idx;
   bounded_ = false;
   last_entry_.clear();
+  last_was_miss_ = false;
   return OpenCursor(share_->layout->key(idx).engine_index);
 }
 
@@ -553,8 +557,15 @@ int ha_subito::Seek(uchar* buf, SeekOp op, const Row& prefix, bool must_match) {
   if (int err = EnsureCursor()) return err;
   Status st = cursor_->Seek(op, prefix);
   if (!st.ok()) return Error(st);
-  if (must_match) return CheckPrefix(buf, HA_ERR_KEY_NOT_FOUND);
-  return ReadCurrent(buf, HA_ERR_KEY_NOT_FOUND);
+  const int r =
+      must_match ? CheckPrefix(buf, HA_ERR_KEY_NOT_FOUND) : ReadCurrent(buf, HA_ERR_KEY_NOT_FOUND);
+  if (r == HA_ERR_KEY_NOT_FOUND) {
+    // Next/prev reposition from the missed key (HANDLER ... READ NEXT).
+    last_entry_ = prefix;
+    last_was_miss_ = true;
+    cursor_.reset();
+  }
+  return r;
 }
 
 int ha_subito::index_read_map(uchar* buf, const uchar* key, key_part_map keypart_map,

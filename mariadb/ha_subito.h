@@ -145,6 +145,9 @@ class ha_subito final : public handler {
   const std::vector<uint32_t>& EntryColumns() const;
   // The engine key of the last entry read through an index.
   subito::Row last_entry_;
+  // last_entry_ is a key prefix an index read found nothing at: a later
+  // NEXT/PREV (HANDLER) continues from where that key would be, as in InnoDB.
+  bool last_was_miss_ = false;
   // The prefix of the last index read, for index_next_same (bounded scans).
   subito::Row search_prefix_;
   bool bounded_ = false;

@@ -429,7 +429,10 @@ int BeginStatement(THD* thd, Trx* trx) {
   // Statements of triggers and stored functions belong to the statement
   // that fired them: its savepoint stays (the server does not end them at
   // the engine, so a failure must undo back to the top statement's start).
-  if (!thd->in_sub_stmt) trx->statement_savepoint = trx->txn->Savepoint();
+  if (!thd->in_sub_stmt) {
+    trx->statement_savepoint = trx->txn->Savepoint();
+    trx->txn->StartStatement();
+  }
   trx->txn->SetLockWaitTimeout(std::chrono::seconds(
       std::min<ulong>(THDVAR(thd, lock_wait_timeout), thd->variables.lock_wait_timeout)));
   trans_register_ha(thd, false, subito_hton, 0);

@@ -74,6 +74,39 @@ TEST_P(IsolationTest, NonRepeatableReadOnlyAtReadCommitted) {
   ASSERT_OK(reader->Commit());
 }
 
+// With statements, a READ COMMITTED statement reads one snapshot (taken at
+// its first read) however many reads it makes; the next statement sees
+// what was committed meanwhile. A cursor keeps its snapshot past the
+// statement, while purge runs.
+TEST_P(IsolationTest, ReadCommittedStatementsReadOneSnapshot) {
+  auto reader = db_->Begin(GetParam());
+  reader->StartStatement();
+  EXPECT_EQ(V(reader.get(), 1), "v0");
+  auto writer = db_->Begin(GetParam());
+  ASSERT_OK(writer->Update(t_, R(1, ""), R(1, "v1")));
+  ASSERT_OK(writer->Insert(t_, R(50, "new")));
+  ASSERT_OK(writer->Commit());
+  EXPECT_EQ(V(reader.get(), 1), "v0") << "the same statement";
+  EXPECT_EQ(Count(reader.get()), 10u);
+  auto cursor = reader->OpenCursor(t_, 0);
+  ASSERT_TRUE(cursor.ok());
+  reader->StartStatement();
+  EXPECT_EQ(V(reader.get(), 1), rc() ? "v1" : "v0");
+  EXPECT_EQ(Count(reader.get()), rc() ? 11u : 10u);
+  // The older statement's cursor still reads its snapshot after purge.
+  for (int i = 0; i < 3; ++i) {
+    auto w = db_->Begin(GetParam());
+    ASSERT_OK(w->Update(t_, R(1, ""), R(1, "v" + std::to_string(i + 2))));
+    ASSERT_OK(w->Commit());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // purge runs every 10 ms
+  ASSERT_OK((*cursor)->Seek(SeekOp::kEq, {int64_t{1}}));
+  ASSERT_TRUE((*cursor)->Valid());
+  EXPECT_EQ(std::get<std::string>((*cursor)->row()[3]), "v0");
+  cursor->reset();
+  ASSERT_OK(reader->Commit());
+}
+
 TEST_P(IsolationTest, PhantomsOnlyAtReadCommitted) {
   auto reader = db_->Begin(GetParam());
   EXPECT_EQ(Count(reader.get()), 10u);

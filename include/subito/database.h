@@ -274,6 +274,11 @@ class Transaction {
   // with TimedOut (Options::lock_wait_timeout_ms until set; 0: fail at once
   // rather than wait, as NOWAIT does).
   virtual void SetLockWaitTimeout(std::chrono::milliseconds timeout) = 0;
+  // Starts a statement: from now until the next StartStatement (or the
+  // end), READ COMMITTED reads share one snapshot, taken at the first read,
+  // as InnoDB's statement read view. Until the first call, every READ
+  // COMMITTED Get and cursor takes its own. No effect at REPEATABLE READ.
+  virtual void StartStatement() = 0;
   virtual uint64_t id() const = 0;
 };
 

@@ -103,6 +103,13 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   Status Rollback() override;
   uint64_t id() const override { return state_->id; }
   void SetLockWaitTimeout(std::chrono::milliseconds timeout) override { lock_timeout_ = timeout; }
+  void StartStatement() override {
+    statement_scoped_ = true;
+    if (isolation_ == Isolation::kReadCommitted && has_snapshot_) {
+      db_->txns().CloseSnapshot(read_ts_);
+      has_snapshot_ = false;
+    }
+  }
   void TakeSnapshot() override {
     bool own = false;
     const txn::ReadView v = View(own);
@@ -178,7 +185,8 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // would outlive it once the checkpoint passed it, and recovery would take
   // the finished transaction for a loser and undo it.
   bool end_logging_ = false;
-  bool has_snapshot_ = false;
+  bool has_snapshot_ = false;      // read_ts_: the transaction's (RR) or statement's (RC) snapshot
+  bool statement_scoped_ = false;  // StartStatement was called
   std::chrono::milliseconds lock_timeout_ = db_->lock_timeout();
   uint64_t read_ts_ = 0;
   bool pinned_ = false;
@@ -220,7 +228,13 @@ txn::ReadView TransactionImpl::View(bool& own) {
   own = false;
   if (isolation_ == Isolation::kReadCommitted) {
     own = true;
-    return {db_->txns().OpenSnapshot(), state_.get()};
+    if (!statement_scoped_) return {db_->txns().OpenSnapshot(), state_.get()};
+    if (!has_snapshot_) {  // the statement's, taken at its first read
+      read_ts_ = db_->txns().OpenSnapshot();
+      has_snapshot_ = true;
+    }
+    db_->txns().RetainSnapshot(read_ts_);  // the caller's reference
+    return {read_ts_, state_.get()};
   }
   if (!has_snapshot_) {
     read_ts_ = db_->txns().OpenSnapshot();

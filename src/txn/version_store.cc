@@ -92,6 +92,11 @@ uint64_t TxnSystem::OpenSnapshot() {
   return clock_;
 }
 
+void TxnSystem::RetainSnapshot(uint64_t read_ts) {
+  std::lock_guard lock(mu_);
+  snapshots_.insert(read_ts);
+}
+
 void TxnSystem::CloseSnapshot(uint64_t read_ts) {
   std::lock_guard lock(mu_);
   auto it = snapshots_.find(read_ts);

@@ -107,6 +107,8 @@ class TxnSystem {
   }
   // A snapshot: its read_ts stays registered until CloseSnapshot.
   uint64_t OpenSnapshot();
+  // One more reference to an open snapshot (each needs its CloseSnapshot).
+  void RetainSnapshot(uint64_t read_ts);
   void CloseSnapshot(uint64_t read_ts);
   // The latest timestamp handed out.
   uint64_t Now() const {

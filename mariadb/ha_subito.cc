@@ -459,8 +459,7 @@ int ha_subito::Load(const Row& row, uchar* buf) {
   if (!st.ok()) return Error(st);
   if (share_->layout->hidden_pk())
     row_id_ = std::get<uint64_t>(row[share_->layout->row_id_column()]);
-  last_entry_.clear();
-  last_was_miss_ = false;
+  ForgetLastEntry();
   for (uint32_t c : EntryColumns()) last_entry_.push_back(row[c]);
   return 0;
 }
@@ -475,6 +474,11 @@ int ha_subito::EnsureCursor() {
   return OpenCursor(active_index != MAX_KEY ? share_->layout->key(active_index).engine_index : 0);
 }
 
+void ha_subito::ForgetLastEntry() {
+  last_entry_.clear();
+  last_was_miss_ = false;
+}
+
 int ha_subito::Reposition(bool forward) {
   if (last_entry_.empty()) return HA_ERR_END_OF_FILE;
   if (int err = EnsureCursor()) return err;
@@ -485,14 +489,13 @@ int ha_subito::Reposition(bool forward) {
 
 int ha_subito::rnd_init(bool) {
   scan_started_ = false;
-  last_entry_.clear();
-  last_was_miss_ = false;
+  ForgetLastEntry();
   return OpenCursor(0);
 }
 
 int ha_subito::rnd_end() {
   cursor_.reset();
-  last_entry_.clear();
+  ForgetLastEntry();
   return 0;
 }
 
@@ -534,8 +537,7 @@ int ha_subito::rnd_pos(uchar* buf, uchar* pos) {
 int ha_subito::index_init(uint idx, bool) {
   active_index = idx;
   bounded_ = false;
-  last_entry_.clear();
-  last_was_miss_ = false;
+  ForgetLastEntry();
   return OpenCursor(share_->layout->key(idx).engine_index);
 }
 
@@ -563,7 +565,6 @@ int ha_subito::Seek(uchar* buf, SeekOp op, const Row& prefix, bool must_match) {
     // Next/prev reposition from the missed key (HANDLER ... READ NEXT).
     last_entry_ = prefix;
     last_was_miss_ = true;
-    cursor_.reset();
   }
   return r;
 }
@@ -600,7 +601,7 @@ int ha_subito::index_read_last_map(uchar* buf, const uchar* key, key_part_map ke
 }
 
 int ha_subito::Step(uchar* buf, bool forward) {
-  if (!cursor_) {
+  if (!cursor_ || last_was_miss_) {
     if (int err = Reposition(forward)) return err;
     return ReadCurrent(buf, HA_ERR_END_OF_FILE);
   }

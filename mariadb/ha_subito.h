@@ -138,6 +138,7 @@ class ha_subito final : public handler {
   // Moves a cursor that a statement boundary closed (HANDLER ... READ NEXT)
   // to the entry after (or before) the last one read.
   int Reposition(bool forward);
+  void ForgetLastEntry();
   // index_next / index_prev.
   int Step(uchar* buf, bool forward);
   int EnsureCursor();

@@ -74,8 +74,9 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
     ++stats_.granted_at_once;
     return Status::OK();
   }
+  // From here on the entry has a holder or a waiter (the blockers), so it
+  // stays in table_ whatever this request does.
   if (timeout.count() <= 0) {  // NOWAIT, SKIP LOCKED: no wait, so no deadlock either
-    if (e.granted.empty() && e.waiting.empty()) table_.erase(name);
     ++stats_.refused_at_once;
     return Status::TimedOut(
         StrFormat("lock held by another transaction (transaction %llu does not wait)",
@@ -83,7 +84,6 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
   }
   if (WaitWouldDeadlock(txn, blockers)) {  // L3
     ++stats_.deadlocks;
-    if (e.granted.empty() && e.waiting.empty()) table_.erase(name);
     return Status::Deadlock(
         StrFormat("transaction %llu would wait for a transaction waiting for "
                   "it; it is the victim",

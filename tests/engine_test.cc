@@ -284,13 +284,19 @@ TEST_F(EngineTest, TablesLiveInTheirChosenDirectory) {
   EXPECT_EQ(files, 3);
 }
 
-TEST_F(EngineTest, AutoIncrementContinuesAfterTheLargestKey) {
+// (id u64 auto-increment primary key, v string)
+TableDef AutoIncrementTable(const std::string& name, uint64_t start = 0) {
   TableDef def;
-  def.name = "ai";
+  def.name = name;
   def.columns = {{"id", ColumnType::kUInt, 8}, {"v", ColumnType::kString}};
   def.primary_key = {0};
   def.auto_increment_column = 0;
-  Table* t = Create(def);
+  def.auto_increment_start = start;
+  return def;
+}
+
+TEST_F(EngineTest, AutoIncrementContinuesAfterTheLargestKey) {
+  Table* t = Create(AutoIncrementTable("ai"));
   auto txn = db_->Begin();
   for (int i = 0; i < 3; ++i) {
     auto id = t->NextAutoIncrement();
@@ -307,15 +313,8 @@ TEST_F(EngineTest, AutoIncrementContinuesAfterTheLargestKey) {
 }
 
 TEST_F(EngineTest, AutoIncrementStartsAtTheTablesStartValue) {
-  TableDef def;
-  def.name = "ai";
-  def.columns = {{"id", ColumnType::kUInt, 8}, {"v", ColumnType::kString}};
-  def.primary_key = {0};
-  def.auto_increment_column = 0;
-  def.auto_increment_start = 1000;
-  Table* t = Create(def);
-  def.name = "untouched";
-  Create(def);
+  Table* t = Create(AutoIncrementTable("ai", 1000));
+  Create(AutoIncrementTable("untouched", 1000));
   auto txn = db_->Begin();
   EXPECT_EQ(*t->NextAutoIncrement(), 1000u);
   ASSERT_OK(txn->Insert(t, {uint64_t{1000}, std::string("x")}));

@@ -207,6 +207,10 @@ int ha_subito::open(const char* name, int, uint) {
   }
   mapper_ = std::make_unique<subito::mariadb::RowMapper>(table, &*share_->layout);
   ref_length = share_->layout->ref_length();
+  // A table scan walks the primary key (as InnoDB's): the server then reads
+  // all rows first when a statement changes the key it scans, instead of
+  // meeting moved rows again.
+  key_used_on_scan = table->s->primary_key;
   info(HA_STATUS_VARIABLE | HA_STATUS_CONST);
   return 0;
 }

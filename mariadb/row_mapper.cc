@@ -218,6 +218,21 @@ void RowMapper::KeyPrefix(uint32_t key, const unsigned char* tuple, uint32_t par
 void RowMapper::KeyOfRecord(uint32_t key, const unsigned char* record, Row* values) {
   const KEY& ki = table_->key_info[key];
   key_copy(tuple_.data(), record, &ki, 0);
+  const my_ptrdiff_t diff = record - table_->record[0];
+  if (diff != 0) {
+    // Field_bit::get_key_image copies the field's bytes from record[0]
+    // whatever record it is given (10.11): copy BIT parts again with the
+    // field on `record`.
+    unsigned char* part = tuple_.data();
+    for (uint p = 0; p < ki.user_defined_key_parts; part += ki.key_part[p++].store_length) {
+      const KEY_PART_INFO& kp = ki.key_part[p];
+      Field* f = kp.field;
+      if (f->type() != MYSQL_TYPE_BIT || (kp.null_bit && *part != 0)) continue;
+      f->move_field_offset(diff);
+      f->get_key_image(part + (kp.null_bit ? 1 : 0), kp.length, f->ptr, Field::itRAW);
+      f->move_field_offset(-diff);
+    }
+  }
   values->assign(ki.user_defined_key_parts, std::monostate{});
   TupleToValues(key, tuple_.data(), ki.user_defined_key_parts, values);
 }

@@ -273,6 +273,12 @@ bool SavepointCanReleaseMdl(handlerton*, THD*) {
   return false;  // row locks taken after the savepoint stay held
 }
 
+// KILL [QUERY]: the server has set thd->killed; a lock wait of the
+// connection's transaction sees it now instead of at its timeout.
+void KillQuery(handlerton*, THD* thd, enum thd_kill_levels) {
+  if (Trx* trx = FindTrx(thd); trx != nullptr && g_db) g_db->WakeLockWaiter(trx->txn_id.load());
+}
+
 int CloseConnection(handlerton*, THD* thd) {
   Trx* trx = FindTrx(thd);
   if (trx != nullptr) {
@@ -383,6 +389,7 @@ int Init(void* p) {
   h->rollback = Rollback;
   h->prepare = Prepare;
   h->close_connection = CloseConnection;
+  h->kill_query = KillQuery;
   h->start_consistent_snapshot = StartConsistentSnapshot;
   h->show_status = ShowEngineStatus;
   h->tablefile_extensions = ha_subito_exts;
@@ -425,6 +432,8 @@ int BeginStatement(THD* thd, Trx* trx) {
     trx->serializable = iso == ISO_SERIALIZABLE;
     trx->txn = g_db->Begin(iso <= ISO_READ_COMMITTED ? Isolation::kReadCommitted
                                                      : Isolation::kRepeatableRead);
+    trx->txn->SetInterruptCheck([thd] { return thd->killed != NOT_KILLED; });
+    trx->txn_id.store(trx->txn->id());
   }
   // Statements of triggers and stored functions belong to the statement
   // that fired them: its savepoint stays (the server does not end them at
@@ -455,6 +464,8 @@ int ToHaError(THD* thd, const Status& st) {
       return HA_ERR_LOCK_DEADLOCK;
     case Status::Code::kTimedOut:
       return HA_ERR_LOCK_WAIT_TIMEOUT;
+    case Status::Code::kInterrupted:  // the server reports the KILL
+      return HA_ERR_ABORTED_BY_USER;
     case Status::Code::kNotFound:
       return HA_ERR_KEY_NOT_FOUND;
     case Status::Code::kCorruption:

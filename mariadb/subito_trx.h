@@ -6,6 +6,8 @@
 // savepoint, so a failed statement rolls back alone, as in InnoDB.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -27,6 +29,8 @@ struct Trx {
   uint64_t statement_savepoint = 0;
   int tables_in_statement = 0;
   bool serializable = false;  // plain reads take shared locks
+  // txn's id, for KILL from another thread (which must not touch txn).
+  std::atomic<uint64_t> txn_id{0};
 };
 
 // The connection's transaction state (created on first use).

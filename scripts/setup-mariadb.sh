@@ -33,7 +33,14 @@ export DEBIAN_FRONTEND=noninteractive
 say() { echo "setup-mariadb: $*"; }
 die() { echo "setup-mariadb: error: $*" >&2; exit 1; }
 
-installed_version() { dpkg-query -W -f='${Status} ${Version}' "$1" 2>/dev/null | sed -En "s/^(install|hold) ok installed //p"; }
+# dpkg-query fails for a package it has never seen: that is "not installed",
+# not an error (set -o pipefail would otherwise end the script silently).
+installed_version() {
+  { dpkg-query -W -f='${Status} ${Version}' "$1" 2>/dev/null || true; } | sed -En "s/^(install|hold) ok installed //p"
+}
+
+# 0. What Subito's own core library builds with (ISA-L, libpmem, ...).
+bash "$ROOT/scripts/install-deps.sh"
 
 # 1. The server packages, pinned and held.
 need=()

@@ -1,10 +1,12 @@
 // Row locks: compatibility, upgrades, first-come grants, deadlock victims
-// and timeouts (L1-L4), and mutual exclusion under a concurrent stress.
+// and timeouts (L1-L4), interrupted waits (L5), and mutual exclusion under a
+// concurrent stress.
 #include "txn/lock_manager.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -71,6 +73,37 @@ TEST(LockManager, WritersAreNotStarvedByLaterReaders) {
   EXPECT_TRUE(lm.Lock(3, 1, "k", LockMode::kShared, 50ms).IsTimedOut());
   lm.ReleaseAll(1);
   ASSERT_TRUE(writer.get().ok());
+}
+
+TEST(LockManager, AnInterruptedWaiterFailsAtOnceAndTheQueueMovesOn) {
+  LockManager lm;
+  ASSERT_TRUE(lm.Lock(1, 1, "k", LockMode::kExclusive, kLong).ok());
+  std::atomic<bool> killed{false};
+  const std::function<bool()> check = [&] { return killed.load(); };
+  auto victim = std::async(std::launch::async, [&] {
+    return lm.Lock(2, 1, "k", LockMode::kExclusive, std::chrono::hours(24 * 366), check);
+  });
+  while (lm.stats().waits < 1) std::this_thread::sleep_for(1ms);
+  auto behind =
+      std::async(std::launch::async, [&] { return lm.Lock(3, 1, "k", LockMode::kShared, kLong); });
+  while (lm.stats().waits < 2) std::this_thread::sleep_for(1ms);
+  lm.Wake(2);  // not killed yet: the waiter checks and waits on
+  EXPECT_EQ(victim.wait_for(100ms), std::future_status::timeout);
+  lm.Wake(99);  // not waiting: nothing happens
+  killed = true;
+  lm.Wake(2);
+  ASSERT_EQ(victim.wait_for(5s), std::future_status::ready);  // not its year-long timeout
+  EXPECT_TRUE(victim.get().IsInterrupted());
+  EXPECT_FALSE(lm.Holds(2, 1, "k", LockMode::kShared));
+  lm.ReleaseAll(1);
+  ASSERT_TRUE(behind.get().ok());  // the interrupted request left the queue
+  EXPECT_EQ(lm.stats().interrupted, 1u);
+  // Once the check holds, a request that would wait fails without waiting;
+  // one that needs no wait is granted.
+  EXPECT_TRUE(lm.Lock(2, 1, "k", LockMode::kExclusive, kLong, check).IsInterrupted());
+  EXPECT_TRUE(lm.Lock(2, 1, "other", LockMode::kExclusive, kLong, check).ok());
+  EXPECT_EQ(lm.stats().waits, 2u);
+  EXPECT_EQ(lm.stats().interrupted, 2u);
 }
 
 TEST(LockManager, TheRequestClosingACycleIsTheVictim) {

@@ -29,6 +29,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -190,6 +191,10 @@ class Database {
   // transaction then.
   virtual Result<std::unique_ptr<BulkLoader>> BeginBulkLoad(Table* table) = 0;
 
+  // Makes the lock wait of transaction `txn_id` (Transaction::id()), if it
+  // waits, call its interrupt check again. Any thread; a transaction that
+  // has ended or does not wait is left alone.
+  virtual void WakeLockWaiter(uint64_t txn_id) = 0;
   virtual DatabaseStats Stats() const = 0;
   virtual const RecoveryInfo& recovery() const = 0;
   // One line per tier: what backs the log and the double-write area.
@@ -274,6 +279,11 @@ class Transaction {
   // with TimedOut (Options::lock_wait_timeout_ms until set; 0: fail at once
   // rather than wait, as NOWAIT does).
   virtual void SetLockWaitTimeout(std::chrono::milliseconds timeout) = 0;
+  // Called before and during each lock wait of this transaction: once it
+  // returns true, the request fails with Interrupted instead of waiting (a
+  // killed statement). It runs under the lock manager's mutex and must only
+  // read a flag. Database::WakeLockWaiter makes a waiter call it again.
+  virtual void SetInterruptCheck(std::function<bool()> interrupted) = 0;
   // Starts a statement: from now until the next StartStatement (or the
   // end), READ COMMITTED reads share one snapshot, taken at the first read,
   // as InnoDB's statement read view. Until the first call, every READ

@@ -27,6 +27,7 @@ class [[nodiscard]] Status {
     kNotSupported,
     kDeadlock,       // a transaction was chosen as a deadlock victim
     kAlreadyExists,  // a duplicate key or name
+    kInterrupted,    // the caller asked a wait to stop (a killed statement)
   };
 
   Status() = default;
@@ -43,6 +44,7 @@ class [[nodiscard]] Status {
   static Status NotSupported(std::string msg) { return {Code::kNotSupported, std::move(msg)}; }
   static Status Deadlock(std::string msg) { return {Code::kDeadlock, std::move(msg)}; }
   static Status AlreadyExists(std::string msg) { return {Code::kAlreadyExists, std::move(msg)}; }
+  static Status Interrupted(std::string msg) { return {Code::kInterrupted, std::move(msg)}; }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
@@ -55,6 +57,7 @@ class [[nodiscard]] Status {
   bool IsAlreadyExists() const { return code_ == Code::kAlreadyExists; }
   bool IsNotFound() const { return code_ == Code::kNotFound; }
   bool IsBusy() const { return code_ == Code::kBusy; }
+  bool IsInterrupted() const { return code_ == Code::kInterrupted; }
 
   // "Corruption: log stream 0 (/dev/shm/x/log.0) offset 8192: bad checksum"
   std::string ToString() const;

@@ -106,6 +106,7 @@ class DatabaseImpl final : public Database {
   std::vector<std::string> TableNames() const override;
   std::unique_ptr<Transaction> Begin(Isolation isolation) override;
   Result<std::unique_ptr<BulkLoader>> BeginBulkLoad(Table* table) override;
+  void WakeLockWaiter(uint64_t txn_id) override { locks_.Wake(txn_id); }
   DatabaseStats Stats() const override;
   const RecoveryInfo& recovery() const override { return recovery_; }
   std::string Describe() const override;

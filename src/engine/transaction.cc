@@ -103,6 +103,9 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   Status Rollback() override;
   uint64_t id() const override { return state_->id; }
   void SetLockWaitTimeout(std::chrono::milliseconds timeout) override { lock_timeout_ = timeout; }
+  void SetInterruptCheck(std::function<bool()> interrupted) override {
+    interrupted_ = std::move(interrupted);
+  }
   void StartStatement() override {
     statement_scoped_ = true;
     if (isolation_ == Isolation::kReadCommitted && has_snapshot_) {
@@ -188,6 +191,7 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   bool has_snapshot_ = false;      // read_ts_: the transaction's (RR) or statement's (RC) snapshot
   bool statement_scoped_ = false;  // StartStatement was called
   std::chrono::milliseconds lock_timeout_ = db_->lock_timeout();
+  std::function<bool()> interrupted_;
   uint64_t read_ts_ = 0;
   bool pinned_ = false;
   uint64_t pin_token_ = 0;
@@ -245,9 +249,9 @@ txn::ReadView TransactionImpl::View(bool& own) {
 
 Status TransactionImpl::LockKey(IndexImpl* ix, const std::string& key, ReadMode mode) {
   const bool shared = mode == ReadMode::kShared || mode == ReadMode::kSharedSkipLocked;
-  return db_->locks().Lock(state_->id, ix->space(), key,
-                           shared ? txn::LockMode::kShared : txn::LockMode::kExclusive,
-                           SkipsLocked(mode) ? std::chrono::milliseconds(0) : lock_timeout_);
+  return db_->locks().Lock(
+      state_->id, ix->space(), key, shared ? txn::LockMode::kShared : txn::LockMode::kExclusive,
+      SkipsLocked(mode) ? std::chrono::milliseconds(0) : lock_timeout_, interrupted_);
 }
 
 Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,

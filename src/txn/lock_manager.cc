@@ -9,6 +9,11 @@ namespace {
 bool Compatible(LockMode a, LockMode b) {
   return a == LockMode::kShared && b == LockMode::kShared;
 }
+
+Status InterruptedWait(TxnId txn) {
+  return Status::Interrupted(
+      StrFormat("lock wait of transaction %llu interrupted", static_cast<unsigned long long>(txn)));
+}
 }  // namespace
 
 std::string LockManager::Name(uint32_t space, std::string_view key) {
@@ -62,7 +67,8 @@ bool LockManager::WaitWouldDeadlock(TxnId txn, const std::vector<TxnId>& blocker
 }
 
 Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMode mode,
-                         std::chrono::milliseconds timeout) {
+                         std::chrono::milliseconds timeout,
+                         const std::function<bool()>& interrupted) {
   const std::string name = Name(space, key);
   std::unique_lock lk(mu_);
   Entry& e = table_[name];
@@ -89,6 +95,11 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
                   "it; it is the victim",
                   static_cast<unsigned long long>(txn)));
   }
+  const auto stopped = [&] { return interrupted && interrupted(); };
+  if (stopped()) {  // L5: the statement is being killed
+    ++stats_.interrupted;
+    return InterruptedWait(txn);
+  }
   ++stats_.waits;
   e.waiting.push_back({txn, mode});
   waiting_on_[txn] = {name, mode};
@@ -97,7 +108,8 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
   const auto deadline =
       std::chrono::steady_clock::now() + (forever ? std::chrono::milliseconds(0) : timeout);
   bool granted = false;
-  while (!(granted = Grantable(e, txn, mode))) {
+  bool stop = false;
+  while (!(granted = Grantable(e, txn, mode)) && !(stop = stopped())) {
     if (forever) {
       e.cv.wait(lk);
     } else if (e.cv.wait_until(lk, deadline) == std::cv_status::timeout) {
@@ -109,8 +121,12 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
   e.waiting.erase(std::find_if(e.waiting.begin(), e.waiting.end(),
                                [&](const Request& r) { return r.txn == txn; }));
   if (!granted) {
-    ++stats_.timeouts;
     e.cv.notify_all();  // a waiter behind this one may now go first
+    if (stop) {
+      ++stats_.interrupted;
+      return InterruptedWait(txn);
+    }
+    ++stats_.timeouts;
     return Status::TimedOut(StrFormat("lock wait timeout (%lld ms) for transaction %llu",
                                       static_cast<long long>(timeout.count()),
                                       static_cast<unsigned long long>(txn)));
@@ -120,6 +136,14 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
   held_[txn].insert(name);
   e.cv.notify_all();  // compatible waiters behind may go too
   return Status::OK();
+}
+
+void LockManager::Wake(TxnId txn) {
+  std::lock_guard lk(mu_);
+  auto w = waiting_on_.find(txn);
+  if (w == waiting_on_.end()) return;
+  auto e = table_.find(w->second.first);
+  if (e != table_.end()) e->second.cv.notify_all();
 }
 
 void LockManager::ReleaseAll(TxnId txn) {

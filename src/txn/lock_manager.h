@@ -15,6 +15,9 @@
 //  L4. A wait longer than its timeout returns TimedOut (MariaDB's
 //      innodb_lock_wait_timeout semantics: the statement fails, the
 //      transaction may go on).
+//  L5. A request whose `interrupted` check holds returns Interrupted instead
+//      of waiting, and a waiter re-checks it whenever Wake names its
+//      transaction (KILL of the statement): the statement fails at once.
 //
 // Gap locking (docs/architecture.md): Subito locks keys only, never the
 // gaps between them. Consistent (MVCC) reads need no locks; locking reads
@@ -26,6 +29,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -44,6 +48,7 @@ enum class LockMode { kShared, kExclusive };
 struct LockStats {
   uint64_t granted_at_once = 0, waits = 0, deadlocks = 0, timeouts = 0;
   uint64_t refused_at_once = 0;  // busy, and the caller would not wait
+  uint64_t interrupted = 0;
 };
 
 class LockManager {
@@ -53,9 +58,16 @@ class LockManager {
   LockManager& operator=(const LockManager&) = delete;
 
   // Waits at most `timeout` (0: not at all, TimedOut at once if the lock is
-  // busy; a year or more: no limit).
+  // busy; a year or more: no limit), and not at all once `interrupted`
+  // (if set) returns true (L5). `interrupted` is called with the manager's
+  // mutex held: it must only read a flag.
   Status Lock(TxnId txn, uint32_t space, std::string_view key, LockMode mode,
-              std::chrono::milliseconds timeout);
+              std::chrono::milliseconds timeout,
+              const std::function<bool()>& interrupted = nullptr);
+  // Makes txn's wait, if it waits, check its `interrupted` again (L5). Safe
+  // from any thread, for any id (a transaction that does not wait is left
+  // alone).
+  void Wake(TxnId txn);
   // Ends txn's locks. A transaction is driven by one thread at a time: this
   // must not run while the same txn waits in Lock.
   void ReleaseAll(TxnId txn);

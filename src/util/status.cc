@@ -37,6 +37,9 @@ std::string Status::ToString() const {
     case Code::kAlreadyExists:
       name = "Already exists";
       break;
+    case Code::kInterrupted:
+      name = "Interrupted";
+      break;
   }
   return std::string(name) + ": " + message_;
 }

@@ -408,7 +408,10 @@ void ha_subito::get_auto_increment(ulonglong offset, ulonglong increment, ulongl
         subito::mariadb::engine()->Begin(subito::Isolation::kReadCommitted);
     subito::Result<std::unique_ptr<subito::Cursor>> c =
         reader->OpenCursor(EngineTable(), share_->layout->key(key).engine_index);
-    Status st = c.ok() ? (*c)->Seek(SeekOp::kLast) : c.status();
+    // The largest value is the last entry, or the first one if the
+    // column's key part is descending.
+    const bool desc = table->key_info[key].key_part[0].key_part_flag & HA_REVERSE_SORT;
+    Status st = c.ok() ? (*c)->Seek(desc ? SeekOp::kFirst : SeekOp::kLast) : c.status();
     if (st.ok() && (*c)->Valid()) {
       std::string storage;
       uchar* rec = table->record[1];

@@ -74,10 +74,6 @@ Result<TableLayout> TableLayout::Build(const TABLE_SHARE* share, const std::stri
     kl.engine_index = has_pk ? k : k + 1;
     for (uint p = 0; p < key.user_defined_key_parts; ++p) {
       const KEY_PART_INFO& kp = key.key_part[p];
-      if (kp.key_part_flag & HA_REVERSE_SORT) {
-        return Status::NotSupported("Subito does not support descending index parts (index " +
-                                    std::string(key.name.str) + "); use ASC");
-      }
       PartLayout pl;
       pl.column = static_cast<uint32_t>(l.def_.columns.size());
       pl.image_len = ImageLength(kp);
@@ -87,6 +83,7 @@ Result<TableLayout> TableLayout::Build(const TABLE_SHARE* share, const std::stri
       c.type = ColumnType::kString;
       c.nullable = pl.nullable;
       c.max_length = pl.image_len;
+      c.descending = kp.key_part_flag & HA_REVERSE_SORT;
       l.def_.columns.push_back(std::move(c));
       kl.parts.push_back(pl);
     }

@@ -133,44 +133,87 @@ TEST_F(EngineCorruption, FlippedCatalogIsRefused) {
 // A catalog of format version 1 (before the log salt and the tables'
 // auto_increment_start) still opens; a version from the future is refused
 // by number.
+// Offsets in a catalog body with one table (see docs/formats/catalog.md).
+struct OneTableCatalog {
+  static constexpr size_t kSaltAt = 4 + 4 + 4 + 1;
+  size_t autoinc_start_at = 0;        // the table's u64 auto_increment_start
+  std::vector<size_t> descending_at;  // each column's u8 descending (version 3)
+  explicit OneTableCatalog(const std::vector<uint8_t>& image) {
+    const uint8_t* body = image.data() + 20;
+    size_t at = kSaltAt + 8 + 4 + 4 + 1;  // the log salt, table count, table id and state
+    at += 4 + DecodeFixed32(body + at);   // name
+    at += 4 + DecodeFixed32(body + at);   // data_dir
+    at += 4;                              // auto_increment_column
+    autoinc_start_at = at;
+    at += 8;
+    const uint32_t columns = DecodeFixed32(body + at);
+    at += 4;
+    for (uint32_t c = 0; c < columns; ++c) {
+      at +=
+          4 + DecodeFixed32(body + at) + 1 + 1 + 1 + 4;  // name, type, width, nullable, max_length
+      descending_at.push_back(at);
+      at += 1;
+    }
+  }
+};
+
+// `image` less the body bytes at the given offsets, with its header redone.
+std::vector<uint8_t> WithoutBodyBytes(const std::vector<uint8_t>& image,
+                                      const std::vector<std::pair<size_t, size_t>>& cuts,
+                                      uint32_t version) {
+  std::vector<uint8_t> out(image.begin(), image.begin() + 20);
+  size_t from = 0;
+  for (const auto& [at, n] : cuts) {
+    out.insert(out.end(), image.begin() + 20 + from, image.begin() + 20 + at);
+    from = at + n;
+  }
+  out.insert(out.end(), image.begin() + 20 + from, image.end());
+  EncodeFixed32(out.data() + 8, version);
+  EncodeFixed32(out.data() + 12, static_cast<uint32_t>(out.size() - 20));
+  EncodeFixed32(out.data() + 16, crc32c::Value(out.data() + 20, out.size() - 20));
+  return out;
+}
+
 TEST_F(EngineCorruption, CatalogFormatVersionsAreReadOrRefusedByNumber) {
   const std::string path = dir_.Sub("db/catalog");
-  const std::vector<uint8_t> v2 = test::ReadFile(path);
-  ASSERT_EQ(DecodeFixed32(v2.data() + 8), 2u);
-  // v1: the same body without the u64 log salt (after the in_use byte) and
-  // each table's u64 auto_increment_start (after its i32
-  // auto_increment_column; one table here).
-  const uint8_t* body = v2.data() + 20;
-  const size_t salt_at = 4 + 4 + 4 + 1;
-  size_t at = salt_at + 8 + 4 + 4 + 1;  // the log salt, table count, table id and state
-  at += 4 + DecodeFixed32(body + at);   // name
-  at += 4 + DecodeFixed32(body + at);   // data_dir
-  at += 4;                              // auto_increment_column
-  ASSERT_LE(20 + at + 8, v2.size());
-  ASSERT_EQ(DecodeFixed64(body + at), 0u);
-  std::vector<uint8_t> v1(v2.begin(), v2.begin() + 20 + salt_at);
-  v1.insert(v1.end(), v2.begin() + 20 + salt_at + 8, v2.begin() + 20 + at);
-  v1.insert(v1.end(), v2.begin() + 20 + at + 8, v2.end());
-  EncodeFixed32(v1.data() + 8, 1);
-  EncodeFixed32(v1.data() + 12, static_cast<uint32_t>(v1.size() - 20));
-  EncodeFixed32(v1.data() + 16, crc32c::Value(v1.data() + 20, v1.size() - 20));
-  test::WriteFile(path, v1);
-  {
+  const std::vector<uint8_t> v3 = test::ReadFile(path);
+  ASSERT_EQ(DecodeFixed32(v3.data() + 8), 3u);
+  const OneTableCatalog layout(v3);
+  ASSERT_LE(20 + layout.descending_at.back() + 1, v3.size());
+  std::vector<std::pair<size_t, size_t>> v2_cuts;  // each column's descending byte
+  for (size_t at : layout.descending_at) {
+    ASSERT_EQ(v3[20 + at], 0u);
+    v2_cuts.emplace_back(at, 1);
+  }
+  // v1 also lacks the u64 log salt (after the in_use byte) and the table's
+  // u64 auto_increment_start.
+  ASSERT_EQ(DecodeFixed64(v3.data() + 20 + layout.autoinc_start_at), 0u);
+  std::vector<std::pair<size_t, size_t>> v1_cuts = {{OneTableCatalog::kSaltAt, 8},
+                                                    {layout.autoinc_start_at, 8}};
+  v1_cuts.insert(v1_cuts.end(), v2_cuts.begin(), v2_cuts.end());
+  for (const auto& [version, cuts] : {std::pair{2u, v2_cuts}, std::pair{1u, v1_cuts}}) {
+    test::WriteFile(path, WithoutBodyBytes(v3, cuts, version));
     auto db = Database::Open(test::SmallOptions(dir_.path()));
-    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    ASSERT_TRUE(db.ok()) << "version " << version << ": " << db.status().ToString();
     Table* t = (*db)->FindTable("t");
     ASSERT_NE(t, nullptr);
+    for (const Column& c : t->def().columns) EXPECT_FALSE(c.descending);
     auto txn = (*db)->Begin();
     EXPECT_EQ(test::ScanAll(txn.get(), t).size(), rows_.size());
     ASSERT_OK(txn->Commit());
   }  // closing rewrites it as the current version
   std::vector<uint8_t> future = test::ReadFile(path);
-  EXPECT_EQ(DecodeFixed32(future.data() + 8), 2u);
-  EncodeFixed32(future.data() + 8, 3);
+  EXPECT_EQ(DecodeFixed32(future.data() + 8), 3u);
+  EncodeFixed32(future.data() + 8, 4);
   test::WriteFile(path, future);
   auto db = Database::Open(test::SmallOptions(dir_.path()));
   ASSERT_TRUE(db.status().IsCorruption()) << db.status().ToString();
-  EXPECT_NE(db.status().message().find("version 3"), std::string::npos) << db.status().ToString();
+  EXPECT_NE(db.status().message().find("version 4"), std::string::npos) << db.status().ToString();
+  // A descending flag other than 0 or 1 does not parse.
+  std::vector<uint8_t> bad = v3;
+  bad[20 + layout.descending_at[0]] = 2;
+  test::WriteFile(path, WithoutBodyBytes(bad, {}, 3));
+  EXPECT_TRUE(Database::Open(test::SmallOptions(dir_.path())).status().IsCorruption());
 }
 
 TEST_F(EngineCorruption, MissingPageFileIsRefused) {

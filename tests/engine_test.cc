@@ -224,6 +224,67 @@ TEST_F(EngineTest, CursorSeeksOnCompositeKeys) {
   ASSERT_OK(txn->Commit());
 }
 
+TEST_F(EngineTest, DescendingColumnsOrderEveryIndexHighToLowAndSurviveReopen) {
+  TableDef def;
+  def.name = "d";
+  def.columns = {{"id", ColumnType::kInt, 4},
+                 {"v", ColumnType::kInt, 4, /*nullable=*/true},
+                 {"s", ColumnType::kString}};
+  def.columns[0].descending = true;
+  def.columns[1].descending = true;
+  def.primary_key = {0};
+  def.indexes = {{"v", {1}, /*unique=*/true}, {"sv", {2, 1}, false}};
+  Table* t = Create(def);
+  auto txn = db_->Begin();
+  const std::vector<std::pair<int64_t, Value>> rows = {
+      {1, int64_t{10}}, {2, Value()}, {3, int64_t{-5}}, {4, Value()}, {5, int64_t{7}}};
+  for (const auto& [id, v] : rows) ASSERT_OK(txn->Insert(t, {id, v, std::string("x")}));
+  // NULLs never conflict in a unique index, descending or not.
+  EXPECT_TRUE(txn->Insert(t, {int64_t{6}, int64_t{7}, std::string("x")}).IsAlreadyExists());
+  ASSERT_OK(txn->Commit());
+  auto column = [&](uint32_t index, uint32_t col) {
+    std::vector<std::string> out;
+    auto r = db_->Begin();
+    auto c = r->OpenCursor(t, index);
+    EXPECT_TRUE(c.ok());
+    EXPECT_OK((*c)->Seek(SeekOp::kFirst));
+    while ((*c)->Valid()) {
+      const Value& v = (*c)->row()[col];
+      out.push_back(std::holds_alternative<int64_t>(v) ? std::to_string(std::get<int64_t>(v))
+                                                       : "NULL");
+      EXPECT_OK((*c)->Next());
+    }
+    EXPECT_OK(r->Commit());
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(column(0, 0), (V{"5", "4", "3", "2", "1"}));
+  EXPECT_EQ(column(1, 1), (V{"10", "7", "-5", "NULL", "NULL"}));
+  EXPECT_EQ(column(1, 0), (V{"1", "5", "3", "4", "2"}));  // then the primary key, descending
+  EXPECT_EQ(column(2, 1), (V{"10", "7", "-5", "NULL", "NULL"}));
+  // Seeks go by index order: kGE 0 on v DESC is the first value <= 0.
+  txn = db_->Begin();
+  auto c = txn->OpenCursor(t, 1);
+  ASSERT_TRUE(c.ok());
+  ASSERT_OK((*c)->Seek(SeekOp::kGE, {int64_t{0}}));
+  ASSERT_TRUE((*c)->Valid());
+  EXPECT_EQ(std::get<int64_t>((*c)->row()[1]), -5);
+  ASSERT_OK((*c)->Seek(SeekOp::kEq, {Value()}));
+  ASSERT_TRUE((*c)->Valid());
+  EXPECT_EQ(std::get<int64_t>((*c)->row()[0]), 4);
+  auto got = txn->Get(t, {int64_t{3}});
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ(std::get<int64_t>((**got)[1]), -5);
+  ASSERT_OK(txn->Commit());
+  Reopen();
+  t = db_->FindTable("d");
+  ASSERT_NE(t, nullptr);
+  EXPECT_TRUE(t->def().columns[0].descending);
+  EXPECT_FALSE(t->def().columns[2].descending);
+  EXPECT_EQ(column(0, 0), (V{"5", "4", "3", "2", "1"}));
+  EXPECT_EQ(column(1, 1), (V{"10", "7", "-5", "NULL", "NULL"}));
+}
+
 TEST_F(EngineTest, IndexesAndTablesComeAndGo) {
   Table* t = Create();
   auto txn = db_->Begin();

@@ -54,6 +54,9 @@ struct Column {
   uint8_t width = 8;  // integers: bytes, 1..8
   bool nullable = false;
   uint32_t max_length = 65535;  // strings: bytes
+  // Every index orders this column's values high to low, NULLs last (a
+  // descending key part, KEY (a DESC)).
+  bool descending = false;
 };
 
 struct IndexDef {

@@ -47,9 +47,15 @@ KeyEncoder& KeyEncoder::Bytes(std::string_view s) {
   return *this;
 }
 
+KeyEncoder& KeyEncoder::Invert(size_t from) {
+  assert(from <= out_.size());
+  for (size_t i = from; i < out_.size(); ++i) out_[i] = static_cast<char>(~out_[i]);
+  return *this;
+}
+
 Result<bool> KeyDecoder::IsNull() {
   if (pos_ >= in_.size()) return Truncated("a NULL marker", pos_);
-  const uint8_t b = static_cast<uint8_t>(in_[pos_++]);
+  const uint8_t b = Next();
   if (b == kNullByte) return true;
   if (b == kValueByte) return false;
   return Status::Corruption(StrFormat("bad NULL marker 0x%02x at byte %zu", b, pos_ - 1));
@@ -59,7 +65,7 @@ Result<uint64_t> KeyDecoder::Unsigned(int width) {
   if (width < 1 || width > 8) return Status::InvalidArgument("integer width must be 1 to 8");
   if (in_.size() - pos_ < static_cast<size_t>(width)) return Truncated("an integer", pos_);
   uint64_t v = 0;
-  for (int i = 0; i < width; ++i) v = (v << 8) | static_cast<uint8_t>(in_[pos_++]);
+  for (int i = 0; i < width; ++i) v = (v << 8) | Next();
   return v;
 }
 
@@ -76,13 +82,13 @@ Result<std::string> KeyDecoder::Bytes() {
   std::string s;
   for (;;) {
     if (pos_ >= in_.size()) return Truncated("a string", pos_);
-    const uint8_t b = static_cast<uint8_t>(in_[pos_++]);
+    const uint8_t b = Next();
     if (b != kEscape) {
       s.push_back(static_cast<char>(b));
       continue;
     }
     if (pos_ >= in_.size()) return Truncated("a string escape", pos_);
-    const uint8_t next = static_cast<uint8_t>(in_[pos_++]);
+    const uint8_t next = Next();
     if (next == kTerminator) return s;
     if (next != kEscapedZero) {
       return Status::Corruption(

@@ -13,6 +13,11 @@
 //                   next part starts right after it
 // Strings in non-binary collations are encoded from the collation's sort key
 // (the MariaDB plugin will pass the server's own sort keys here).
+//
+// A descending part is its ascending encoding with every byte inverted
+// (x ^ 0xFF). Each part's encoding is prefix-free, so two keys first differ
+// inside one part's bytes, where inverting reverses the order; NULLs (0x00
+// -> 0xFF) then sort last.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +35,10 @@ class KeyEncoder {
   KeyEncoder& Unsigned(uint64_t v, int width);
   KeyEncoder& Signed(int64_t v, int width);
   KeyEncoder& Bytes(std::string_view s);
+  // Inverts the bytes from `from` (a size() taken before a part) to the end:
+  // that part becomes descending.
+  KeyEncoder& Invert(size_t from);
+  size_t size() const { return out_.size(); }
   const std::string& key() const { return out_; }
   std::string Release() { return std::move(out_); }
 
@@ -49,12 +58,17 @@ class KeyDecoder {
   Result<uint64_t> Unsigned(int width);
   Result<int64_t> Signed(int width);
   Result<std::string> Bytes();
+  // The parts read from now on are descending (inverted) or ascending.
+  void SetDescending(bool descending) { mask_ = descending ? 0xFF : 0x00; }
   bool done() const { return pos_ == in_.size(); }
   size_t consumed() const { return pos_; }
 
  private:
+  uint8_t Next() { return static_cast<uint8_t>(in_[pos_++]) ^ mask_; }
+
   std::string_view in_;
   size_t pos_ = 0;
+  uint8_t mask_ = 0x00;
 };
 
 }  // namespace subito::btree

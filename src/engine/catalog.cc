@@ -91,6 +91,7 @@ std::string EncodeBody(const Catalog& c) {
       w.U8(col.width);
       w.U8(col.nullable ? 1 : 0);
       w.U32(col.max_length);
+      w.U8(col.descending ? 1 : 0);
     }
     w.U32(static_cast<uint32_t>(t.indexes.size()));
     for (const CatalogIndex& i : t.indexes) {
@@ -127,13 +128,15 @@ bool DecodeBody(std::string_view body, uint32_t version, Catalog& c) {
     t.def.auto_increment_column = static_cast<int32_t>(autoinc);
     for (uint32_t ci = 0; ci < columns; ++ci) {
       Column col;
-      uint8_t type = 0, nullable = 0;
+      uint8_t type = 0, nullable = 0, descending = 0;
       if (!r.Str(col.name) || !r.U8(type) || !r.U8(col.width) || !r.U8(nullable) ||
-          !r.U32(col.max_length) || type < 1 || type > 3 || nullable > 1) {
+          !r.U32(col.max_length) || type < 1 || type > 3 || nullable > 1 ||
+          (version >= 3 && (!r.U8(descending) || descending > 1))) {
         return false;
       }
       col.type = static_cast<ColumnType>(type);
       col.nullable = nullable != 0;
+      col.descending = descending != 0;
       t.def.columns.push_back(std::move(col));
     }
     if (!r.U32(indexes) || indexes < 1 || indexes > 1024) return false;

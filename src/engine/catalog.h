@@ -38,8 +38,9 @@
 
 namespace subito::engine {
 
-// Written: 2 (adds each table's auto_increment_start). Read: 1 and 2.
-inline constexpr uint32_t kCatalogVersion = 2;
+// Written: 3 (adds each column's descending flag; 2 added each table's
+// auto_increment_start). Read: 1 to 3.
+inline constexpr uint32_t kCatalogVersion = 3;
 
 // kLoading (tables only): a BulkLoader is filling the table, or one ended
 // without finishing; Open drops such a table (K4).

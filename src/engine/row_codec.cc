@@ -71,7 +71,7 @@ Result<Value> CanonicalValue(const Column& c, const Value& v) {
   return Value(s);
 }
 
-void EncodePart(btree::KeyEncoder& e, const Column& c, const Value& v) {
+void EncodeAscending(btree::KeyEncoder& e, const Column& c, const Value& v) {
   if (c.nullable) {
     if (std::holds_alternative<std::monostate>(v)) {
       e.Null();
@@ -90,6 +90,12 @@ void EncodePart(btree::KeyEncoder& e, const Column& c, const Value& v) {
       e.Bytes(std::get<std::string>(v));
       break;
   }
+}
+
+void EncodePart(btree::KeyEncoder& e, const Column& c, const Value& v) {
+  const size_t from = e.size();
+  EncodeAscending(e, c, v);
+  if (c.descending) e.Invert(from);
 }
 
 }  // namespace
@@ -201,6 +207,7 @@ Result<size_t> KeyPrefixLength(const TableDef& def, const std::vector<uint32_t>&
   btree::KeyDecoder d(key);
   for (size_t i = 0; i < parts && i < columns.size(); ++i) {
     const Column& c = def.columns[columns[i]];
+    d.SetDescending(c.descending);
     if (c.nullable) {
       Result<bool> null = d.IsNull();
       if (!null.ok()) return null.status();

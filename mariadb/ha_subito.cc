@@ -133,12 +133,6 @@ bool ha_subito::get_error_message(int error, String* buf) {
 
 int ha_subito::create(const char* name, TABLE* form, HA_CREATE_INFO* info) {
   subito::Database* db = subito::mariadb::engine();
-  if (info->tmp_table()) {
-    my_printf_error(ER_ILLEGAL_HA_CREATE_OPTION,
-                    "Subito does not support TEMPORARY tables; use InnoDB or Aria for them",
-                    MYF(0));
-    return HA_WRONG_CREATE_OPTION;
-  }
   THD* thd = ha_thd();
   for (const Key& key : thd->lex->alter_info.key_list) {
     if (key.type == Key::FOREIGN_KEY) {
@@ -158,7 +152,12 @@ int ha_subito::create(const char* name, TABLE* form, HA_CREATE_INFO* info) {
   // AUTO_INCREMENT=N, also what an ALTER's copy carries over from the old
   // table (its info(HA_STATUS_AUTO)).
   if (form->s->found_next_number_field) def.auto_increment_start = info->auto_increment_value;
-  if (info->data_file_name) {
+  if (info->tmp_table()) {
+    // Private to the connection by the server's naming; the engine drops it
+    // at its next start if the server did not (a crash).
+    def.temporary = true;
+    def.data_dir = subito::mariadb::TemporaryDir();
+  } else if (info->data_file_name) {
     // The server appends the table's name (MyISAM's layout); Subito keeps
     // the directory and names files itself, as InnoDB does.
     std::string dir(info->data_file_name);
@@ -196,6 +195,21 @@ int ha_subito::rename_table(const char* from, const char* to) {
   if (st.IsNotFound()) return ENOENT;
   if (st.IsAlreadyExists()) return HA_ERR_TABLE_EXIST;
   return st.ok() ? 0 : Error(st);
+}
+
+int ha_subito::truncate() {
+  subito::Database* db = subito::mariadb::engine();
+  const subito::TableDef def = EngineTable()->def();
+  cursor_.reset();
+  if (Status st = db->DropTable(def.name); !st.ok()) return Error(st);
+  subito::Result<subito::Table*> t = db->CreateTable(def);
+  // On failure the share keeps the dropped table, which refuses every use.
+  if (!t.ok()) return Error(t.status());
+  std::lock_guard<std::mutex> g(share_->mu);
+  share_->table = *t;
+  share_->next_auto_inc = 0;
+  share_->rec_per_key_valid = false;
+  return 0;
 }
 
 int ha_subito::open(const char* name, int, uint) {
@@ -245,7 +259,8 @@ int ha_subito::close() {
 void ha_subito::update_create_info(HA_CREATE_INFO* create_info) {
   // SHOW CREATE TABLE shows DATA DIRECTORY and the next AUTO_INCREMENT.
   const std::string& dir = EngineTable()->def().data_dir;
-  if (!dir.empty() && !(create_info->used_fields & HA_CREATE_USED_DATADIR)) {
+  if (!dir.empty() && !EngineTable()->def().temporary &&
+      !(create_info->used_fields & HA_CREATE_USED_DATADIR)) {
     // In the server's form: the directory, then the table's name.
     const std::string path = dir + "/" + table->s->table_name.str;
     create_info->data_file_name = thd_strmake(ha_thd(), path.data(), path.size());

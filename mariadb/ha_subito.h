@@ -63,6 +63,10 @@ class ha_subito final : public handler {
   int create(const char* name, TABLE* form, HA_CREATE_INFO* info) override;
   int delete_table(const char* name) override;
   int rename_table(const char* from, const char* to) override;
+  // TRUNCATE of a TEMPORARY table (base tables are recreated through
+  // create(), HTON_CAN_RECREATE): the engine table is dropped and created
+  // again with the same definition.
+  int truncate() override;
   void update_create_info(HA_CREATE_INFO* create_info) override;
 
   int write_row(const uchar* buf) override;

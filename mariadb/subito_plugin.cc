@@ -30,6 +30,7 @@ handlerton* subito_hton = nullptr;
 namespace {
 
 std::unique_ptr<Database> g_db;
+std::string g_temporary_dir;
 
 // ---- system variables (read-only: the engine takes them at start) ----
 
@@ -363,6 +364,7 @@ int Init(void* p) {
     return 1;
   }
   g_db = std::move(*db);
+  g_temporary_dir = o.dir + "/tmp";
   // A directory inside the datadir would look like a database to the server.
   const std::string home(mysql_real_data_home);
   if (o.dir.rfind(home, 0) == 0 && o.dir.find('/', home.size()) == std::string::npos) {
@@ -415,6 +417,10 @@ Database* engine() {
 
 uint32_t PageSize() {
   return sv_page_size;
+}
+
+const std::string& TemporaryDir() {
+  return g_temporary_dir;
 }
 
 Trx* GetTrx(THD* thd) {

@@ -23,6 +23,8 @@ extern handlerton* subito_hton;
 Database* engine();
 // The engine's page size (subito_page_size).
 uint32_t PageSize();
+// Where TEMPORARY tables' page files go: <data_home_dir>/tmp.
+const std::string& TemporaryDir();
 
 struct Trx {
   std::unique_ptr<Transaction> txn;

@@ -137,6 +137,7 @@ TEST_F(EngineCorruption, FlippedCatalogIsRefused) {
 struct OneTableCatalog {
   static constexpr size_t kSaltAt = 4 + 4 + 4 + 1;
   size_t autoinc_start_at = 0;        // the table's u64 auto_increment_start
+  size_t temporary_at = 0;            // the table's u8 temporary (version 3)
   std::vector<size_t> descending_at;  // each column's u8 descending (version 3)
   explicit OneTableCatalog(const std::vector<uint8_t>& image) {
     const uint8_t* body = image.data() + 20;
@@ -146,6 +147,8 @@ struct OneTableCatalog {
     at += 4;                              // auto_increment_column
     autoinc_start_at = at;
     at += 8;
+    temporary_at = at;
+    at += 1;
     const uint32_t columns = DecodeFixed32(body + at);
     at += 4;
     for (uint32_t c = 0; c < columns; ++c) {
@@ -180,7 +183,9 @@ TEST_F(EngineCorruption, CatalogFormatVersionsAreReadOrRefusedByNumber) {
   ASSERT_EQ(DecodeFixed32(v3.data() + 8), 3u);
   const OneTableCatalog layout(v3);
   ASSERT_LE(20 + layout.descending_at.back() + 1, v3.size());
-  std::vector<std::pair<size_t, size_t>> v2_cuts;  // each column's descending byte
+  // v2 lacks the table's temporary byte and each column's descending byte.
+  ASSERT_EQ(v3[20 + layout.temporary_at], 0u);
+  std::vector<std::pair<size_t, size_t>> v2_cuts = {{layout.temporary_at, 1}};
   for (size_t at : layout.descending_at) {
     ASSERT_EQ(v3[20 + at], 0u);
     v2_cuts.emplace_back(at, 1);
@@ -209,11 +214,13 @@ TEST_F(EngineCorruption, CatalogFormatVersionsAreReadOrRefusedByNumber) {
   auto db = Database::Open(test::SmallOptions(dir_.path()));
   ASSERT_TRUE(db.status().IsCorruption()) << db.status().ToString();
   EXPECT_NE(db.status().message().find("version 4"), std::string::npos) << db.status().ToString();
-  // A descending flag other than 0 or 1 does not parse.
-  std::vector<uint8_t> bad = v3;
-  bad[20 + layout.descending_at[0]] = 2;
-  test::WriteFile(path, WithoutBodyBytes(bad, {}, 3));
-  EXPECT_TRUE(Database::Open(test::SmallOptions(dir_.path())).status().IsCorruption());
+  // Flags other than 0 or 1 do not parse.
+  for (size_t at : {layout.temporary_at, layout.descending_at[0]}) {
+    std::vector<uint8_t> bad = v3;
+    bad[20 + at] = 2;
+    test::WriteFile(path, WithoutBodyBytes(bad, {}, 3));
+    EXPECT_TRUE(Database::Open(test::SmallOptions(dir_.path())).status().IsCorruption()) << at;
+  }
 }
 
 TEST_F(EngineCorruption, MissingPageFileIsRefused) {

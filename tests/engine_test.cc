@@ -285,6 +285,38 @@ TEST_F(EngineTest, DescendingColumnsOrderEveryIndexHighToLowAndSurviveReopen) {
   EXPECT_EQ(column(1, 1), (V{"10", "7", "-5", "NULL", "NULL"}));
 }
 
+TEST_F(EngineTest, TemporaryTablesWorkUntilTheNextOpenWhichDropsThem) {
+  TableDef def = SampleTable();
+  def.name = "scratch";
+  def.temporary = true;
+  def.data_dir = dir_.Sub("tmp");
+  Table* t = Create(def);
+  Table* kept = Create();
+  const Row row = SampleRow(1, 1, std::nullopt, "a");
+  auto txn = db_->Begin();
+  ASSERT_OK(txn->Insert(t, row));
+  ASSERT_OK(txn->Insert(kept, row));
+  ASSERT_OK(txn->Commit());
+  txn = db_->Begin();
+  ASSERT_OK(txn->Insert(t, SampleRow(2, 2, std::nullopt, "b")));
+  ASSERT_OK(txn->Rollback());
+  txn = db_->Begin();
+  EXPECT_EQ(ScanAll(txn.get(), t).size(), 1u);
+  ASSERT_OK(txn->Commit());
+  EXPECT_FALSE(std::filesystem::is_empty(dir_.Sub("tmp")));
+  Reopen();  // K6: after a clean close too
+  EXPECT_EQ(db_->FindTable("scratch"), nullptr);
+  EXPECT_TRUE(std::filesystem::is_empty(dir_.Sub("tmp")));
+  kept = db_->FindTable(SampleTable().name);
+  ASSERT_NE(kept, nullptr);
+  t = Create(def);  // the name is free again
+  ASSERT_NE(t, nullptr);
+  txn = db_->Begin();
+  EXPECT_EQ(ScanAll(txn.get(), t).size(), 0u);
+  EXPECT_EQ(ScanAll(txn.get(), kept).size(), 1u);
+  ASSERT_OK(txn->Commit());
+}
+
 TEST_F(EngineTest, IndexesAndTablesComeAndGo) {
   Table* t = Create();
   auto txn = db_->Begin();

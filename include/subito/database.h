@@ -78,6 +78,10 @@ struct TableDef {
   // AUTO_INCREMENT=N); the largest stored value + 1 wins when higher.
   // Kept in the catalog, for the engine's counter and for the plugin's.
   uint64_t auto_increment_start = 0;
+  // A temporary table lives until the database closes or crashes: the next
+  // Open drops it without recovering it (catalog invariant K6). Transactions
+  // use it as any other table.
+  bool temporary = false;
 };
 
 using Value = std::variant<std::monostate, int64_t, uint64_t, std::string>;

@@ -84,6 +84,7 @@ std::string EncodeBody(const Catalog& c) {
     w.Str(t.def.data_dir);
     w.U32(static_cast<uint32_t>(t.def.auto_increment_column));
     w.U64(t.def.auto_increment_start);
+    w.U8(t.def.temporary ? 1 : 0);
     w.U32(static_cast<uint32_t>(t.def.columns.size()));
     for (const Column& col : t.def.columns) {
       w.Str(col.name);
@@ -118,12 +119,15 @@ bool DecodeBody(std::string_view body, uint32_t version, Catalog& c) {
   for (uint32_t ti = 0; ti < tables; ++ti) {
     CatalogTable t;
     uint8_t state = 0;
+    uint8_t temporary = 0;
     uint32_t autoinc = 0, columns = 0, indexes = 0;
     if (!r.U32(t.id) || !r.U8(state) || state > 3 || !r.Str(t.def.name) || !r.Str(t.def.data_dir) ||
         !r.U32(autoinc) || (version >= 2 && !r.U64(t.def.auto_increment_start)) ||
-        !r.U32(columns) || columns > 4096) {
+        (version >= 3 && (!r.U8(temporary) || temporary > 1)) || !r.U32(columns) ||
+        columns > 4096) {
       return false;
     }
+    t.def.temporary = temporary != 0;
     t.state = static_cast<DefState>(state);
     t.def.auto_increment_column = static_cast<int32_t>(autoinc);
     for (uint32_t ci = 0; ci < columns; ++ci) {

@@ -38,8 +38,8 @@
 
 namespace subito::engine {
 
-// Written: 3 (adds each column's descending flag; 2 added each table's
-// auto_increment_start). Read: 1 to 3.
+// Written: 3 (adds each table's temporary flag and each column's descending
+// flag; 2 added each table's auto_increment_start). Read: 1 to 3.
 inline constexpr uint32_t kCatalogVersion = 3;
 
 // kLoading (tables only): a BulkLoader is filling the table, or one ended

@@ -242,13 +242,15 @@ Status DatabaseImpl::OpenAll() {
   return Status::OK();
 }
 
-// K2: entries whose DDL did not finish lose their files and leave.
+// K2: entries whose DDL did not finish lose their files and leave; K6:
+// temporary tables too (before recovery: their pages are never redone, and
+// undo of their rows finds no table).
 Status DatabaseImpl::FinishInterruptedDdl() {
   bool changed = false;
   for (auto t = catalog_.tables.begin(); t != catalog_.tables.end();) {
     const std::string dir = TableDir(t->def);
     for (auto i = t->indexes.begin(); i != t->indexes.end();) {
-      if (t->state == DefState::kLive && i->state == DefState::kLive) {
+      if (t->state == DefState::kLive && i->state == DefState::kLive && !t->def.temporary) {
         ++i;
         continue;
       }

@@ -24,11 +24,15 @@ const char* ha_subito_exts[] = {NullS};
 
 namespace {
 
-// "./db/t" -> "db/t": the engine's name for a MariaDB table.
+// The engine's name for a MariaDB table: "./db/t" -> "db/t". A TEMPORARY
+// table's path is <tmpdir>/#sql-temptable-<pid>-<thread>-<n>, unique in the
+// server by itself; its name is that last part, so that the length of
+// tmpdir never counts against the engine's name limits.
 std::string EngineName(const char* path) {
   std::string s(path);
-  if (s.rfind("./", 0) == 0) s.erase(0, 2);
-  return s;
+  if (s.rfind("./", 0) == 0) return s.erase(0, 2);
+  const size_t slash = s.rfind('/');
+  return slash == std::string::npos ? s : s.substr(slash + 1);
 }
 
 bool IsLockingRead(thr_lock_type t) {

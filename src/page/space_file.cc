@@ -32,7 +32,6 @@ Result<std::unique_ptr<SpaceFile>> SpaceFile::Create(FileSystem* fs, const std::
     return Status::InvalidArgument(
         StrFormat("page size %u: must be 4096, 8192 or 16384", page_size));
   }
-  if (name.size() >= 64) return Status::InvalidArgument("space name longer than 63 bytes: " + name);
   if (fs->Exists(path)) return Status::IOError("cannot create " + path + ": File exists");
   // Written under a temporary name and renamed into place once its header
   // page is durable: a crash during creation never leaves a space file
@@ -46,7 +45,9 @@ Result<std::unique_ptr<SpaceFile>> SpaceFile::Create(FileSystem* fs, const std::
   EncodeFixed32(hdr.p + 40, kSpaceFormatVersion);
   EncodeFixed32(hdr.p + 44, page_size);
   EncodeFixed32(hdr.p + 48, space_id);
-  std::memcpy(hdr.p + 56, name.data(), name.size());
+  // A label for people reading the file; nothing identifies a space by it.
+  const std::string label = name.substr(0, kSpaceLabelMax);
+  std::memcpy(hdr.p + 56, label.data(), label.size());
   EncodeFixed64(hdr.p + 120, static_cast<uint64_t>(::time(nullptr)));
   SealPage(hdr.p, page_size);
   SUBITO_RETURN_IF_ERROR((*f)->Extend(uint64_t{page_size} * kExtendPages));
@@ -57,7 +58,7 @@ Result<std::unique_ptr<SpaceFile>> SpaceFile::Create(FileSystem* fs, const std::
   SUBITO_RETURN_IF_ERROR(fs->SyncDirOf(path));  // the new name is durable too
   f = fs->Open(path);
   if (!f.ok()) return f.status();
-  return std::unique_ptr<SpaceFile>(new SpaceFile(std::move(*f), space_id, page_size, name, 1));
+  return std::unique_ptr<SpaceFile>(new SpaceFile(std::move(*f), space_id, page_size, label, 1));
 }
 
 Result<std::unique_ptr<SpaceFile>> SpaceFile::Open(FileSystem* fs, const std::string& path) {
@@ -89,8 +90,8 @@ Result<std::unique_ptr<SpaceFile>> SpaceFile::Open(FileSystem* fs, const std::st
       DecodeFixed32(first.p + 16) != space_id || DecodeFixed32(first.p + 20) != 0) {
     return Status::Corruption(path + " page 0: not a valid space header page");
   }
-  char name[64] = {};
-  std::memcpy(name, first.p + 56, 63);
+  char name[kSpaceLabelMax + 1] = {};
+  std::memcpy(name, first.p + 56, kSpaceLabelMax);
   // Every page of the file counts, written or not: a page allocated before a
   // crash may be needed by redo.
   uint32_t pages = static_cast<uint32_t>(file.Size() / page_size);

@@ -9,7 +9,8 @@
 //   +44  u32  page_size
 //   +48  u32  space_id
 //   +52  u32  reserved (0)
-//   +56  char name[64], zero-padded
+//   +56  char label[64]: "table.index", its first 63 bytes, zero-padded;
+//        for people reading the file, never used to identify the space
 //   +120 u64  created_unix_time
 //   +128 u8   meta[256]: owned by upper layers (B-tree root, ...), changed
 //             only through logged page edits like any other page byte
@@ -33,6 +34,7 @@ namespace subito::page {
 inline constexpr size_t kSpaceMetaOffset = 128;
 inline constexpr size_t kSpaceMetaSize = 256;
 inline constexpr uint32_t kExtendPages = 16;
+inline constexpr size_t kSpaceLabelMax = 63;
 inline constexpr uint32_t kMaxPages = 1u << 28;  // 4 TiB of 16 KiB pages per space
 
 struct SpaceIoStats {

@@ -11,6 +11,7 @@
 // clang-format on
 
 #include <cstring>
+#include <vector>
 
 #include "subito_trx.h"
 
@@ -287,6 +288,8 @@ int ha_subito::external_lock(THD* thd, int lock_type) {
   if (trx->tables_in_statement++ == 0 || !trx->txn) {
     if (int err = subito::mariadb::BeginStatement(thd, trx)) return err;
   }
+  autoinc_rows_left_ = 0;
+  stmt_reserved_end_ = 0;
   if (IsLockingRead(lock_type_)) {
     read_mode_ = LockingMode(lock_type_);
   } else {
@@ -303,6 +306,8 @@ int ha_subito::start_stmt(THD* thd, thr_lock_type lock_type) {
   lock_type_ = lock_type;
   subito::mariadb::Trx* trx = subito::mariadb::GetTrx(thd);
   read_mode_ = IsLockingRead(lock_type) ? LockingMode(lock_type) : subito::ReadMode::kSnapshot;
+  autoinc_rows_left_ = 0;
+  stmt_reserved_end_ = 0;
   return subito::mariadb::BeginStatement(thd, trx);
 }
 
@@ -316,9 +321,9 @@ THR_LOCK_DATA** ha_subito::store_lock(THD*, THR_LOCK_DATA** to, enum thr_lock_ty
 
 int ha_subito::write_row(const uchar* buf) {
   subito::Table* t = EngineTable();
-  if (table->next_number_field && buf == table->record[0]) {
+  const bool counted = table->next_number_field && buf == table->record[0];
+  if (counted) {
     if (int err = update_auto_increment()) return err;
-    SawAutoIncrement(table->next_number_field);
   }
   Row row;
   mapper_->ToRow(buf, &row);
@@ -327,11 +332,38 @@ int ha_subito::write_row(const uchar* buf) {
     if (!id.ok()) return Error(id.status());
     row[share_->layout->row_id_column()] = *id;
   }
-  if (bulk_) return BulkWrite(row);
-  subito::Transaction* txn = Txn();
-  if (txn == nullptr) return HA_ERR_INTERNAL_ERROR;
-  Status st = txn->Insert(t, row);
-  return st.ok() ? 0 : Error(st);
+  int err = 0;
+  if (bulk_) {
+    err = BulkWrite(row);
+  } else if (subito::Transaction* txn = Txn(); txn == nullptr) {
+    return HA_ERR_INTERNAL_ERROR;
+  } else if (Status st = txn->Insert(t, row); !st.ok()) {
+    err = Error(st);
+  }
+  // An explicit value moves the counter once its row is in, and, as in
+  // InnoDB, when REPLACE, INSERT ... SELECT or LOAD DATA with REPLACE or
+  // IGNORE meets it as a duplicate. The table a copy fills reads its
+  // counter from its rows when it is first used.
+  if (counted && !bulk_ &&
+      (err == 0 || (err == HA_ERR_FOUND_DUPP_KEY && DuplicateMovesCounter()))) {
+    SawAutoIncrement(table->next_number_field, false);
+  }
+  if (counted && autoinc_rows_left_ > 0) --autoinc_rows_left_;
+  return err;
+}
+
+bool ha_subito::DuplicateMovesCounter() const {
+  const THD* thd = ha_thd();
+  switch (thd_sql_command(thd)) {
+    case SQLCOM_REPLACE:
+    case SQLCOM_INSERT_SELECT:
+    case SQLCOM_REPLACE_SELECT:
+      return true;
+    case SQLCOM_LOAD:
+      return thd->lex->duplicates != DUP_ERROR || thd->lex->ignore;
+    default:
+      return false;
+  }
 }
 
 // The new table of a copy is filled by the engine's bulk loader when it can
@@ -382,8 +414,11 @@ int ha_subito::update_row(const uchar* old_data, const uchar* new_data) {
     new_row[c] = row_id_;
   }
   if (table->found_next_number_field && new_data == table->record[0]) {
-    SawAutoIncrement(table->found_next_number_field);
+    SawAutoIncrement(table->found_next_number_field, true);
   }
+  // The server counts a row as changed when the two records' bytes differ;
+  // like InnoDB, tell it when no stored value did.
+  if (old_row == new_row) return HA_ERR_RECORD_IS_THE_SAME;
   subito::Transaction* txn = Txn();
   if (txn == nullptr) return HA_ERR_INTERNAL_ERROR;
   Status st = txn->Update(EngineTable(), old_row, new_row);
@@ -403,52 +438,92 @@ int ha_subito::delete_row(const uchar* buf) {
   return st.ok() ? 0 : Error(st);
 }
 
-void ha_subito::SawAutoIncrement(Field* f) {
-  // An explicit value above the counter moves it, as in InnoDB.
+// The counter after a row with auto-increment value v (negative values
+// count as 0) was written, exactly as InnoDB computes it
+// (innobase_next_autoinc with the increment and offset of this handler's
+// last reservation, 1 and 0 before any): v + increment for the common case,
+// but 2 * offset + increment for v = 0, which is how a negative explicit
+// value moves InnoDB's counter.
+ulonglong ha_subito::CounterAfter(ulonglong v) const {
+  const ulonglong step = autoinc_increment_;
+  const ulonglong offset = autoinc_offset_ > step ? 0 : autoinc_offset_;
+  ulonglong next = v > offset ? v - offset : offset - v;
+  next -= next % step;
+  // Past the largest value: all are used up (the next request fails).
+  if (next > ~0ULL - offset - step) return ~0ULL;
+  return next + offset + step;
+}
+
+void ha_subito::SawAutoIncrement(Field* f, bool by_update) {
+  // A value the statement did not take from its reservation moves the
+  // counter, as in InnoDB, and the move stays if the statement fails (the
+  // counter is not transactional). An UPDATE to 0 or less does not.
   if (f->is_null()) return;
   const ulonglong v = CounterValue(f, f->val_int());
+  if (by_update ? v == 0 : v < stmt_reserved_end_) return;
+  if (v > f->get_max_int_value()) return;
+  const ulonglong next = CounterAfter(v);
   std::lock_guard<std::mutex> g(share_->mu);
-  if (v != 0 && share_->next_auto_inc != 0 && v >= share_->next_auto_inc) {
-    share_->next_auto_inc = v + 1;
+  if (share_->next_auto_inc == 0 && !ReadCounterLocked()) return;
+  if (next > share_->next_auto_inc) share_->next_auto_inc = next;
+}
+
+// Sets share_->next_auto_inc at its first use since start: one above the
+// largest committed value in the index whose first part is the column (not
+// persisted, as in InnoDB before 10.2), never below the table's
+// AUTO_INCREMENT=N. Read by a transaction of its own: the caller's snapshot
+// may be older than rows others committed since. share_->mu is held.
+bool ha_subito::ReadCounterLocked() {
+  ulonglong max = 0;
+  const uint key = table->s->next_number_index;
+  std::unique_ptr<subito::Transaction> reader =
+      subito::mariadb::engine()->Begin(subito::Isolation::kReadCommitted);
+  subito::Result<std::unique_ptr<subito::Cursor>> c =
+      reader->OpenCursor(EngineTable(), share_->layout->key(key).engine_index);
+  // The largest value is the last entry, or the first one if the column's
+  // key part is descending.
+  const bool desc = table->key_info[key].key_part[0].key_part_flag & HA_REVERSE_SORT;
+  Status st = c.ok() ? (*c)->Seek(desc ? SeekOp::kFirst : SeekOp::kLast) : c.status();
+  if (st.ok() && (*c)->Valid()) {
+    // A record of its own: record[1] may hold the old row of an update.
+    std::vector<uchar> buf(table->s->rec_buff_length);
+    std::string storage;
+    uchar* rec = buf.data();
+    st = mapper_->FromRow((*c)->row(), rec, &storage);
+    Field* f = table->next_number_field ? table->next_number_field : table->found_next_number_field;
+    if (st.ok()) {
+      const my_ptrdiff_t diff = rec - table->record[0];
+      f->move_field_offset(diff);
+      max = CounterValue(f, f->val_int());
+      f->move_field_offset(-diff);
+    }
   }
+  if (c.ok()) c->reset();
+  if (Status end = reader->Commit(); st.ok()) st = end;
+  if (!st.ok()) {
+    sql_print_error("Subito: cannot read the auto-increment counter of %s: %s",
+                    table->s->table_name.str, st.ToString().c_str());
+    return false;
+  }
+  share_->next_auto_inc = std::max<ulonglong>(max + 1, EngineTable()->def().auto_increment_start);
+  return true;
 }
 
 void ha_subito::get_auto_increment(ulonglong offset, ulonglong increment, ulonglong nb_desired,
                                    ulonglong* first_value, ulonglong* nb_reserved) {
   std::lock_guard<std::mutex> g(share_->mu);
-  if (share_->next_auto_inc == 0) {
-    // First use since start: one above the largest committed value in the
-    // index whose first part is the column (not persisted, as in InnoDB
-    // before 10.2). Read by a transaction of its own: the caller's snapshot
-    // may be older than rows others committed since.
-    ulonglong max = 0;
-    const uint key = table->s->next_number_index;
-    std::unique_ptr<subito::Transaction> reader =
-        subito::mariadb::engine()->Begin(subito::Isolation::kReadCommitted);
-    subito::Result<std::unique_ptr<subito::Cursor>> c =
-        reader->OpenCursor(EngineTable(), share_->layout->key(key).engine_index);
-    // The largest value is the last entry, or the first one if the
-    // column's key part is descending.
-    const bool desc = table->key_info[key].key_part[0].key_part_flag & HA_REVERSE_SORT;
-    Status st = c.ok() ? (*c)->Seek(desc ? SeekOp::kFirst : SeekOp::kLast) : c.status();
-    if (st.ok() && (*c)->Valid()) {
-      std::string storage;
-      uchar* rec = table->record[1];
-      st = mapper_->FromRow((*c)->row(), rec, &storage);
-      Field* f = table->next_number_field;
-      if (st.ok()) max = CounterValue(f, f->val_int_offset(rec - table->record[0]));
-    }
-    if (c.ok()) c->reset();
-    if (Status end = reader->Commit(); st.ok()) st = end;
-    if (!st.ok()) {
-      sql_print_error("Subito: cannot read the auto-increment counter of %s: %s",
-                      table->s->table_name.str, st.ToString().c_str());
-      *first_value = ~static_cast<ulonglong>(0);  // the server reports ER_AUTOINC_READ_FAILED
-      return;
-    }
-    share_->next_auto_inc = std::max<ulonglong>(max + 1, EngineTable()->def().auto_increment_start);
+  if (share_->next_auto_inc == 0 && !ReadCounterLocked()) {
+    *first_value = ~static_cast<ulonglong>(0);  // the server reports ER_AUTOINC_READ_FAILED
+    return;
   }
   ulonglong v = share_->next_auto_inc;
+  if (v > table->next_number_field->get_max_int_value()) {
+    // Used up: the server reports the range error; the counter stays, as
+    // InnoDB's does.
+    *first_value = v;
+    *nb_reserved = 0;
+    return;
+  }
   if (increment > 1) {
     // The first value >= v of the form offset + k * increment.
     if (v <= offset)
@@ -456,9 +531,19 @@ void ha_subito::get_auto_increment(ulonglong offset, ulonglong increment, ulongl
     else
       v = offset + ((v - offset + increment - 1) / increment) * increment;
   }
+  // As InnoDB: the statement's first request reserves what the server
+  // estimates the statement inserts, later ones what is left of that (not
+  // the server's doubling intervals), so the same statements leave the
+  // same gaps.
+  if (autoinc_rows_left_ == 0) autoinc_rows_left_ = std::max<ulonglong>(nb_desired, 1);
   *first_value = v;
-  *nb_reserved = nb_desired;
-  share_->next_auto_inc = v + nb_desired * increment;
+  *nb_reserved = autoinc_rows_left_;
+  const ulonglong span = autoinc_rows_left_ * increment;
+  share_->next_auto_inc =
+      span / increment != autoinc_rows_left_ || v > ~0ULL - span ? ~0ULL : v + span;
+  stmt_reserved_end_ = share_->next_auto_inc;
+  autoinc_increment_ = increment;
+  autoinc_offset_ = offset;
 }
 
 // ---- reads ----
@@ -787,13 +872,19 @@ int ha_subito::info(uint flag) {
   return 0;
 }
 
+// The optimizer's costs are InnoDB's (pages of the clustered index, at least
+// one; a primary-key range costs its share of that plus a seek per range),
+// so that both engines get the same plans for the same statistics.
 double ha_subito::scan_time() {
-  return static_cast<double>(stats.data_file_length / subito::mariadb::PageSize() + 1);
+  return std::max(1.0, static_cast<double>(stats.data_file_length / subito::mariadb::PageSize()));
 }
 
 double ha_subito::read_time(uint index, uint ranges, ha_rows rows) {
-  if (index == table->s->primary_key) return ranges + static_cast<double>(rows) / 20.0;
-  return handler::read_time(index, ranges, rows);
+  if (index != table->s->primary_key) return handler::read_time(index, ranges, rows);
+  const double scan = scan_time();
+  const ha_rows total = estimate_rows_upper_bound();
+  if (total < rows) return scan;
+  return ranges + static_cast<double>(rows) / static_cast<double>(total) * scan;
 }
 
 int ha_subito::extra(enum ha_extra_function operation) {

@@ -96,6 +96,9 @@ class ha_subito final : public handler {
   int extra(enum ha_extra_function operation) override;
   int reset() override;
   double scan_time() override;
+  // Any index may be scanned to give an order, as InnoDB allows: without
+  // this a GROUP BY or ORDER BY without LIMIT never reads an index in order.
+  const key_map* keys_to_use_for_scanning() override { return &key_map_full; }
   double read_time(uint index, uint ranges, ha_rows rows) override;
 
   // CHECK TABLE: every row decodes, and every index has one entry per row.
@@ -128,7 +131,10 @@ class ha_subito final : public handler {
   int CheckPrefix(uchar* buf, int end);
   int BulkWrite(const subito::Row& row);
   // Moves the auto-increment counter above an explicit value.
-  void SawAutoIncrement(Field* f);
+  void SawAutoIncrement(Field* f, bool by_update);
+  ulonglong CounterAfter(ulonglong v) const;
+  bool ReadCounterLocked();
+  bool DuplicateMovesCounter() const;
   // Entries per key prefix for the optimizer (KEY::rec_per_key).
   void UpdateRecPerKey(bool force);
   int EndBulk(bool commit);
@@ -166,4 +172,12 @@ class ha_subito final : public handler {
   bool bulk_ = false;
   uint64_t bulk_rows_ = 0;
   int dup_key_ = -1;
+  // Auto-increment values the statement still has reserved (InnoDB's
+  // trx->n_autoinc_rows): set by its first get_auto_increment.
+  ulonglong autoinc_rows_left_ = 0;
+  // The end of the statement's reservation (InnoDB's autoinc_last_value),
+  // and the increment and offset of this handler's last one.
+  ulonglong stmt_reserved_end_ = 0;
+  ulonglong autoinc_increment_ = 1;
+  ulonglong autoinc_offset_ = 0;
 };

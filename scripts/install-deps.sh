@@ -11,6 +11,7 @@ PACKAGES=(
   libgtest-dev     # GoogleTest
   clang-format clang-tidy
   python3 python3-matplotlib   # benchmark plots
+  python3-pymysql              # the differential SQL test's client
 )
 
 missing=()

@@ -1,0 +1,363 @@
+#!/usr/bin/python3
+"""Differential SQL tester: the same statements against InnoDB and Subito.
+
+Two databases of one server, `diff_innodb` and `diff_subito`, get the same
+random schema (one session each, default_storage_engine set accordingly) and
+then the same random statement stream, in lockstep. For every statement the
+two sessions must agree on:
+  - the error code and message (database names normalized), or
+  - the result set (as a list where the statement's ORDER BY fixes the
+    order, as a multiset otherwise), the affected-row count, the insert id,
+  - and the warning list (Level, Code, Message).
+Every few statements, and at the end of a seed, every table's contents,
+SHOW CREATE TABLE (engine clause normalized) and CHECK TABLE are compared.
+
+The generator (gen.py) writes only statements whose outcome SQL defines:
+a LIMIT, an UPDATE IGNORE or an INSERT ... SELECT is always ordered by every
+column, so no difference can come from the two engines' plans or row order.
+
+A difference stops the seed, prints the seed and the statement, then
+minimizes the statement sequence (delta debugging on fresh databases) and
+writes it as an mtr test (--out), ready to become a regression test.
+
+Usage: difftest.py --socket S [--seeds 1-20] [--statements 1500]
+"""
+import argparse
+import datetime
+import decimal
+import os
+import random
+import re
+import sys
+import time
+
+import pymysql
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gen  # noqa: E402
+
+DBS = {"innodb": "diff_innodb", "subito": "diff_subito"}
+ENGINES = {"innodb": "InnoDB", "subito": "SUBITO"}
+
+
+def _FromBytes(f):
+    return lambda v: f(v.decode("latin1") if isinstance(v, (bytes, bytearray)) else v)
+
+
+# Strings stay bytes (SHOW CREATE TABLE may hold a BINARY default that is not
+# UTF-8); numbers and dates are converted as usual.
+CONVERSIONS = dict(pymysql.converters.conversions)
+CONVERSIONS.update({k: _FromBytes(f) for k, f in pymysql.converters.decoders.items()})
+
+
+class Session:
+    """One connection to one of the two databases."""
+
+    def __init__(self, socket, side):
+        self.side = side
+        self.db = DBS[side]
+        self.conn = pymysql.connect(unix_socket=socket, user="root", charset="utf8mb4",
+                                    autocommit=True, use_unicode=False, conv=CONVERSIONS)
+        self.cur = self.conn.cursor()
+        self.cur.execute(f"DROP DATABASE IF EXISTS {self.db}")
+        self.cur.execute(f"CREATE DATABASE {self.db} CHARACTER SET utf8mb4")
+        self.cur.execute(f"USE {self.db}")
+        for s in ("SET SESSION default_storage_engine=" + ENGINES[side],
+                  "SET SESSION time_zone='+00:00'", "SET SESSION timestamp=1700000000",
+                  "SET SESSION sql_mode=DEFAULT", "SET SESSION max_sort_length=1024"):
+            self.cur.execute(s)
+
+    def close(self):
+        try:
+            self.conn.close()
+        except Exception:  # noqa: BLE001 - a broken connection is closed anyway
+            pass
+
+    def run(self, sql):
+        """Runs one statement; returns its outcome as comparable values."""
+        out = {"error": None, "rows": None, "affected": None, "insert_id": None}
+        try:
+            self.cur.execute(sql)
+            if self.cur.description is not None:
+                out["rows"] = [tuple(Norm(v) for v in r) for r in self.cur.fetchall()]
+            else:
+                out["affected"] = self.cur.rowcount
+                out["insert_id"] = self.cur.lastrowid
+        except pymysql.err.MySQLError as e:
+            code = e.args[0] if e.args else None
+            msg = e.args[1] if len(e.args) > 1 else str(e)
+            out["error"] = (code, NormText(msg))
+            if code in (2006, 2013, 0):  # the server went away
+                raise
+        self.cur.execute("SHOW WARNINGS")
+        out["warnings"] = [(Text(w[0]), w[1], NormText(Text(w[2]))) for w in self.cur.fetchall()]
+        return out
+
+
+def Norm(v):
+    """A value as something that sorts and prints the same on both sides."""
+    if v is None:
+        return ("0null",)
+    if isinstance(v, (bytes, bytearray)):  # strings come as bytes too
+        try:
+            return ("s", NormText(bytes(v).decode("utf-8")))
+        except UnicodeDecodeError:
+            return ("b", bytes(v).hex())
+    if isinstance(v, (datetime.date, datetime.datetime, datetime.timedelta, datetime.time)):
+        return ("t", str(v))
+    if isinstance(v, decimal.Decimal):
+        return ("d", str(v))
+    if isinstance(v, float):
+        return ("f", repr(v))
+    if isinstance(v, int):
+        return ("i", v)
+    return ("s", NormText(str(v)))
+
+
+def Text(v):
+    return v.decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else v
+
+
+def NormText(text):
+    """Database and engine names out of a text (SHOW CREATE TABLE, messages)."""
+    for db in DBS.values():
+        text = text.replace(db, "DB")
+    return re.sub(r"ENGINE=\w+", "ENGINE=E", text)
+
+
+def Compare(stmt, a, b):
+    """None if the outcomes agree, else a description of the difference."""
+    if a["error"] or b["error"]:
+        ca = a["error"][0] if a["error"] else None
+        cb = b["error"][0] if b["error"] else None
+        if ca != cb and not (stmt.any_error and ca and cb):
+            return f"error: innodb {a['error']} / subito {b['error']}"
+        if stmt.exact_messages and a["error"] != b["error"]:
+            return f"error message: innodb {a['error'][1]!r} / subito {b['error'][1]!r}"
+    else:
+        ra, rb = a["rows"], b["rows"]
+        if ra is not None or rb is not None:
+            if ra is None or rb is None:
+                return "one side returned rows"
+            if not stmt.ordered:
+                ra, rb = sorted(ra, key=repr), sorted(rb, key=repr)
+            if ra != rb:
+                return "rows differ:\n" + RowDiff(ra, rb)
+        if a["affected"] != b["affected"] and stmt.compare_affected:
+            return f"affected rows: innodb {a['affected']} / subito {b['affected']}"
+        if a["insert_id"] != b["insert_id"]:
+            return f"insert id: innodb {a['insert_id']} / subito {b['insert_id']}"
+    wa, wb = a["warnings"], b["warnings"]
+    if not stmt.compare_warnings or (a["error"] and not stmt.warnings_if_failed):
+        return None
+    if not stmt.exact_messages:  # which row comes first follows the plan
+        wa = sorted(LooseWarning(w) for w in wa)
+        wb = sorted(LooseWarning(w) for w in wb)
+    if wa != wb:
+        return f"warnings: innodb {wa} / subito {wb}"
+    return None
+
+
+def LooseWarning(w):
+    """A warning without what depends on the order rows are met in: row
+    numbers, and the key value of a duplicate."""
+    if w[1] == 1062:
+        return (w[0], w[1], "")
+    m = re.sub(r"at row \d+", "at row N", w[2])
+    return (w[0], w[1], re.sub(r"for column `[^`]*`\.`[^`]*`\.", "for column ", m))
+
+
+def RowDiff(ra, rb, limit=8):
+    lines = []
+    only_a = [r for r in ra if r not in rb]
+    only_b = [r for r in rb if r not in ra]
+    for r in only_a[:limit]:
+        lines.append(f"  innodb only: {r}")
+    for r in only_b[:limit]:
+        lines.append(f"  subito only: {r}")
+    if not only_a and not only_b:
+        lines.append(f"  same rows, other order or count ({len(ra)} / {len(rb)})")
+    return "\n".join(lines)
+
+
+class Pair:
+    """The two sessions, in lockstep."""
+
+    def __init__(self, socket):
+        self.socket = socket
+        self.s = {side: Session(socket, side) for side in DBS}
+
+    def close(self):
+        for s in self.s.values():
+            s.close()
+
+    def Run(self, stmt):
+        a = self.s["innodb"].run(stmt.sql)
+        b = self.s["subito"].run(stmt.sql)
+        if a["error"] and stmt.undo:
+            stmt.undo()
+        return Compare(stmt, a, b), a, b
+
+    def CheckState(self, tables):
+        """Compares every table's contents, definition and CHECK TABLE."""
+        for t in tables:
+            for stmt in (gen.Stmt(f"SELECT * FROM {t}", ordered=False),
+                         gen.Stmt(f"SHOW CREATE TABLE {t}", ordered=True),
+                         gen.Stmt(f"CHECK TABLE {t}", ordered=True)):
+                diff, a, b = self.Run(stmt)
+                if diff:
+                    return stmt, diff
+                if stmt.sql.startswith("CHECK") and b["rows"] and b["rows"][-1][3] != ("s", "OK"):
+                    return stmt, f"CHECK TABLE on Subito: {b['rows']}"
+        return None
+
+
+def Replay(socket, stmts, check_every):
+    """Runs stmts on fresh databases; returns (index, stmt, diff) of the
+    first difference, or None."""
+    pair = Pair(socket)
+    try:
+        tables = set()
+        for i, stmt in enumerate(stmts):
+            diff, a, _ = pair.Run(stmt)
+            if diff:
+                return i, stmt, diff
+            if not a["error"]:
+                tables |= stmt.creates
+            tables -= stmt.drops
+            if check_every and (i + 1) % check_every == 0 or i == len(stmts) - 1:
+                found = pair.CheckState(sorted(tables))
+                if found:
+                    return i, found[0], found[1]
+        return None
+    finally:
+        pair.close()
+
+
+def Minimize(socket, stmts, deadline):
+    """Delta debugging (ddmin): a shortest-found subsequence that still shows
+    a difference, within the time left."""
+    n = 2
+    while len(stmts) >= 2 and time.time() < deadline:
+        chunk = max(1, len(stmts) // n)
+        reduced = False
+        for start in range(0, len(stmts), chunk):
+            if time.time() >= deadline:
+                break
+            candidate = stmts[:start] + stmts[start + chunk:]
+            found = Replay(socket, candidate, check_every=0)
+            if found:
+                stmts = candidate[:found[0] + 1]
+                n = max(n - 1, 2)
+                reduced = True
+                break
+        if not reduced:
+            if chunk == 1:
+                break
+            n = min(len(stmts), n * 2)
+    return stmts
+
+
+def WriteMtrTest(path, seed, stmts, diff_stmt, diff):
+    """The minimized sequence as an mtr test of the subito suite, with the
+    error InnoDB gave recorded for each failing statement."""
+    pair = Pair(SOCKET)
+    lines = ["# Found by tests/differential/difftest.py, seed %d." % seed,
+             "# Difference: " + diff.splitlines()[0],
+             "--source include/have_subito.inc", "SET default_storage_engine=SUBITO;",
+             "SET time_zone='+00:00';", "SET timestamp=1700000000;"]
+    try:
+        for stmt in stmts:
+            a = pair.s["innodb"].run(stmt.sql)
+            pair.s["subito"].run(stmt.sql)
+            if a["error"]:
+                lines.append(f"--error {a['error'][0]}")
+            lines.append(stmt.sql + ";")
+        if diff_stmt is not None and diff_stmt not in stmts:
+            lines.append(diff_stmt.sql + ";")
+    finally:
+        pair.close()
+    lines.append("DROP DATABASE IF EXISTS dummy_end;")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def ParseSeeds(text):
+    seeds = []
+    for part in text.split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            seeds.extend(range(int(lo), int(hi) + 1))
+        else:
+            seeds.append(int(part))
+    return seeds
+
+
+SOCKET = None
+
+
+def main():
+    global SOCKET
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--socket", required=True)
+    ap.add_argument("--seeds", default="1-10", help="e.g. 1-20 or 3,7,9")
+    ap.add_argument("--statements", type=int, default=1500, help="per seed")
+    ap.add_argument("--check-every", type=int, default=50)
+    ap.add_argument("--minimize-seconds", type=int, default=180)
+    ap.add_argument("--out", default="/tmp", help="where minimized mtr tests go")
+    ap.add_argument("--print", action="store_true", help="print each statement")
+    args = ap.parse_args()
+    SOCKET = args.socket
+
+    total = 0
+    failures = []
+    started = time.time()
+    for seed in ParseSeeds(args.seeds):
+        g = gen.Generator(random.Random(seed))
+        pair = Pair(args.socket)
+        log = []
+        found = None
+        try:
+            tables = set()
+            for i in range(args.statements):
+                stmt = g.Next()
+                log.append(stmt)
+                if args.print:
+                    print(f"[{seed}:{i}] {stmt.sql}")
+                diff, a, _ = pair.Run(stmt)
+                total += 1
+                if diff:
+                    found = (stmt, diff)
+                    break
+                if not a["error"]:
+                    tables |= stmt.creates
+                tables -= stmt.drops
+                if (i + 1) % args.check_every == 0 or i == args.statements - 1:
+                    found = pair.CheckState(sorted(tables))
+                    if found:
+                        break
+        finally:
+            pair.close()
+        if not found:
+            print(f"seed {seed}: {len(log)} statements, no difference "
+                  f"({total} in all, {time.time() - started:.0f} s)", flush=True)
+            continue
+        stmt, diff = found
+        print(f"seed {seed}: DIFFERENCE after {len(log)} statements at: {stmt.sql}\n{diff}", flush=True)
+        small = Minimize(args.socket, log, time.time() + args.minimize_seconds)
+        again = Replay(args.socket, small, check_every=0) or Replay(args.socket, small, 1)
+        path = os.path.join(args.out, f"difftest_seed{seed}.test")
+        WriteMtrTest(path, seed, small, again[1] if again else stmt, again[2] if again else diff)
+        print(f"seed {seed}: minimized to {len(small)} statements ({path}):")
+        for s in small:
+            print("  " + s.sql + ";")
+        if again:
+            print(f"  -> {again[2]}")
+        failures.append(seed)
+    print(f"differential: {total} statements, {len(failures)} seeds with differences"
+          + (f" (seeds {', '.join(map(str, failures))})" if failures else ""))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -79,7 +79,8 @@ ulonglong ha_subito::table_flags() const {
   return HA_REC_NOT_IN_SEQ | HA_NULL_IN_KEY | HA_CAN_INDEX_BLOBS | HA_PRIMARY_KEY_IN_READ_INDEX |
          HA_PRIMARY_KEY_REQUIRED_FOR_POSITION | HA_PRIMARY_KEY_REQUIRED_FOR_DELETE |
          HA_TABLE_SCAN_ON_INDEX | HA_CAN_SQL_HANDLER | HA_BINLOG_ROW_CAPABLE |
-         HA_REQUIRES_KEY_COLUMNS_FOR_DELETE | HA_CAN_SKIP_LOCKED;
+         HA_REQUIRES_KEY_COLUMNS_FOR_DELETE | HA_CAN_SKIP_LOCKED | HA_CAN_GEOMETRY |
+         HA_CAN_VIRTUAL_COLUMNS;
 }
 
 ulong ha_subito::index_flags(uint inx, uint, bool) const {
@@ -568,6 +569,16 @@ int ha_subito::Load(const Row& row, uchar* buf) {
   // (the cursor's row changes when it moves).
   Status st = mapper_->FromRow(row, buf, table->s->blob_fields ? &row_storage_ : nullptr);
   if (!st.ok()) return Error(st);
+  // Reading keys only, the server takes an indexed virtual column from the
+  // engine (it computes them only for whole rows); Subito's indexes hold
+  // sort images, so compute it from the row, which is read whole anyway.
+  if (table->vfield && keyread_enabled() && buf == table->record[0]) {
+    for (Field** vf = table->vfield; *vf; ++vf) {
+      if (!(*vf)->stored_in_db() && bitmap_is_set(table->read_set, (*vf)->field_index)) {
+        table->update_virtual_field(*vf, true);
+      }
+    }
+  }
   if (share_->layout->hidden_pk())
     row_id_ = std::get<uint64_t>(row[share_->layout->row_id_column()]);
   ForgetLastEntry();

@@ -105,6 +105,8 @@ class ha_subito final : public handler {
   int check(THD* thd, HA_CHECK_OPT* opt) override;
   // ANALYZE TABLE: the engine's statistics are always current.
   int analyze(THD*, HA_CHECK_OPT*) override { return HA_ADMIN_OK; }
+  // OPTIMIZE TABLE rebuilds the table (a copying ALTER), as InnoDB's does.
+  int optimize(THD*, HA_CHECK_OPT*) override { return HA_ADMIN_TRY_ALTER; }
 
   int external_lock(THD* thd, int lock_type) override;
   int start_stmt(THD* thd, thr_lock_type lock_type) override;

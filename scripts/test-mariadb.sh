@@ -7,7 +7,9 @@
 #   3. SIGKILL of that server under load (transfers between accounts with
 #      a ledger, and oltp_read_write), restart, then atomicity, durability of
 #      every acknowledged commit, and CHECK TABLE;
-#   4. the differential SQL test (scripts/test-differential.sh, bounded).
+#   4. MariaDB's storage_engine suite, Subito against InnoDB
+#      (scripts/test-storage-engine.sh);
+#   5. the differential SQL test (scripts/test-differential.sh, bounded).
 # Prints "plugin tests: N passed, M failed" and fails if any failed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -138,6 +140,9 @@ echo "$acked commits acknowledged before the kill, $lost of them missing after t
 outcome "after SIGKILL: every acknowledged commit kept" test "$acked" -gt 0 -a "$lost" -eq 0
 bash scripts/server-stop.sh --dir "$dir" >/dev/null
 rm -rf "/dev/shm/subito-test-$$"
+
+step "MariaDB's storage_engine suite: Subito against InnoDB"
+if bash scripts/test-storage-engine.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 
 step "differential SQL: the same statements on InnoDB and Subito"
 if bash scripts/test-differential.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); fi

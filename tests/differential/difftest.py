@@ -148,7 +148,10 @@ def Compare(stmt, a, b):
         if a["insert_id"] != b["insert_id"]:
             return f"insert id: innodb {a['insert_id']} / subito {b['insert_id']}"
     wa, wb = a["warnings"], b["warnings"]
-    if not stmt.compare_warnings or (a["error"] and not stmt.warnings_if_failed):
+    # A statement that failed after rows in plan order: which rows it met
+    # (and warned about) before the failing one is the plan's.
+    failed_in_plan_order = a["error"] and not stmt.exact_messages
+    if not stmt.compare_warnings or failed_in_plan_order or (a["error"] and not stmt.warnings_if_failed):
         return None
     if not stmt.exact_messages:  # which row comes first follows the plan
         wa = sorted(LooseWarning(w) for w in wa)
@@ -160,8 +163,9 @@ def Compare(stmt, a, b):
 
 def LooseWarning(w):
     """A warning without what depends on the order rows are met in: row
-    numbers, and the key value of a duplicate."""
-    if w[1] == 1062:
+    numbers, the key value of a duplicate, the value of the row whose error
+    ended the statement."""
+    if w[1] == 1062 or Text(w[0]) == "Error":  # the first row to fail
         return (w[0], w[1], "")
     m = re.sub(r"at row \d+", "at row N", w[2])
     return (w[0], w[1], re.sub(r"for column `[^`]*`\.`[^`]*`\.", "for column ", m))

@@ -536,8 +536,12 @@ class Generator:
             return self.Select(t)
         c = r.choice(cands)
         t.cols.remove(c)
-        for iname in list(t.indexes):
-            if any(p.split("(")[0].split(" ")[0] == c.name for p in t.indexes[iname][1]):
+        for iname in list(t.indexes):  # the server drops the column's parts
+            unique, parts = t.indexes[iname]
+            rest = [p for p in parts if p.split("(")[0].split(" ")[0] != c.name]
+            if rest:
+                t.indexes[iname] = (unique, rest)
+            else:
                 del t.indexes[iname]
         return Stmt(f"ALTER TABLE {t.name} DROP COLUMN {c.name}{COPY}", undo=Undo)
 

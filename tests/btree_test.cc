@@ -314,6 +314,31 @@ TEST(BTree, TheLargestValuesCanBeReplaced) {
   h.Close(true);
 }
 
+// max_value() follows the pool and log sizes; a value stored under larger
+// ones stays readable under smaller ones (only writes are bounded).
+TEST(BTree, ALongValueStaysReadableWithASmallerPool) {
+  test::ScratchDir dir;
+  std::string v;
+  {
+    Harness h(dir.path(), 256);
+    ASSERT_TRUE(h.Open(true).ok());
+    v.assign(h.tree->max_value(), 'w');
+    for (size_t i = 0; i < v.size(); i += 4093) v[i] = static_cast<char>('a' + i % 26);
+    ASSERT_TRUE(h.tree->Put("k", v).ok());
+    h.Close(true);
+  }
+  Harness small(dir.path(), 32);
+  ASSERT_TRUE(small.Open(false).ok());
+  ASSERT_LT(small.tree->max_value(), v.size());
+  auto g = small.tree->Get("k");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_TRUE(g->has_value());
+  EXPECT_EQ(**g, v);
+  Status put = small.tree->Put("k2", v);  // writes are bounded
+  EXPECT_EQ(put.code(), Status::Code::kNotSupported) << put.ToString();
+  small.Close(true);
+}
+
 TEST(BTree, ChangesSurviveACrashThroughRedo) {
   test::ScratchDir dir;
   Model m;

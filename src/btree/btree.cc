@@ -29,6 +29,11 @@ constexpr uint32_t kFreeNext = page::kPageHeaderSize;
 // chain of overflow pages (u32 total length, u32 first page).
 constexpr char kInline = 0, kOverflow = 1;
 constexpr uint32_t kOverflowRefSize = 9;
+// The longest value a stored overflow reference may claim, whatever the
+// settings it was written under (MariaDB's max_allowed_packet at most): a
+// value written with a larger pool or log must stay readable with smaller
+// ones, so reading never checks today's max_value().
+constexpr uint32_t kMaxStoredValue = 1u << 30;
 // An overflow page: page header (type kPageOverflow), u32 next page (0:
 // last), u32 bytes used, data.
 constexpr uint32_t kOverflowNext = page::kPageHeaderSize;
@@ -264,7 +269,7 @@ Result<std::string> BTree::ReadValue(std::string_view stored) {
   }
   const uint32_t total = DecodeFixed32(stored.data() + 1);
   uint32_t page_no = DecodeFixed32(stored.data() + 5);
-  if (total > max_value()) {
+  if (total > kMaxStoredValue) {
     return Status::Corruption(StrFormat("space %u: overflow value claims %u bytes", space_, total));
   }
   const uint32_t ps = pool_->page_size(), cap = ps - kOverflowData;

@@ -477,6 +477,14 @@ int ToHaError(THD* thd, const Status& st) {
     case Status::Code::kCorruption:
       sql_print_error("Subito: %s", st.ToString().c_str());
       return HA_ERR_SUBITO_ENGINE;
+    case Status::Code::kTooLarge:
+      // As InnoDB does for a record it cannot store: ER_TOO_BIG_ROWSIZE with
+      // the reason, then HA_ERR_TO_BIG_ROW (the server keeps the first).
+      my_printf_error(ER_TOO_BIG_ROWSIZE,
+                      "Row size too large for Subito: %s (subito_log_buffer_size and "
+                      "subito_buffer_pool_size set the limit)",
+                      MYF(0), st.message().c_str());
+      return HA_ERR_TO_BIG_ROW;
     default:
       return HA_ERR_SUBITO_ENGINE;
   }

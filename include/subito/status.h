@@ -28,6 +28,7 @@ class [[nodiscard]] Status {
     kDeadlock,       // a transaction was chosen as a deadlock victim
     kAlreadyExists,  // a duplicate key or name
     kInterrupted,    // the caller asked a wait to stop (a killed statement)
+    kTooLarge,       // a value longer than the engine stores with its settings
   };
 
   Status() = default;
@@ -45,6 +46,7 @@ class [[nodiscard]] Status {
   static Status Deadlock(std::string msg) { return {Code::kDeadlock, std::move(msg)}; }
   static Status AlreadyExists(std::string msg) { return {Code::kAlreadyExists, std::move(msg)}; }
   static Status Interrupted(std::string msg) { return {Code::kInterrupted, std::move(msg)}; }
+  static Status TooLarge(std::string msg) { return {Code::kTooLarge, std::move(msg)}; }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
@@ -58,6 +60,7 @@ class [[nodiscard]] Status {
   bool IsNotFound() const { return code_ == Code::kNotFound; }
   bool IsBusy() const { return code_ == Code::kBusy; }
   bool IsInterrupted() const { return code_ == Code::kInterrupted; }
+  bool IsTooLarge() const { return code_ == Code::kTooLarge; }
 
   // "Corruption: log stream 0 (/dev/shm/x/log.0) offset 8192: bad checksum"
   std::string ToString() const;

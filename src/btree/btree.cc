@@ -391,7 +391,7 @@ Status BTree::Put(std::string_view key, std::string_view value) {
                                              max_record() - kOverflowRefSize));
   }
   if (value.size() > max_value()) {
-    return Status::NotSupported(
+    return Status::TooLarge(
         StrFormat("value of %zu bytes exceeds the limit of %u", value.size(), max_value()));
   }
   SUBITO_RETURN_IF_ERROR(pool_->LogFreeCheck());

@@ -40,6 +40,9 @@ std::string Status::ToString() const {
     case Code::kInterrupted:
       name = "Interrupted";
       break;
+    case Code::kTooLarge:
+      name = "Too large";
+      break;
   }
   return std::string(name) + ": " + message_;
 }

@@ -34,6 +34,6 @@ cleanup() {
 }
 trap cleanup EXIT
 # Small pools: this test compares results, not speed.
-bash scripts/server-start.sh --dir "$dir" --port 3393 --pm-dir "$pm" -- \
+bash scripts/server-start.sh --dir "$dir" --port "${SUBITO_DIFF_PORT:-3393}" --pm-dir "$pm" -- \
   --innodb-buffer-pool-size=64M --subito-buffer-pool-size=64M
 /usr/bin/python3 tests/differential/difftest.py --socket "$dir/mysqld.sock" --out "$OUT" "${ARGS[@]}"

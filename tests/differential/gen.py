@@ -65,8 +65,11 @@ INT_RANGES = {"TINYINT": (-128, 127), "TINYINT UNSIGNED": (0, 255), "SMALLINT": 
               "INT UNSIGNED": (0, 4294967295), "BIGINT": (-2**63, 2**63 - 1),
               "BIGINT UNSIGNED": (0, 2**64 - 1)}
 
+# No NUL inside text: a LIKE 'a%' range misses 'a\0b' in PAD SPACE
+# collations, through InnoDB's indexes too (a server bug); binary columns
+# get NULs (x'00ff').
 STRINGS = ["''", "'a'", "'A'", "'a '", "'b'", "'ab'", "'Ab'", "'abc'", "'abcdef'", "'e'",
-           "'\u00e9'", "'E'", "'zz'", "'x y'", "'0'", "'10'", "'9'", "'a\\0b'", "'\u00df'", "'ss'"]
+           "'\u00e9'", "'E'", "'zz'", "'x y'", "'0'", "'10'", "'9'", "'\u00df'", "'ss'"]
 
 
 # Literals that warn when converted (a date that does not exist, a time out
@@ -320,12 +323,15 @@ class Generator:
                 return f(t)
         return self.Select(t)
 
-    def Rows(self, t, n):
+    def Rows(self, t, n, negative_auto=True):
         r = self.r
         cols = [c for c in t.cols if not (c.auto and r.random() < 0.6)]
         if r.random() < 0.15 and len(cols) > 1:  # leave some column to its default
             cols = [c for c in cols if c is not r.choice(cols)]
-        rows = ", ".join("(" + ", ".join(self.Value(c) for c in cols) + ")" for _ in range(n))
+        def V(c):
+            v = self.Value(c)
+            return "1" if c.auto and not negative_auto and v.startswith("-") else v
+        rows = ", ".join("(" + ", ".join(V(c) for c in cols) + ")" for _ in range(n))
         return f"({', '.join(c.name for c in cols)}) VALUES {rows}"
 
     def Insert(self, t):
@@ -340,8 +346,10 @@ class Generator:
     def InsertOnDup(self, t):
         c = self.r.choice(t.cols)
         upd = self.r.choice([f"{c.name} = {self.Expr(c)}", f"{c.name} = VALUES({c.name})"])
-        return Stmt(f"INSERT INTO {t.name} {self.Rows(t, self.r.choice([1, 2, 3]))} "
-                    f"ON DUPLICATE KEY UPDATE {upd}")
+        # A negative auto-increment value that meets a duplicate here makes
+        # InnoDB fail the next generated value (ER_AUTOINC_READ_FAILED).
+        rows = self.Rows(t, self.r.choice([1, 2, 3]), negative_auto=False)
+        return Stmt(f"INSERT INTO {t.name} {rows} ON DUPLICATE KEY UPDATE {upd}")
 
     def InsertSelect(self, t):
         r = self.r

@@ -138,7 +138,14 @@ class Generator:
                 if c.kind in ("int", "uint"):
                     if InRange(c, v):
                         return v
-                elif c.kind in ("year", "bit", "dec", "date", "time", "datetime", "timestamp"):
+                elif c.kind == "dec":  # within the column's scale and range
+                    scale0 = ",0)" in c.sqltype
+                    if v not in INVALID and not (scale0 and "." in v) and v != "0.005":
+                        return v
+                elif c.kind == "float":  # exact in a FLOAT too
+                    if v not in ("0.1", "2.5e-3"):
+                        return v
+                elif c.kind in ("year", "bit", "date", "time", "datetime", "timestamp"):
                     if v not in INVALID:
                         return v
                 elif c.kind in ("enum", "set"):  # not numbers: each value one type
@@ -345,9 +352,13 @@ class Generator:
 
     def InsertOnDup(self, t):
         c = self.r.choice(t.cols)
-        upd = self.r.choice([f"{c.name} = {self.Expr(c)}", f"{c.name} = VALUES({c.name})"])
-        # A negative auto-increment value that meets a duplicate here makes
-        # InnoDB fail the next generated value (ER_AUTOINC_READ_FAILED).
+        e = self.Expr(c)
+        if c.auto and e.startswith("-"):
+            e = "1"
+        upd = self.r.choice([f"{c.name} = {e}", f"{c.name} = VALUES({c.name})"])
+        # A negative auto-increment value that meets a duplicate here, or
+        # that the update sets, makes InnoDB fail the next generated value
+        # (ER_AUTOINC_READ_FAILED).
         rows = self.Rows(t, self.r.choice([1, 2, 3]), negative_auto=False)
         return Stmt(f"INSERT INTO {t.name} {rows} ON DUPLICATE KEY UPDATE {upd}")
 

@@ -7,6 +7,7 @@
 #include "log.h"
 #include "mysqld.h"
 #include "sql_class.h"
+#include "table_cache.h"
 // clang-format on
 
 #include <algorithm>
@@ -47,6 +48,7 @@ uint sv_write_ahead_size = 512;
 uint sv_page_size = 16384;
 uint sv_page_cleaners = 1;
 my_bool sv_double_write_on_pm = 1;
+uint sv_open_files = 0;
 
 MYSQL_SYSVAR_STR(
     data_home_dir, sv_data_dir, PLUGIN_VAR_READONLY | PLUGIN_VAR_NOCMDARG,
@@ -83,6 +85,11 @@ MYSQL_SYSVAR_UINT(page_cleaners, sv_page_cleaners, PLUGIN_VAR_READONLY,
 MYSQL_SYSVAR_BOOL(double_write_on_pm, sv_double_write_on_pm, PLUGIN_VAR_READONLY,
                   "Keep the double-write area on the PM tier (OFF: a file in data_home_dir)",
                   nullptr, nullptr, 1);
+MYSQL_SYSVAR_UINT(open_files, sv_open_files, PLUGIN_VAR_READONLY,
+                  "Page-file descriptors Subito keeps open at once, closing the least recently "
+                  "used past it (0: as innodb_open_files, 300 or table_open_cache when that is "
+                  "larger and below open_files_limit)",
+                  nullptr, nullptr, 0, 0, 1u << 30, 0);
 // Per session, as innodb_lock_wait_timeout. A statement's waits are also
 // bounded by the server's lock_wait_timeout, which NOWAIT and WAIT n set.
 MYSQL_THDVAR_UINT(lock_wait_timeout, PLUGIN_VAR_RQCMDARG,
@@ -90,19 +97,14 @@ MYSQL_THDVAR_UINT(lock_wait_timeout, PLUGIN_VAR_RQCMDARG,
                   "once); a statement also waits no longer than lock_wait_timeout",
                   nullptr, nullptr, 50, 0, 1073741824, 0);
 
-struct st_mysql_sys_var* system_variables[] = {MYSQL_SYSVAR(data_home_dir),
-                                               MYSQL_SYSVAR(pm_dir),
-                                               MYSQL_SYSVAR(log_write_mode),
-                                               MYSQL_SYSVAR(log_streams),
-                                               MYSQL_SYSVAR(log_file_size),
-                                               MYSQL_SYSVAR(log_buffer_size),
-                                               MYSQL_SYSVAR(buffer_pool_size),
-                                               MYSQL_SYSVAR(page_size),
-                                               MYSQL_SYSVAR(page_cleaners),
-                                               MYSQL_SYSVAR(double_write_on_pm),
-                                               MYSQL_SYSVAR(lock_wait_timeout),
-                                               MYSQL_SYSVAR(log_write_ahead_size),
-                                               nullptr};
+struct st_mysql_sys_var* system_variables[] = {
+    MYSQL_SYSVAR(data_home_dir),     MYSQL_SYSVAR(pm_dir),
+    MYSQL_SYSVAR(log_write_mode),    MYSQL_SYSVAR(log_streams),
+    MYSQL_SYSVAR(log_file_size),     MYSQL_SYSVAR(log_buffer_size),
+    MYSQL_SYSVAR(buffer_pool_size),  MYSQL_SYSVAR(page_size),
+    MYSQL_SYSVAR(page_cleaners),     MYSQL_SYSVAR(double_write_on_pm),
+    MYSQL_SYSVAR(lock_wait_timeout), MYSQL_SYSVAR(log_write_ahead_size),
+    MYSQL_SYSVAR(open_files),        nullptr};
 
 // ---- status variables ----
 //
@@ -115,6 +117,7 @@ struct Exported {
   ulonglong log_bytes, log_record_bytes, log_padding_bytes, double_write_bytes, pm_bytes_written;
   ulonglong page_file_bytes_written, page_file_bytes_read, pages_written, pages_read;
   ulonglong buffer_hits, buffer_misses, checkpoints, version_keys, undo_relocations;
+  ulonglong open_files, file_closes, file_reopens, open_file_waits;
   double buffer_hit_ratio;
 };
 
@@ -143,6 +146,10 @@ Exported Collect() {
   e.checkpoints = s.checkpoints;
   e.version_keys = s.version_keys;
   e.undo_relocations = s.undo_relocations;
+  e.open_files = s.open_files;
+  e.file_closes = s.file_closes;
+  e.file_reopens = s.file_reopens;
+  e.open_file_waits = s.open_file_waits;
   return e;
 }
 
@@ -172,7 +179,11 @@ constexpr StatusVar kStatusVars[] = {SUBITO_STATUS(commits, SHOW_ULONGLONG),
                                      SUBITO_STATUS(buffer_hit_ratio, SHOW_DOUBLE),
                                      SUBITO_STATUS(checkpoints, SHOW_ULONGLONG),
                                      SUBITO_STATUS(version_keys, SHOW_ULONGLONG),
-                                     SUBITO_STATUS(undo_relocations, SHOW_ULONGLONG)};
+                                     SUBITO_STATUS(undo_relocations, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(open_files, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(file_closes, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(file_reopens, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(open_file_waits, SHOW_ULONGLONG)};
 #undef SUBITO_STATUS
 
 int ShowStatus(THD*, SHOW_VAR* var, void* buff, struct system_status_var*, enum enum_var_type) {
@@ -357,6 +368,20 @@ int Init(void* p) {
   o.log_write_ahead_size = sv_write_ahead_size;
   o.double_write_on_pm = sv_double_write_on_pm;
   o.lock_wait_timeout_ms = THDVAR(nullptr, lock_wait_timeout) * 1000u;
+  // innodb_open_files' rule (innodb_init_params): 300, or table_open_cache
+  // when that is larger and below open_files_limit; never above the limit.
+  if (sv_open_files < 10) {
+    sv_open_files = 300;
+    if (tc_size > 300 && tc_size < open_files_limit) sv_open_files = static_cast<uint>(tc_size);
+  }
+  if (sv_open_files > open_files_limit) {
+    sql_print_warning(
+        "Subito: subito_open_files %u should not be greater than open_files_limit "
+        "%lu",
+        sv_open_files, open_files_limit);
+    if (sv_open_files > tc_size) sv_open_files = static_cast<uint>(tc_size);
+  }
+  o.max_open_files = sv_open_files;
   Result<std::unique_ptr<Database>> db = Database::Open(o);
   if (!db.ok()) {
     sql_print_error("Subito: cannot open the engine in %s: %s; the engine is disabled",

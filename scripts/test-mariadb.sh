@@ -9,7 +9,9 @@
 #      every acknowledged commit, and CHECK TABLE;
 #   4. MariaDB's storage_engine suite, Subito against InnoDB
 #      (scripts/test-storage-engine.sh);
-#   5. the differential SQL test (scripts/test-differential.sh, bounded).
+#   5. the differential SQL test (scripts/test-differential.sh, bounded);
+#   6. many tables with few open page files (scripts/test-many-tables.sh,
+#      2,000 tables; the script's default is 10,000).
 # Prints "plugin tests: N passed, M failed" and fails if any failed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -146,6 +148,13 @@ if bash scripts/test-storage-engine.sh; then passed=$((passed + 1)); else failed
 
 step "differential SQL: the same statements on InnoDB and Subito"
 if bash scripts/test-differential.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+
+step "many tables, bounded open page files"
+if bash scripts/test-many-tables.sh --tables 2000 --open-files 50; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+fi
 
 echo
 echo "plugin tests: $passed passed, $failed failed"

@@ -116,6 +116,10 @@ struct Options {
   bool double_write_on_pm = true;       // false: a file in `dir` (classic)
   uint32_t double_write_pages = 64;
   uint32_t lock_wait_timeout_ms = 50000;
+  // Page-file descriptors open at once, at most (InnoDB's
+  // innodb_open_files): past it the least recently used one is closed, and
+  // opened again when next needed. 0: no limit.
+  uint32_t max_open_files = 300;
   // Tests only: where page files and PM bytes go.
   FileSystem* file_system = nullptr;
   pmem::Persistence* persistence = nullptr;
@@ -152,6 +156,11 @@ struct DatabaseStats {
   uint64_t buffer_hits = 0, buffer_misses = 0, checkpoints = 0;
   uint64_t version_keys = 0;      // keys with old versions kept for snapshots
   uint64_t undo_relocations = 0;  // undo lists rewritten so the checkpoint could pass
+  // Descriptors of page files, the catalog and a double-write file
+  // (Options::max_open_files): open now, the limit (0: none), closed to
+  // make room, opened again after that, opens that waited for a free one.
+  uint64_t open_files = 0, open_files_limit = 0, file_closes = 0, file_reopens = 0;
+  uint64_t open_file_waits = 0;
 };
 
 // What Open found and did.

@@ -133,7 +133,8 @@ Result<std::unique_ptr<Database>> DatabaseImpl::Open(const Options& options) {
 }
 
 Status DatabaseImpl::OpenAll() {
-  fs_ = options_.file_system ? options_.file_system : PosixFileSystem();
+  if (!options_.file_system) own_fs_ = NewPosixFileSystem(false, options_.max_open_files);
+  fs_ = options_.file_system ? options_.file_system : own_fs_.get();
   std::error_code ec;
   if (!options_.file_system) {
     std::filesystem::create_directories(options_.dir, ec);
@@ -704,6 +705,12 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.buffer_hits = ps.hits;
   s.buffer_misses = ps.misses;
   s.checkpoints = ps.checkpoints;
+  const DescriptorStats fd = fs_->descriptors();
+  s.open_files = fd.open;
+  s.open_files_limit = fd.limit;
+  s.file_closes = fd.closes;
+  s.file_reopens = fd.opens;
+  s.open_file_waits = fd.waits;
   std::shared_lock ddl(ddl_mu_);
   for (const auto& [n, t] : tables_) {
     for (const auto& ix : t->indexes) {

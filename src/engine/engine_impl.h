@@ -151,6 +151,8 @@ class DatabaseImpl final : public Database {
   void StopPurge();
 
   Options options_;
+  // Declared first: it outlives every file opened through it.
+  std::unique_ptr<FileSystem> own_fs_;  // when options_.file_system is unset
   FileSystem* fs_ = nullptr;
   std::unique_ptr<log::RedoLog> log_;
   std::unique_ptr<buffer::DoubleWrite> dwb_;

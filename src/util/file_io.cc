@@ -21,66 +21,73 @@ Status Errno(const std::string& what, const std::string& path) {
 
 class PosixFile final : public File {
  public:
-  PosixFile(std::string path, int fd, uint64_t size)
-      : path_(std::move(path)), fd_(fd), size_(size) {}
+  PosixFile(DescriptorCache* cache, uint64_t id, std::string path, uint64_t size)
+      : cache_(cache), id_(id), path_(std::move(path)), size_(size) {}
   PosixFile(const PosixFile&) = delete;
   PosixFile& operator=(const PosixFile&) = delete;
-  ~PosixFile() override { ::close(fd_); }
+  ~PosixFile() override { cache_->Unregister(id_); }
 
   Status Read(uint64_t offset, void* dst, size_t n) override {
-    auto* p = static_cast<uint8_t*>(dst);
-    for (size_t done = 0; done < n;) {
-      ssize_t r = ::pread(fd_, p + done, n - done, static_cast<off_t>(offset + done));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return Errno("read", path_);
-      if (r == 0) {
-        return Status::Corruption(
-            StrFormat("%s: read of %zu bytes at offset %llu ends past the "
-                      "end of the file (%llu bytes; truncated?)",
-                      path_.c_str(), n, static_cast<unsigned long long>(offset),
-                      static_cast<unsigned long long>(size_)));
+    return cache_->Use(id_, false, [&](int fd) {
+      auto* p = static_cast<uint8_t*>(dst);
+      for (size_t done = 0; done < n;) {
+        ssize_t r = ::pread(fd, p + done, n - done, static_cast<off_t>(offset + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return Errno("read", path_);
+        if (r == 0) {
+          return Status::Corruption(
+              StrFormat("%s: read of %zu bytes at offset %llu ends past the "
+                        "end of the file (%llu bytes; truncated?)",
+                        path_.c_str(), n, static_cast<unsigned long long>(offset),
+                        static_cast<unsigned long long>(Size())));
+        }
+        done += static_cast<size_t>(r);
       }
-      done += static_cast<size_t>(r);
-    }
-    return Status::OK();
+      return Status::OK();
+    });
   }
   Status Write(uint64_t offset, const void* src, size_t n) override {
-    const auto* p = static_cast<const uint8_t*>(src);
-    for (size_t done = 0; done < n;) {
-      ssize_t w = ::pwrite(fd_, p + done, n - done, static_cast<off_t>(offset + done));
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) return Errno("write", path_);
-      done += static_cast<size_t>(w);
-    }
-    uint64_t cur = size_.load(std::memory_order_relaxed);
-    while (offset + n > cur && !size_.compare_exchange_weak(cur, offset + n)) {
-    }
+    SUBITO_RETURN_IF_ERROR(cache_->Use(id_, true, [&](int fd) {
+      const auto* p = static_cast<const uint8_t*>(src);
+      for (size_t done = 0; done < n;) {
+        ssize_t w = ::pwrite(fd, p + done, n - done, static_cast<off_t>(offset + done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return Errno("write", path_);
+        done += static_cast<size_t>(w);
+      }
+      return Status::OK();
+    }));
+    GrowTo(offset + n);
     return Status::OK();
   }
-  Status Sync() override {
-    if (::fdatasync(fd_) != 0) return Errno("fdatasync", path_);
-    return Status::OK();
-  }
+  Status Sync() override { return cache_->Sync(id_, path_); }
   Status Extend(uint64_t size) override {
     if (size <= Size()) return Status::OK();
-    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) return Errno("extend", path_);
-    uint64_t cur = size_.load(std::memory_order_relaxed);
-    while (size > cur && !size_.compare_exchange_weak(cur, size)) {
-    }
+    SUBITO_RETURN_IF_ERROR(cache_->Use(id_, true, [&](int fd) {
+      if (::ftruncate(fd, static_cast<off_t>(size)) != 0) return Errno("extend", path_);
+      return Status::OK();
+    }));
+    GrowTo(size);
     return Status::OK();
   }
   uint64_t Size() const override { return size_.load(std::memory_order_acquire); }
   const std::string& path() const override { return path_; }
 
  private:
+  void GrowTo(uint64_t size) {
+    uint64_t cur = size_.load(std::memory_order_relaxed);
+    while (size > cur && !size_.compare_exchange_weak(cur, size)) {
+    }
+  }
+  DescriptorCache* const cache_;
+  const uint64_t id_;
   const std::string path_;
-  const int fd_;
   std::atomic<uint64_t> size_;  // read by readers while writers grow the file
 };
 
 class PosixFs final : public FileSystem {
  public:
-  explicit PosixFs(bool direct) : direct_(direct) {}
+  PosixFs(bool direct, size_t max_open_files) : direct_(direct), cache_(max_open_files) {}
   Result<std::unique_ptr<File>> Create(const std::string& path) override {
     return OpenWith(path, O_CREAT | O_EXCL);
   }
@@ -104,29 +111,59 @@ class PosixFs final : public FileSystem {
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Errno("cannot remove", path);
     return Status::OK();
   }
+  DescriptorStats descriptors() const override { return cache_.stats(); }
 
  private:
+  // The first open creates the file if asked (`extra`); later ones, after
+  // the cache closed the descriptor for room, open it as it is. O_DIRECT is
+  // dropped for good once the file system refuses it.
   Result<std::unique_ptr<File>> OpenWith(const std::string& path, int extra) {
-    int flags = O_RDWR | O_CLOEXEC | extra;
-    int fd = direct_ ? ::open(path.c_str(), flags | O_DIRECT, 0644) : -1;
-    if (fd < 0 && (!direct_ || errno == EINVAL)) fd = ::open(path.c_str(), flags, 0644);
-    if (fd < 0) return Errno(extra ? "cannot create" : "cannot open", path);
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-      ::close(fd);
-      return Errno("stat", path);
+    struct State {
+      int extra;
+      bool direct;
+    };
+    auto state = std::make_shared<State>(State{extra, direct_});
+    const uint64_t id = cache_.Register([path, state]() -> Result<int> {
+      const int flags = O_RDWR | O_CLOEXEC | state->extra;
+      int fd = state->direct ? ::open(path.c_str(), flags | O_DIRECT, 0644) : -1;
+      if (fd < 0 && state->direct && errno != EINVAL) {
+        return Errno(state->extra ? "cannot create" : "cannot open", path);
+      }
+      if (fd < 0) {
+        state->direct = false;
+        fd = ::open(path.c_str(), flags, 0644);
+      }
+      if (fd < 0) return Errno(state->extra ? "cannot create" : "cannot open", path);
+      state->extra = 0;
+      return fd;
+    });
+    uint64_t size = 0;
+    Status s = cache_.Use(id, false, [&](int fd) {
+      struct stat st {};
+      if (::fstat(fd, &st) != 0) return Errno("stat", path);
+      size = static_cast<uint64_t>(st.st_size);
+      return Status::OK();
+    });
+    if (!s.ok()) {
+      cache_.Unregister(id);
+      return s;
     }
-    return std::unique_ptr<File>(new PosixFile(path, fd, static_cast<uint64_t>(st.st_size)));
+    return std::unique_ptr<File>(new PosixFile(&cache_, id, path, size));
   }
   const bool direct_;
+  DescriptorCache cache_;
 };
 
 }  // namespace
 
 FileSystem* PosixFileSystem(bool direct_io) {
-  static PosixFs buffered(false);
-  static PosixFs direct(true);
+  static PosixFs buffered(false, 0);
+  static PosixFs direct(true, 0);
   return direct_io ? &direct : &buffered;
+}
+
+std::unique_ptr<FileSystem> NewPosixFileSystem(bool direct_io, size_t max_open_files) {
+  return std::make_unique<PosixFs>(direct_io, max_open_files);
 }
 
 class TrackingFile final : public File {

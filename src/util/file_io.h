@@ -13,6 +13,7 @@
 
 #include "subito/status.h"
 #include "util/crash_clock.h"
+#include "util/descriptor_cache.h"
 
 namespace subito {
 
@@ -42,12 +43,17 @@ class FileSystem {
   virtual Status Rename(const std::string& from, const std::string& to) = 0;
   // Removes a file; a missing file is not an error.
   virtual Status Remove(const std::string& path) = 0;
+  // Descriptors open for its files, and its limit (util/descriptor_cache.h).
+  virtual DescriptorStats descriptors() const { return {}; }
 };
 
 // pread/pwrite/fdatasync. With direct_io, O_DIRECT is asked for and dropped
 // silently where the file system refuses it (tmpfs); buffers and offsets
-// must then be 4 KiB aligned.
+// must then be 4 KiB aligned. PosixFileSystem's descriptors have no limit;
+// NewPosixFileSystem's keep at most max_open_files open at once (0: no
+// limit), closing the least recently used (util/descriptor_cache.h).
 FileSystem* PosixFileSystem(bool direct_io = false);
+std::unique_ptr<FileSystem> NewPosixFileSystem(bool direct_io, size_t max_open_files);
 
 // Tests: files live in memory, and every write, extension and sync is
 // recorded on a CrashClock (shared with other trackers if given), so the

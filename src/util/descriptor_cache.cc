@@ -1,0 +1,146 @@
+#include "util/descriptor_cache.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <utility>
+
+namespace subito {
+
+DescriptorCache::~DescriptorCache() {
+  for (auto& [id, e] : files_) {
+    if (e.fd >= 0) ::close(e.fd);
+  }
+}
+
+uint64_t DescriptorCache::Register(Opener open) {
+  std::lock_guard lk(mu_);
+  const uint64_t id = next_id_++;
+  files_[id].open = std::move(open);
+  return id;
+}
+
+void DescriptorCache::Unregister(uint64_t file) {
+  std::unique_lock lk(mu_);
+  auto it = files_.find(file);
+  if (it == files_.end()) return;
+  cv_.wait(lk, [&] { return !it->second.opening && !it->second.closing; });
+  Entry& e = it->second;
+  if (e.fd >= 0) {
+    idle_.erase(e.idle);
+    ::close(e.fd);
+    --stats_.open;
+  }
+  files_.erase(it);
+  cv_.notify_all();
+}
+
+void DescriptorCache::CloseOldest(std::unique_lock<std::mutex>& lk) {
+  const uint64_t id = idle_.back();
+  idle_.pop_back();
+  Entry& e = files_.at(id);  // references into the map survive rehashing
+  e.closing = true;
+  const int fd = e.fd;
+  const uint64_t writes = e.writes;
+  const bool dirty = writes != e.synced;
+  lk.unlock();
+  int err = 0;
+  if (dirty && ::fdatasync(fd) != 0) err = errno;
+  ::close(fd);
+  lk.lock();
+  e.closing = false;
+  e.fd = -1;
+  if (err != 0) {
+    e.deferred = Status::IOError(std::string("fdatasync before closing a descriptor: ") +
+                                 std::strerror(err));
+  } else {
+    e.synced = writes;
+  }
+  --stats_.open;
+  ++stats_.closes;
+  cv_.notify_all();
+}
+
+Status DescriptorCache::Use(uint64_t file, bool writes, const std::function<Status(int)>& op) {
+  std::unique_lock lk(mu_);
+  Entry& e = files_.at(file);
+  for (;;) {
+    if (e.fd >= 0 && !e.closing) {
+      if (e.pins++ == 0) idle_.erase(e.idle);
+      break;
+    }
+    if (e.opening || e.closing) {  // D3
+      cv_.wait(lk);
+      continue;
+    }
+    if (limit_ == 0 || stats_.open < limit_) {  // D1: count it before opening
+      e.opening = true;
+      ++stats_.open;
+      lk.unlock();
+      Result<int> fd = e.open();
+      lk.lock();
+      e.opening = false;
+      cv_.notify_all();
+      if (!fd.ok()) {
+        --stats_.open;
+        return fd.status();
+      }
+      if (e.ever_opened) ++stats_.opens;
+      e.ever_opened = true;
+      e.fd = *fd;
+      e.pins = 1;
+      break;
+    }
+    if (!idle_.empty()) {
+      CloseOldest(lk);
+      continue;
+    }
+    ++stats_.waits;
+    cv_.wait(lk);
+  }
+  const int fd = e.fd;
+  lk.unlock();
+  Status s = op(fd);
+  lk.lock();
+  if (writes) ++e.writes;
+  if (--e.pins == 0) {
+    e.idle = idle_.insert(idle_.begin(), file);
+    cv_.notify_all();
+  }
+  return s;
+}
+
+Status DescriptorCache::Sync(uint64_t file, const std::string& path) {
+  uint64_t writes = 0;
+  {
+    std::lock_guard lk(mu_);
+    Entry& e = files_.at(file);
+    if (!e.deferred.ok()) return std::exchange(e.deferred, Status::OK());
+    // Closed after a successful sync of every write (D2): nothing to do.
+    if (e.fd < 0 && !e.opening && !e.closing && e.writes == e.synced) return Status::OK();
+    writes = e.writes;
+  }
+  Status s = Use(file, false, [&](int fd) {
+    if (::fdatasync(fd) != 0) {
+      return Status::IOError("fdatasync " + path + ": " + std::strerror(errno));
+    }
+    return Status::OK();
+  });
+  std::lock_guard lk(mu_);
+  Entry& e = files_.at(file);
+  if (!s.ok()) return s;
+  if (!e.deferred.ok()) return std::exchange(e.deferred, Status::OK());
+  if (writes > e.synced) e.synced = writes;
+  return Status::OK();
+}
+
+DescriptorStats DescriptorCache::stats() const {
+  std::lock_guard lk(mu_);
+  DescriptorStats s = stats_;
+  s.limit = limit_;
+  return s;
+}
+
+}  // namespace subito

@@ -74,13 +74,17 @@ ha_subito::~ha_subito() {
 }
 
 ulonglong ha_subito::table_flags() const {
-  // Row-based binary logging only: without gap locks, statement-based
-  // replication could diverge.
-  return HA_REC_NOT_IN_SEQ | HA_NULL_IN_KEY | HA_CAN_INDEX_BLOBS | HA_PRIMARY_KEY_IN_READ_INDEX |
-         HA_PRIMARY_KEY_REQUIRED_FOR_POSITION | HA_PRIMARY_KEY_REQUIRED_FOR_DELETE |
-         HA_TABLE_SCAN_ON_INDEX | HA_CAN_SQL_HANDLER | HA_BINLOG_ROW_CAPABLE |
-         HA_REQUIRES_KEY_COLUMNS_FOR_DELETE | HA_CAN_SKIP_LOCKED | HA_CAN_GEOMETRY |
-         HA_CAN_VIRTUAL_COLUMNS;
+  // Statement-based binary logging at REPEATABLE READ and above, as InnoDB:
+  // range locks make a statement's locking reads repeatable in commit
+  // order (docs/architecture.md); READ COMMITTED takes none.
+  const THD* thd = ha_thd();
+  const ulonglong stmt =
+      thd && thd_tx_isolation(thd) > ISO_READ_COMMITTED ? HA_BINLOG_STMT_CAPABLE : 0;
+  return stmt | HA_REC_NOT_IN_SEQ | HA_NULL_IN_KEY | HA_CAN_INDEX_BLOBS |
+         HA_PRIMARY_KEY_IN_READ_INDEX | HA_PRIMARY_KEY_REQUIRED_FOR_POSITION |
+         HA_PRIMARY_KEY_REQUIRED_FOR_DELETE | HA_TABLE_SCAN_ON_INDEX | HA_CAN_SQL_HANDLER |
+         HA_BINLOG_ROW_CAPABLE | HA_REQUIRES_KEY_COLUMNS_FOR_DELETE | HA_CAN_SKIP_LOCKED |
+         HA_CAN_GEOMETRY | HA_CAN_VIRTUAL_COLUMNS;
 }
 
 ulong ha_subito::index_flags(uint inx, uint, bool) const {
@@ -294,10 +298,21 @@ int ha_subito::external_lock(THD* thd, int lock_type) {
   if (IsLockingRead(lock_type_)) {
     read_mode_ = LockingMode(lock_type_);
   } else {
-    // SERIALIZABLE: plain reads lock too, except autocommit SELECTs.
+    // SERIALIZABLE: plain reads lock too, except autocommit SELECTs. At
+    // REPEATABLE READ, the tables a writing statement only reads (INSERT
+    // ... SELECT, UPDATE ... (SELECT), CREATE ... SELECT) are read with
+    // shared locks, as InnoDB's store_lock does, so that the statement
+    // replays alike from a statement-based binary log.
+    const int cmd = thd_sql_command(thd);
+    const bool source_of_write = thd_tx_isolation(thd) > ISO_READ_COMMITTED &&
+                                 (lock_type_ == TL_READ || lock_type_ == TL_READ_NO_INSERT) &&
+                                 cmd != SQLCOM_SELECT && cmd != SQLCOM_HA_READ &&
+                                 cmd != SQLCOM_CHECKSUM && cmd != SQLCOM_CREATE_SEQUENCE &&
+                                 cmd != SQLCOM_ANALYZE && cmd != SQLCOM_CHECK;
     const bool shared =
-        trx->serializable && (thd_sql_command(thd) != SQLCOM_SELECT ||
-                              thd_test_options(thd, OPTION_NOT_AUTOCOMMIT | OPTION_BEGIN));
+        source_of_write ||
+        (trx->serializable &&
+         (cmd != SQLCOM_SELECT || thd_test_options(thd, OPTION_NOT_AUTOCOMMIT | OPTION_BEGIN)));
     read_mode_ = shared ? subito::ReadMode::kShared : subito::ReadMode::kSnapshot;
   }
   return 0;

@@ -33,7 +33,7 @@ if (cd /usr/share/mysql/mysql-test && ./mtr --mem --suite=subito --parallel=1 --
   :
 fi
 # mtr prints each result twice (progress, then summary): count tests once.
-results="$(grep -E '^subito\.[a-z_]+ +\[ (pass|fail|skipped) \]' "$log" | sort -u || true)"
+results="$(grep -E "^subito\.[a-z_]+( '[a-z]+')? +\[ (pass|fail|skipped) \]" "$log" | sort -u || true)"
 echo "$results"
 p=$(echo "$results" | grep -c '\[ pass \]' || true)
 f=$(echo "$results" | grep -c '\[ fail \]' || true)

@@ -124,6 +124,86 @@ TEST_P(IsolationTest, PhantomsOnlyAtReadCommitted) {
   ASSERT_OK(reader->Commit());
 }
 
+// Ids a locking read of the primary key meets from `from` on, up to and
+// including the first past `to` (the handler reads that one and stops).
+std::vector<int64_t> LockingScan(Transaction* txn, Table* t, int64_t from, int64_t to,
+                                 ReadMode mode = ReadMode::kExclusive) {
+  std::vector<int64_t> ids;
+  auto c = txn->OpenCursor(t, 0, mode);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  if (!c.ok()) return ids;
+  Status s = (*c)->Seek(SeekOp::kGE, {from});
+  while (s.ok() && (*c)->Valid()) {
+    ids.push_back(std::get<int64_t>((*c)->row()[0]));
+    if (ids.back() > to) break;
+    s = (*c)->Next();
+  }
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return ids;
+}
+
+// Next-key locking: at REPEATABLE READ a locking read's range blocks other
+// transactions' inserts into it until it ends (no phantom); READ COMMITTED
+// locks the rows it read only, as InnoDB.
+TEST_P(IsolationTest, LockingReadsBlockPhantomsOnlyAtRepeatableRead) {
+  // Gaps (20, 22) and (30, 32): keys never stored there (a deleted one
+  // still in the version store would be locked as a row).
+  auto setup = db_->Begin(GetParam());
+  for (int64_t id : {20, 22, 30, 32}) ASSERT_OK(setup->Insert(t_, R(id, "")));
+  ASSERT_OK(setup->Commit());
+  for (auto [mode, low] :
+       {std::pair{ReadMode::kExclusive, int64_t{20}}, std::pair{ReadMode::kShared, int64_t{30}}}) {
+    auto reader = db_->Begin(GetParam());
+    EXPECT_EQ(LockingScan(reader.get(), t_, low, low, mode), (std::vector<int64_t>{low, low + 2}));
+    auto writer = db_->Begin(GetParam());
+    auto phantom =
+        std::async(std::launch::async, [&] { return writer->Insert(t_, R(low + 1, "p")); });
+    EXPECT_EQ(phantom.wait_for(std::chrono::milliseconds(rc() ? 5000 : 200)),
+              rc() ? std::future_status::ready : std::future_status::timeout);
+    auto outside = db_->Begin(GetParam());
+    ASSERT_OK(outside->Insert(t_, R(100 + low, "beyond the range")));  // never waits
+    ASSERT_OK(outside->Commit());
+    if (rc()) {  // the insert went in; committed, the next locking read meets it
+      ASSERT_OK(phantom.get());
+      ASSERT_OK(writer->Commit());
+    }
+    const std::vector<int64_t> again = LockingScan(reader.get(), t_, low, low, mode);
+    EXPECT_EQ(again,
+              rc() ? std::vector<int64_t>({low, low + 1}) : std::vector<int64_t>({low, low + 2}));
+    ASSERT_OK(reader->Commit());
+    if (!rc()) {  // the reader's end lets the insert in
+      ASSERT_OK(phantom.get());
+      ASSERT_OK(writer->Commit());
+    }
+  }
+}
+
+// A locking read that stops at the index's end locks up to it, and a wait
+// for a range joins the deadlock detection.
+TEST_P(IsolationTest, RangeLocksReachTheEndAndTakePartInDeadlocks) {
+  auto reader = db_->Begin(GetParam());
+  EXPECT_EQ(LockingScan(reader.get(), t_, 8, 100), (std::vector<int64_t>{8, 9}));
+  auto writer = db_->Begin(GetParam());
+  ASSERT_OK(writer->Update(t_, R(1, ""), R(1, "w")));
+  if (rc()) {  // rows only: the insert goes in at once
+    ASSERT_OK(writer->Insert(t_, R(1000, "x")));
+    ASSERT_OK(writer->Commit());
+    ASSERT_OK(reader->Commit());
+    return;
+  }
+  EXPECT_TRUE(writer->Insert(t_, R(1000, "x")).IsTimedOut());  // past the last key
+  // reader waits for writer's row 1, writer's insert into the range closes
+  // the cycle: the inserter is the victim, rolled back whole.
+  auto waiting =
+      std::async(std::launch::async, [&] { return V(reader.get(), 1, ReadMode::kShared); });
+  while (db_->Stats().lock_waits < 2) std::this_thread::yield();
+  Status s = writer->Insert(t_, R(50, "x"));
+  EXPECT_TRUE(s.IsDeadlock()) << s.ToString();
+  EXPECT_EQ(waiting.get(), "v0");
+  ASSERT_OK(reader->Commit());
+  EXPECT_TRUE(writer->Commit().IsInvalidArgument());
+}
+
 // A write rolled back to a savepoint gives the transaction back its
 // snapshot's version, not the newest one its write had read.
 TEST_P(IsolationTest, RollbackToSavepointRestoresTheSnapshotView) {

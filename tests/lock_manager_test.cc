@@ -1,6 +1,6 @@
 // Row locks: compatibility, upgrades, first-come grants, deadlock victims
-// and timeouts (L1-L4), interrupted waits (L5), and mutual exclusion under a
-// concurrent stress.
+// and timeouts (L1-L4), interrupted waits (L5), range locks against inserts
+// (L6-L8), and mutual exclusion under a concurrent stress.
 #include "txn/lock_manager.h"
 
 #include <gtest/gtest.h>
@@ -174,6 +174,110 @@ TEST(LockManager, ExclusiveHoldersNeverOverlapUnderStress) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(done + deadlocks, 1200u);
   EXPECT_GT(done.load(), 600u);
+}
+
+KeyRange Range(std::optional<std::string> lo, std::optional<std::string> hi, bool lo_in = true,
+               bool hi_in = true) {
+  return KeyRange{std::move(lo), std::move(hi), lo_in, hi_in};
+}
+
+TEST(LockManagerRanges, AnInsertIntoAnotherTransactionsRangeWaitsForItsEnd) {
+  LockManager lm;
+  lm.LockRange(1, 5, Range("b", "d", /*lo_in=*/false));
+  // Outside the range, in another space, or the holder's own: no wait (L7).
+  ASSERT_TRUE(lm.BeginInsert(2, 5, "b", kLong).ok());
+  lm.EndInsert(2, 5, "b");
+  ASSERT_TRUE(lm.BeginInsert(2, 5, "e", kLong).ok());
+  lm.EndInsert(2, 5, "e");
+  ASSERT_TRUE(lm.BeginInsert(2, 6, "c", kLong).ok());
+  lm.EndInsert(2, 6, "c");
+  ASSERT_TRUE(lm.BeginInsert(1, 5, "c", kLong).ok());
+  lm.EndInsert(1, 5, "c");
+  // Range locks neither block nor wait for key locks or each other (L6).
+  ASSERT_TRUE(lm.Lock(2, 5, "c", LockMode::kExclusive, kLong).ok());
+  lm.LockRange(3, 5, Range("a", "z"));
+  EXPECT_TRUE(lm.BeginInsert(2, 5, "d", 50ms).IsTimedOut());
+  EXPECT_TRUE(lm.BeginInsert(2, 5, "d", 0ms).IsTimedOut());  // NOWAIT
+  lm.ReleaseAll(3);
+  auto insert = std::async(std::launch::async, [&] { return lm.BeginInsert(2, 5, "c", kLong); });
+  EXPECT_EQ(insert.wait_for(100ms), std::future_status::timeout);
+  lm.ReleaseAll(1);
+  ASSERT_TRUE(insert.get().ok());
+  lm.EndInsert(2, 5, "c");
+  EXPECT_EQ(lm.stats().insert_waits, 2u);  // NOWAIT never waited
+  EXPECT_EQ(lm.stats().ranges, 0u);
+}
+
+TEST(LockManagerRanges, UnboundedRangesAndAScansStepsMergeIntoOne) {
+  LockManager lm;
+  lm.LockRange(1, 1, Range("m", std::nullopt, false));  // past the last key
+  EXPECT_TRUE(lm.BeginInsert(2, 1, "zzz", 0ms).IsTimedOut());
+  ASSERT_TRUE(lm.BeginInsert(2, 1, "m", 0ms).ok());
+  lm.EndInsert(2, 1, "m");
+  lm.LockRange(1, 2, Range("c", "d"));
+  lm.LockRange(1, 2, Range("d", "f", false));
+  lm.LockRange(1, 2, Range("f", "h", false));
+  lm.LockRange(1, 2, Range("a", "c", true, false));  // a backward step
+  EXPECT_EQ(lm.stats().ranges, 2u);
+  for (const char* k : {"a", "b", "e", "g", "h"}) {
+    EXPECT_TRUE(lm.BeginInsert(2, 2, k, 0ms).IsTimedOut()) << k;
+  }
+  ASSERT_TRUE(lm.BeginInsert(2, 2, "i", 0ms).ok());
+  lm.EndInsert(2, 2, "i");
+  lm.ReleaseAll(1);
+  EXPECT_EQ(lm.stats().ranges, 0u);
+}
+
+TEST(LockManagerRanges, ARangeWaitsForAPendingInsertInsideIt) {
+  LockManager lm;
+  ASSERT_TRUE(lm.BeginInsert(2, 1, "c", kLong).ok());  // L7 granted, key not yet in
+  lm.LockRange(1, 1, Range("d", "f"));                 // not over c: no wait
+  auto range = std::async(std::launch::async, [&] { lm.LockRange(1, 1, Range("a", "c")); });
+  EXPECT_EQ(range.wait_for(100ms), std::future_status::timeout);
+  lm.EndInsert(2, 1, "c");  // c is in the tree now (L8)
+  range.get();
+  EXPECT_EQ(lm.stats().pending_waits, 1u);
+  EXPECT_TRUE(lm.BeginInsert(2, 1, "b", 0ms).IsTimedOut());
+}
+
+TEST(LockManagerRanges, DeadlocksThroughRangesChooseTheRequesterAsVictim) {
+  LockManager lm;
+  // 1 holds a range and waits for 2's key; 2's insert into the range would
+  // close the cycle.
+  lm.LockRange(1, 1, Range("a", "m"));
+  ASSERT_TRUE(lm.Lock(2, 1, "x", LockMode::kExclusive, kLong).ok());
+  auto waiter =
+      std::async(std::launch::async, [&] { return lm.Lock(1, 1, "x", LockMode::kShared, kLong); });
+  ASSERT_EQ(waiter.wait_for(100ms), std::future_status::timeout);
+  EXPECT_TRUE(lm.BeginInsert(2, 1, "c", kLong).IsDeadlock());
+  lm.ReleaseAll(2);
+  ASSERT_TRUE(waiter.get().ok());
+  lm.ReleaseAll(1);
+
+  // The other order: 2 waits to insert into 1's range, then 1 asks for
+  // 2's key.
+  lm.LockRange(1, 1, Range("a", "m"));
+  ASSERT_TRUE(lm.Lock(2, 1, "x", LockMode::kExclusive, kLong).ok());
+  auto insert = std::async(std::launch::async, [&] { return lm.BeginInsert(2, 1, "c", kLong); });
+  ASSERT_EQ(insert.wait_for(100ms), std::future_status::timeout);
+  EXPECT_TRUE(lm.Lock(1, 1, "x", LockMode::kShared, kLong).IsDeadlock());
+  lm.ReleaseAll(1);
+  ASSERT_TRUE(insert.get().ok());
+  lm.EndInsert(2, 1, "c");
+  EXPECT_EQ(lm.stats().deadlocks, 2u);
+}
+
+TEST(LockManagerRanges, AWaitingInsertIsInterruptedByWake) {
+  LockManager lm;
+  lm.LockRange(1, 1, Range(std::nullopt, std::nullopt));
+  std::atomic<bool> killed{false};
+  auto insert = std::async(std::launch::async, [&] {
+    return lm.BeginInsert(2, 1, "k", kLong, [&] { return killed.load(); });
+  });
+  ASSERT_EQ(insert.wait_for(100ms), std::future_status::timeout);
+  killed = true;
+  lm.Wake(2);
+  EXPECT_TRUE(insert.get().IsInterrupted());
 }
 
 }  // namespace

@@ -91,6 +91,7 @@ TEST(DescriptorCache, AFailedSyncAtCloseIsReportedByTheFilesNextSync) {
   const Status s = cache.Sync(piped, "pipe");
   EXPECT_TRUE(s.IsIOError()) << s.ToString();
   EXPECT_NE(s.ToString().find("before closing"), std::string::npos) << s.ToString();
+  EXPECT_TRUE(cache.Sync(piped, "pipe").IsIOError());  // for good
   cache.Unregister(file);
   cache.Unregister(piped);
 }
@@ -103,6 +104,8 @@ TEST(DescriptorCache, AFileClosedCleanNeedsNoReopenToSync) {
   ASSERT_OK((*a)->Write(0, "x", 1));
   auto b = fs->Create(dir.Sub("b"));  // closes a, syncing it first (D2)
   ASSERT_TRUE(b.ok());
+  EXPECT_EQ(fs->descriptors().closes, 1u);
+  EXPECT_EQ(fs->descriptors().open, 1u);
   const uint64_t opens = fs->descriptors().opens;
   ASSERT_OK((*a)->Sync());
   EXPECT_EQ(fs->descriptors().opens, opens);

@@ -30,7 +30,7 @@ class CursorImpl final : public Cursor {
  public:
   CursorImpl(TransactionImpl* txn, std::shared_ptr<std::atomic<bool>> alive, txn::TxnSystem* txns,
              TableImpl* table, IndexImpl* index, ReadMode mode, txn::ReadView view,
-             bool own_snapshot)
+             bool own_snapshot, bool locks_ranges)
       : txn_(txn),
         alive_(std::move(alive)),
         txns_(txns),
@@ -39,6 +39,7 @@ class CursorImpl final : public Cursor {
         mode_(mode),
         view_(view),
         own_snapshot_(own_snapshot),
+        locks_ranges_(locks_ranges),
         tree_cursor_(index->tree.get()) {}
   ~CursorImpl() override;
   Status Seek(SeekOp op, const Row& key) override;
@@ -56,6 +57,10 @@ class CursorImpl final : public Cursor {
   // The first (forward) or last visible entry from `from` on.
   Status Position(bool forward, std::optional<std::string> from, bool inclusive);
   Result<std::optional<Row>> Resolve(const std::string& key, std::optional<std::string> tree_value);
+  // Whether this call's locked ranges (locked_to) already cover the way to
+  // `candidate` (absent: to the index's end).
+  static bool RangeLocked(bool forward, const std::optional<std::optional<std::string>>& locked_to,
+                          const std::optional<std::string>& candidate);
 
   TransactionImpl* const txn_;  // used only while *alive_
   const std::shared_ptr<std::atomic<bool>> alive_;
@@ -65,6 +70,9 @@ class CursorImpl final : public Cursor {
   const ReadMode mode_;
   const txn::ReadView view_;
   const bool own_snapshot_;  // READ COMMITTED: this statement's snapshot
+  // A locking read at REPEATABLE READ: the ranges it steps over are locked
+  // (next-key locking, lock_manager.h L6-L8).
+  const bool locks_ranges_;
   btree::BTree::Cursor tree_cursor_;
   std::optional<std::string> bound_;  // kEq, kEqLast: the prefix
   bool valid_ = false;
@@ -121,6 +129,9 @@ class TransactionImpl final : public Transaction, public UndoOwner {
 
   // For cursors.
   Status LockKey(IndexImpl* ix, const std::string& key, ReadMode mode);
+  void LockRange(IndexImpl* ix, txn::KeyRange range) {
+    db_->locks().LockRange(state_->id, ix->space(), std::move(range));
+  }
   Result<std::optional<Row>> ReadRow(TableImpl* t, const std::string& pk, ReadMode mode,
                                      const txn::ReadView& view);
   void CloseStatementSnapshot(uint64_t read_ts) { db_->txns().CloseSnapshot(read_ts); }
@@ -257,6 +268,22 @@ Status TransactionImpl::LockKey(IndexImpl* ix, const std::string& key, ReadMode 
 Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
                                  std::optional<std::string> after,
                                  std::optional<std::string> before) {
+  // A new key waits for other transactions' range locks over it (L7) and
+  // stays a pending insert until it is in the tree (L8).
+  const bool inserts = after && !before;
+  if (inserts) {
+    SUBITO_RETURN_IF_ERROR(
+        db_->locks().BeginInsert(state_->id, ix->space(), key, lock_timeout_, interrupted_));
+  }
+  struct PendingInsert {
+    txn::LockManager* locks;
+    txn::TxnId txn;
+    uint32_t space;
+    const std::string* key;
+    ~PendingInsert() {
+      if (locks) locks->EndInsert(txn, space, *key);
+    }
+  } pending{inserts ? &db_->locks() : nullptr, state_->id, ix->space(), &key};
   log::RedoLog* log = db_->log();
   const std::string rec = txn::EncodeUndo(state_->id, ix->space(), key, before);
   if (undo_bytes_ + log::RecordSpan(rec.size()) > log->capacity() / 16) {
@@ -580,8 +607,10 @@ Result<std::unique_ptr<Cursor>> TransactionImpl::OpenCursor(Table* table, uint32
     return Status::Busy("index " + ix->cat.def.name +
                         " was created after this snapshot: " + "retry the transaction");
   }
+  const bool locks_ranges = isolation_ == Isolation::kRepeatableRead &&
+                            (mode == ReadMode::kShared || mode == ReadMode::kExclusive);
   return std::unique_ptr<Cursor>(
-      new CursorImpl(this, alive_, &db_->txns(), *t, ix, mode, view, own));
+      new CursorImpl(this, alive_, &db_->txns(), *t, ix, mode, view, own, locks_ranges));
 }
 
 Status TransactionImpl::End(bool commit) {
@@ -699,6 +728,9 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
                                       bool inclusive) {
   valid_ = false;
   using btree::SeekMode;
+  // How far this call's ranges reach (locks_ranges_): none yet; the index's
+  // end (an empty inner value); or up to and including a key.
+  std::optional<std::optional<std::string>> locked_to;
   for (;;) {
     // The tree's candidate (read first: V1), then the version store's.
     const bool continue_tree =
@@ -722,6 +754,18 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
       candidate = std::move(other);
       from_tree = false;
     }
+    if (locks_ranges_ && !RangeLocked(forward, locked_to, candidate)) {
+      // The exact key of an inclusive seek needs only its key lock (Resolve).
+      if (!(candidate && from && inclusive && *candidate == *from)) {
+        txn::KeyRange r;
+        (forward ? r.lo : r.hi) = from;
+        (forward ? r.lo_inclusive : r.hi_inclusive) = inclusive;
+        (forward ? r.hi : r.lo) = candidate;
+        txn_->LockRange(index_, std::move(r));
+        locked_to = candidate;
+        continue;  // L8: a key added before the range was locked is in the tree now
+      }
+    }
     if (!candidate) return Status::OK();
     if (bound_ && !HasPrefix(*candidate, *bound_)) return Status::OK();
     std::optional<std::string> tree_value;
@@ -737,6 +781,15 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
     from = std::move(candidate);
     inclusive = false;
   }
+}
+
+bool CursorImpl::RangeLocked(bool forward,
+                             const std::optional<std::optional<std::string>>& locked_to,
+                             const std::optional<std::string>& candidate) {
+  if (!locked_to) return false;
+  if (!*locked_to) return true;  // to the index's end
+  if (!candidate) return false;
+  return forward ? *candidate <= **locked_to : *candidate >= **locked_to;
 }
 
 Result<std::optional<Row>> CursorImpl::Resolve(const std::string& key,

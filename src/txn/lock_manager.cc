@@ -14,7 +14,46 @@ Status InterruptedWait(TxnId txn) {
   return Status::Interrupted(
       StrFormat("lock wait of transaction %llu interrupted", static_cast<unsigned long long>(txn)));
 }
+
+enum class WaitEnd { kReady, kStopped, kTimedOut };
+
+// Waits on cv until ready() or stopped() holds, or the timeout passes (a
+// year or more: no limit).
+template <typename Ready, typename Stopped>
+WaitEnd WaitFor(std::unique_lock<std::mutex>& lk, std::condition_variable& cv,
+                std::chrono::milliseconds timeout, Ready ready, Stopped stopped) {
+  const bool forever = timeout >= std::chrono::hours(24 * 365);  // and must not overflow
+  const auto deadline =
+      std::chrono::steady_clock::now() + (forever ? std::chrono::milliseconds(0) : timeout);
+  for (;;) {
+    if (ready()) return WaitEnd::kReady;
+    if (stopped()) return WaitEnd::kStopped;
+    if (forever) {
+      cv.wait(lk);
+    } else if (cv.wait_until(lk, deadline) == std::cv_status::timeout) {
+      return ready() ? WaitEnd::kReady : WaitEnd::kTimedOut;
+    }
+  }
+}
+
+Status TimedOutWait(TxnId txn, std::chrono::milliseconds timeout) {
+  return Status::TimedOut(StrFormat("lock wait timeout (%lld ms) for transaction %llu",
+                                    static_cast<long long>(timeout.count()),
+                                    static_cast<unsigned long long>(txn)));
+}
 }  // namespace
+
+bool KeyRange::Contains(std::string_view key) const {
+  if (lo) {
+    const int c = key.compare(*lo);
+    if (c < 0 || (c == 0 && !lo_inclusive)) return false;
+  }
+  if (hi) {
+    const int c = key.compare(*hi);
+    if (c > 0 || (c == 0 && !hi_inclusive)) return false;
+  }
+  return true;
+}
 
 std::string LockManager::Name(uint32_t space, std::string_view key) {
   std::string n(4, '\0');
@@ -47,6 +86,17 @@ bool LockManager::Grantable(const Entry& e, TxnId txn, LockMode mode) const {
   return Blockers(e, txn, mode).empty();
 }
 
+std::vector<TxnId> LockManager::RangeHolders(TxnId txn, uint32_t space,
+                                             std::string_view key) const {
+  std::vector<TxnId> out;
+  auto it = ranges_.find(space);
+  if (it == ranges_.end()) return out;
+  for (const HeldRange& r : it->second) {
+    if (r.txn != txn && r.range.Contains(key)) out.push_back(r.txn);
+  }
+  return out;
+}
+
 bool LockManager::WaitWouldDeadlock(TxnId txn, const std::vector<TxnId>& blockers) const {
   // Depth-first search over "waits for": does any blocker (transitively)
   // wait for txn?
@@ -59,11 +109,38 @@ bool LockManager::WaitWouldDeadlock(TxnId txn, const std::vector<TxnId>& blocker
     if (!seen.insert(t).second) continue;
     auto w = waiting_on_.find(t);
     if (w == waiting_on_.end()) continue;
-    auto e = table_.find(w->second.first);
+    if (w->second.insert) {
+      for (TxnId b : RangeHolders(t, w->second.space, w->second.key)) stack.push_back(b);
+      continue;
+    }
+    auto e = table_.find(w->second.name);
     if (e == table_.end()) continue;
-    for (TxnId b : Blockers(e->second, t, w->second.second)) stack.push_back(b);
+    for (TxnId b : Blockers(e->second, t, w->second.mode)) stack.push_back(b);
   }
   return false;
+}
+
+Status LockManager::RefuseWait(TxnId txn, const std::vector<TxnId>& blockers,
+                               std::chrono::milliseconds timeout,
+                               const std::function<bool()>& interrupted) {
+  if (timeout.count() <= 0) {  // NOWAIT, SKIP LOCKED: no wait, so no deadlock either
+    ++stats_.refused_at_once;
+    return Status::TimedOut(
+        StrFormat("lock held by another transaction (transaction %llu does not wait)",
+                  static_cast<unsigned long long>(txn)));
+  }
+  if (WaitWouldDeadlock(txn, blockers)) {  // L3
+    ++stats_.deadlocks;
+    return Status::Deadlock(
+        StrFormat("transaction %llu would wait for a transaction waiting for "
+                  "it; it is the victim",
+                  static_cast<unsigned long long>(txn)));
+  }
+  if (interrupted && interrupted()) {  // L5: the statement is being killed
+    ++stats_.interrupted;
+    return InterruptedWait(txn);
+  }
+  return Status::OK();
 }
 
 Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMode mode,
@@ -82,54 +159,24 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
   }
   // From here on the entry has a holder or a waiter (the blockers), so it
   // stays in table_ whatever this request does.
-  if (timeout.count() <= 0) {  // NOWAIT, SKIP LOCKED: no wait, so no deadlock either
-    ++stats_.refused_at_once;
-    return Status::TimedOut(
-        StrFormat("lock held by another transaction (transaction %llu does not wait)",
-                  static_cast<unsigned long long>(txn)));
-  }
-  if (WaitWouldDeadlock(txn, blockers)) {  // L3
-    ++stats_.deadlocks;
-    return Status::Deadlock(
-        StrFormat("transaction %llu would wait for a transaction waiting for "
-                  "it; it is the victim",
-                  static_cast<unsigned long long>(txn)));
-  }
-  const auto stopped = [&] { return interrupted && interrupted(); };
-  if (stopped()) {  // L5: the statement is being killed
-    ++stats_.interrupted;
-    return InterruptedWait(txn);
-  }
+  SUBITO_RETURN_IF_ERROR(RefuseWait(txn, blockers, timeout, interrupted));
   ++stats_.waits;
   e.waiting.push_back({txn, mode});
-  waiting_on_[txn] = {name, mode};
-  // A timeout of a year or more means "no timeout" (and must not overflow).
-  const bool forever = timeout >= std::chrono::hours(24 * 365);
-  const auto deadline =
-      std::chrono::steady_clock::now() + (forever ? std::chrono::milliseconds(0) : timeout);
-  bool granted = false;
-  bool stop = false;
-  while (!(granted = Grantable(e, txn, mode)) && !(stop = stopped())) {
-    if (forever) {
-      e.cv.wait(lk);
-    } else if (e.cv.wait_until(lk, deadline) == std::cv_status::timeout) {
-      granted = Grantable(e, txn, mode);
-      break;
-    }
-  }
+  waiting_on_[txn] = Wait{false, name, mode, 0, {}};
+  const WaitEnd end = WaitFor(
+      lk, e.cv, timeout, [&] { return Grantable(e, txn, mode); },
+      [&] { return interrupted && interrupted(); });
   waiting_on_.erase(txn);
   e.waiting.erase(std::find_if(e.waiting.begin(), e.waiting.end(),
                                [&](const Request& r) { return r.txn == txn; }));
-  if (!granted) {
+  if (end != WaitEnd::kReady) {
     e.cv.notify_all();  // a waiter behind this one may now go first
-    if (stop) {
+    if (end == WaitEnd::kStopped) {
       ++stats_.interrupted;
       return InterruptedWait(txn);
     }
     ++stats_.timeouts;
-    return Status::TimedOut(StrFormat("lock wait timeout (%lld ms) for transaction %llu",
-                                      static_cast<long long>(timeout.count()),
-                                      static_cast<unsigned long long>(txn)));
+    return TimedOutWait(txn, timeout);
   }
   e.granted[txn] = mode == LockMode::kExclusive ? LockMode::kExclusive
                                                 : (e.granted.count(txn) ? e.granted[txn] : mode);
@@ -138,16 +185,117 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
   return Status::OK();
 }
 
+void LockManager::LockRange(TxnId txn, uint32_t space, KeyRange range) {
+  std::unique_lock lk(mu_);
+  // L8: another transaction's key about to enter the range is in the tree
+  // before this range counts as locked.
+  const auto pending_inside = [&] {
+    auto p = pending_.find(space);
+    if (p == pending_.end()) return false;
+    auto it = range.lo ? p->second.lower_bound(*range.lo) : p->second.begin();
+    for (; it != p->second.end(); ++it) {
+      if (range.hi && it->first > *range.hi) break;
+      if (it->second != txn && range.Contains(it->first)) return true;
+    }
+    return false;
+  };
+  while (pending_inside()) {
+    ++stats_.pending_waits;
+    ranges_cv_.wait(lk);
+  }
+  std::vector<HeldRange>& held = ranges_[space];
+  for (auto it = held.rbegin(); it != held.rend(); ++it) {
+    if (it->txn != txn) continue;
+    KeyRange& r = it->range;
+    // A scan's next step continues its last range, forward or backward.
+    if (r.hi && range.lo && *r.hi == *range.lo) {
+      r.hi = std::move(range.hi);
+      r.hi_inclusive = range.hi_inclusive;
+      return;
+    }
+    if (r.lo && range.hi && *r.lo == *range.hi) {
+      r.lo = std::move(range.lo);
+      r.lo_inclusive = range.lo_inclusive;
+      return;
+    }
+    break;  // only the transaction's newest range is extended
+  }
+  held.push_back({txn, std::move(range)});
+  range_spaces_[txn].insert(space);
+  ++stats_.ranges;
+}
+
+Status LockManager::BeginInsert(TxnId txn, uint32_t space, std::string_view key,
+                                std::chrono::milliseconds timeout,
+                                const std::function<bool()>& interrupted) {
+  std::unique_lock lk(mu_);
+  std::vector<TxnId> blockers = RangeHolders(txn, space, key);
+  if (!blockers.empty()) {
+    SUBITO_RETURN_IF_ERROR(RefuseWait(txn, blockers, timeout, interrupted));
+    ++stats_.waits;
+    ++stats_.insert_waits;
+    waiting_on_[txn] = Wait{true, {}, LockMode::kExclusive, space, std::string(key)};
+    const WaitEnd end = WaitFor(
+        lk, ranges_cv_, timeout, [&] { return RangeHolders(txn, space, key).empty(); },
+        [&] { return interrupted && interrupted(); });
+    waiting_on_.erase(txn);
+    if (end == WaitEnd::kStopped) {
+      ++stats_.interrupted;
+      return InterruptedWait(txn);
+    }
+    if (end == WaitEnd::kTimedOut) {
+      ++stats_.timeouts;
+      return TimedOutWait(txn, timeout);
+    }
+  }
+  pending_[space].emplace(std::string(key), txn);
+  return Status::OK();
+}
+
+void LockManager::EndInsert(TxnId txn, uint32_t space, std::string_view key) {
+  std::lock_guard lk(mu_);
+  auto p = pending_.find(space);
+  if (p == pending_.end()) return;
+  auto [first, last] = p->second.equal_range(std::string(key));
+  for (auto it = first; it != last; ++it) {
+    if (it->second == txn) {
+      p->second.erase(it);
+      break;
+    }
+  }
+  if (p->second.empty()) pending_.erase(p);
+  ranges_cv_.notify_all();
+}
+
 void LockManager::Wake(TxnId txn) {
   std::lock_guard lk(mu_);
   auto w = waiting_on_.find(txn);
   if (w == waiting_on_.end()) return;
-  auto e = table_.find(w->second.first);
+  if (w->second.insert) {
+    ranges_cv_.notify_all();
+    return;
+  }
+  auto e = table_.find(w->second.name);
   if (e != table_.end()) e->second.cv.notify_all();
 }
 
 void LockManager::ReleaseAll(TxnId txn) {
   std::lock_guard lk(mu_);
+  if (auto rs = range_spaces_.find(txn); rs != range_spaces_.end()) {
+    for (uint32_t space : rs->second) {
+      auto it = ranges_.find(space);
+      if (it == ranges_.end()) continue;
+      std::vector<HeldRange>& held = it->second;
+      const size_t before = held.size();
+      held.erase(std::remove_if(held.begin(), held.end(),
+                                [&](const HeldRange& r) { return r.txn == txn; }),
+                 held.end());
+      stats_.ranges -= before - held.size();
+      if (held.empty()) ranges_.erase(it);
+    }
+    range_spaces_.erase(rs);
+    ranges_cv_.notify_all();  // inserts waiting for these ranges (L7)
+  }
   auto h = held_.find(txn);
   if (h == held_.end()) return;
   for (const std::string& name : h->second) {

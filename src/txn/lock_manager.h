@@ -19,11 +19,21 @@
 //      of waiting, and a waiter re-checks it whenever Wake names its
 //      transaction (KILL of the statement): the statement fails at once.
 //
-// Gap locking (docs/architecture.md): Subito locks keys only, never the
-// gaps between them. Consistent (MVCC) reads need no locks; locking reads
-// (FOR UPDATE / LOCK IN SHARE MODE) at REPEATABLE READ can therefore see
-// rows inserted by others after they ran, where InnoDB's next-key locks
-// would block the insert.
+// Range locks (next-key locking, docs/architecture.md): a locking read at
+// REPEATABLE READ also holds the key ranges it scanned, so that no other
+// transaction can add a key there before it ends (no phantoms):
+//  L6. A range lock neither waits for nor blocks key locks or other range
+//      locks; it conflicts only with other transactions' inserts (L7, L8).
+//  L7. An insert of a key first asks for an insert intention (BeginInsert):
+//      it waits while another transaction holds a range of the same space
+//      that contains the key, under L3-L5's deadlock detection, timeout and
+//      interrupt rules. Granted, the intention stays pending until the key
+//      is in the tree (EndInsert).
+//  L8. LockRange waits while another transaction's pending insert lies in
+//      the range (until that key is in the tree: no lock wait, so no
+//      deadlock). Once it returns, every key another transaction adds to
+//      the range is either in the tree already, where the caller's next
+//      read of the range finds it, or waits for the caller's end (L7).
 #pragma once
 
 #include <chrono>
@@ -32,6 +42,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -45,10 +56,20 @@ namespace subito::txn {
 using TxnId = uint64_t;
 enum class LockMode { kShared, kExclusive };
 
+// Encoded keys from `lo` to `hi`; an absent bound is unbounded.
+struct KeyRange {
+  std::optional<std::string> lo, hi;
+  bool lo_inclusive = true, hi_inclusive = true;
+  bool Contains(std::string_view key) const;
+};
+
 struct LockStats {
   uint64_t granted_at_once = 0, waits = 0, deadlocks = 0, timeouts = 0;
   uint64_t refused_at_once = 0;  // busy, and the caller would not wait
   uint64_t interrupted = 0;
+  uint64_t ranges = 0;         // range locks held now (after merging)
+  uint64_t insert_waits = 0;   // inserts that waited for a range lock (L7)
+  uint64_t pending_waits = 0;  // range locks that waited for a pending insert (L8)
 };
 
 class LockManager {
@@ -64,6 +85,15 @@ class LockManager {
   Status Lock(TxnId txn, uint32_t space, std::string_view key, LockMode mode,
               std::chrono::milliseconds timeout,
               const std::function<bool()>& interrupted = nullptr);
+  // Holds `range` of `space` for txn until ReleaseAll (L6, L8). A range that
+  // starts where one of txn's ranges in the space ends is merged with it.
+  void LockRange(TxnId txn, uint32_t space, KeyRange range);
+  // The insert intention of L7; on success the caller must EndInsert once
+  // the key is in the tree (or the insert failed).
+  Status BeginInsert(TxnId txn, uint32_t space, std::string_view key,
+                     std::chrono::milliseconds timeout,
+                     const std::function<bool()>& interrupted = nullptr);
+  void EndInsert(TxnId txn, uint32_t space, std::string_view key);
   // Makes txn's wait, if it waits, check its `interrupted` again (L5). Safe
   // from any thread, for any id (a transaction that does not wait is left
   // alone).
@@ -85,16 +115,39 @@ class LockManager {
     std::vector<Request> waiting;  // in arrival order
     std::condition_variable cv;
   };
+  struct HeldRange {
+    TxnId txn = 0;
+    KeyRange range;
+  };
+  // What a waiting transaction waits for: a key lock (`name`, `mode`), or
+  // an insert intention for `key` in `space`.
+  struct Wait {
+    bool insert = false;
+    std::string name;
+    LockMode mode = LockMode::kShared;
+    uint32_t space = 0;
+    std::string key;
+  };
   static std::string Name(uint32_t space, std::string_view key);
   bool Grantable(const Entry& e, TxnId txn, LockMode mode) const;
   // Transactions txn would wait for on e (L1, L2).
   std::vector<TxnId> Blockers(const Entry& e, TxnId txn, LockMode mode) const;
+  // Other transactions holding a range of `space` that contains `key` (L7).
+  std::vector<TxnId> RangeHolders(TxnId txn, uint32_t space, std::string_view key) const;
   bool WaitWouldDeadlock(TxnId txn, const std::vector<TxnId>& blockers) const;
+  // Returns Interrupted / TimedOut / Deadlock for a wait that cannot begin
+  // or end well, counting it; OK when the caller may wait.
+  Status RefuseWait(TxnId txn, const std::vector<TxnId>& blockers,
+                    std::chrono::milliseconds timeout, const std::function<bool()>& interrupted);
 
   mutable std::mutex mu_;
   std::unordered_map<std::string, Entry> table_;
   std::unordered_map<TxnId, std::set<std::string>> held_;  // for ReleaseAll
-  std::unordered_map<TxnId, std::pair<std::string, LockMode>> waiting_on_;
+  std::unordered_map<TxnId, Wait> waiting_on_;
+  std::unordered_map<uint32_t, std::vector<HeldRange>> ranges_;              // by space
+  std::unordered_map<TxnId, std::set<uint32_t>> range_spaces_;               // for ReleaseAll
+  std::unordered_map<uint32_t, std::multimap<std::string, TxnId>> pending_;  // L7 granted
+  std::condition_variable ranges_cv_;  // a range released, or a pending insert ended
   LockStats stats_;
 };
 

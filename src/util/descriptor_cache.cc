@@ -26,14 +26,14 @@ void DescriptorCache::Unregister(uint64_t file) {
   std::unique_lock lk(mu_);
   auto it = files_.find(file);
   if (it == files_.end()) return;
-  cv_.wait(lk, [&] { return !it->second.opening && !it->second.closing; });
-  Entry& e = it->second;
+  Entry& e = it->second;  // a reference survives a rehash during the wait; `it` may not
+  cv_.wait(lk, [&] { return !e.opening && !e.closing; });
   if (e.fd >= 0) {
     idle_.erase(e.idle);
     ::close(e.fd);
     --stats_.open;
   }
-  files_.erase(it);
+  files_.erase(file);
   cv_.notify_all();
 }
 
@@ -80,11 +80,17 @@ Status DescriptorCache::Use(uint64_t file, bool writes, const std::function<Stat
       ++stats_.open;
       lk.unlock();
       Result<int> fd = e.open();
+      const int err = fd.ok() ? 0 : errno;
       lk.lock();
       e.opening = false;
       cv_.notify_all();
       if (!fd.ok()) {
         --stats_.open;
+        // The process ran out of descriptors elsewhere: give one of ours up.
+        if ((err == EMFILE || err == ENFILE) && !idle_.empty()) {
+          CloseOldest(lk);
+          continue;
+        }
         return fd.status();
       }
       if (e.ever_opened) ++stats_.opens;
@@ -117,7 +123,7 @@ Status DescriptorCache::Sync(uint64_t file, const std::string& path) {
   {
     std::lock_guard lk(mu_);
     Entry& e = files_.at(file);
-    if (!e.deferred.ok()) return std::exchange(e.deferred, Status::OK());
+    if (!e.deferred.ok()) return e.deferred;  // for good: D2
     // Closed after a successful sync of every write (D2): nothing to do.
     if (e.fd < 0 && !e.opening && !e.closing && e.writes == e.synced) return Status::OK();
     writes = e.writes;
@@ -131,7 +137,7 @@ Status DescriptorCache::Sync(uint64_t file, const std::string& path) {
   std::lock_guard lk(mu_);
   Entry& e = files_.at(file);
   if (!s.ok()) return s;
-  if (!e.deferred.ok()) return std::exchange(e.deferred, Status::OK());
+  if (!e.deferred.ok()) return e.deferred;
   if (writes > e.synced) e.synced = writes;
   return Status::OK();
 }

@@ -9,9 +9,14 @@
 //  D1. At most `limit` descriptors are open (0: no limit), counting those
 //      being opened and those being closed.
 //  D2. A descriptor written through since its file's last sync is
-//      fdatasync'ed before it is closed; if that sync fails, the file's next
-//      Sync reports the error (a write is never acknowledged as durable on
-//      a descriptor that was silently dropped).
+//      fdatasync'ed before it is closed; if that sync fails, every later
+//      Sync of the file reports the error (a write is never acknowledged as
+//      durable on a descriptor that was silently dropped, and the kernel
+//      reports a writeback error only once).
+//  D4. A file is opened again by its path: its path must not change while
+//      it is registered (callers close a file before renaming or removing
+//      it). An open that fails for want of descriptors in the process
+//      (EMFILE, ENFILE) closes an idle descriptor of the cache and retries.
 //  D3. A file is opened by one thread at a time and never has two
 //      descriptors open in the cache.
 #pragma once

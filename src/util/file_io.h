@@ -51,7 +51,8 @@ class FileSystem {
 // silently where the file system refuses it (tmpfs); buffers and offsets
 // must then be 4 KiB aligned. PosixFileSystem's descriptors have no limit;
 // NewPosixFileSystem's keep at most max_open_files open at once (0: no
-// limit), closing the least recently used (util/descriptor_cache.h).
+// limit), closing the least recently used (util/descriptor_cache.h); a
+// File's path must therefore not change while it is open (D4).
 FileSystem* PosixFileSystem(bool direct_io = false);
 std::unique_ptr<FileSystem> NewPosixFileSystem(bool direct_io, size_t max_open_files);
 

@@ -60,6 +60,52 @@ subito::ReadMode LockingMode(thr_lock_type t) {
   }
 }
 
+// Statements that write and may read other tables on the way (INSERT ...
+// SELECT, UPDATE ... (SELECT), CREATE ... SELECT, SET @v = (SELECT ...)).
+// ALTER TABLE's and OPTIMIZE's copies are not among them: their metadata
+// lock keeps writers out.
+bool ReadsForAWrite(int cmd) {
+  switch (cmd) {
+    case SQLCOM_INSERT:
+    case SQLCOM_INSERT_SELECT:
+    case SQLCOM_REPLACE:
+    case SQLCOM_REPLACE_SELECT:
+    case SQLCOM_UPDATE:
+    case SQLCOM_UPDATE_MULTI:
+    case SQLCOM_DELETE:
+    case SQLCOM_DELETE_MULTI:
+    case SQLCOM_CREATE_TABLE:
+    case SQLCOM_LOAD:
+    case SQLCOM_SET_OPTION:
+    case SQLCOM_DO:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// How a statement reads a table it locked with `t`, by InnoDB's store_lock
+// and start_stmt rules: locking reads as asked; at SERIALIZABLE, plain
+// reads share-lock except autocommit SELECTs; at REPEATABLE READ, a table
+// that a writing statement only reads is share-locked too (and so its
+// ranges, lock_manager.h L6), so that the statement replays alike from a
+// statement-based binary log. Everything else is a consistent read.
+subito::ReadMode ReadModeFor(THD* thd, const subito::mariadb::Trx& trx, thr_lock_type t) {
+  if (IsLockingRead(t)) return LockingMode(t);
+  const int cmd = thd_sql_command(thd);
+  if (trx.serializable &&
+      (cmd != SQLCOM_SELECT || thd_test_options(thd, OPTION_NOT_AUTOCOMMIT | OPTION_BEGIN))) {
+    return subito::ReadMode::kShared;
+  }
+  if (thd_tx_isolation(thd) <= ISO_READ_COMMITTED) return subito::ReadMode::kSnapshot;
+  // A SELECT that calls a function that writes, logged as a statement.
+  if (t == TL_READ_NO_INSERT && cmd == SQLCOM_SELECT) return subito::ReadMode::kShared;
+  if ((t == TL_READ || t == TL_READ_NO_INSERT) && ReadsForAWrite(cmd)) {
+    return subito::ReadMode::kShared;
+  }
+  return subito::ReadMode::kSnapshot;
+}
+
 // Key parts a keypart_map names (HA_WHOLE_KEY: all of them).
 uint PartsOf(const KEY& key, key_part_map map) {
   return std::min<uint>(my_count_bits(map), key.user_defined_key_parts);
@@ -76,10 +122,14 @@ ha_subito::~ha_subito() {
 ulonglong ha_subito::table_flags() const {
   // Statement-based binary logging at REPEATABLE READ and above, as InnoDB:
   // range locks make a statement's locking reads repeatable in commit
-  // order (docs/architecture.md); READ COMMITTED takes none.
+  // order (docs/architecture.md); READ COMMITTED takes none. Not for a
+  // table with an AUTO_INCREMENT column: a bulk insert's values are not
+  // kept consecutive against concurrent inserts (no AUTO-INC table lock),
+  // which a statement-based log needs (MIXED logs such rows as rows).
   const THD* thd = ha_thd();
+  const bool autoinc = table_share && table_share->found_next_number_field;
   const ulonglong stmt =
-      thd && thd_tx_isolation(thd) > ISO_READ_COMMITTED ? HA_BINLOG_STMT_CAPABLE : 0;
+      thd && !autoinc && thd_tx_isolation(thd) > ISO_READ_COMMITTED ? HA_BINLOG_STMT_CAPABLE : 0;
   return stmt | HA_REC_NOT_IN_SEQ | HA_NULL_IN_KEY | HA_CAN_INDEX_BLOBS |
          HA_PRIMARY_KEY_IN_READ_INDEX | HA_PRIMARY_KEY_REQUIRED_FOR_POSITION |
          HA_PRIMARY_KEY_REQUIRED_FOR_DELETE | HA_TABLE_SCAN_ON_INDEX | HA_CAN_SQL_HANDLER |
@@ -295,33 +345,14 @@ int ha_subito::external_lock(THD* thd, int lock_type) {
   }
   autoinc_rows_left_ = 0;
   stmt_reserved_end_ = 0;
-  if (IsLockingRead(lock_type_)) {
-    read_mode_ = LockingMode(lock_type_);
-  } else {
-    // SERIALIZABLE: plain reads lock too, except autocommit SELECTs. At
-    // REPEATABLE READ, the tables a writing statement only reads (INSERT
-    // ... SELECT, UPDATE ... (SELECT), CREATE ... SELECT) are read with
-    // shared locks, as InnoDB's store_lock does, so that the statement
-    // replays alike from a statement-based binary log.
-    const int cmd = thd_sql_command(thd);
-    const bool source_of_write = thd_tx_isolation(thd) > ISO_READ_COMMITTED &&
-                                 (lock_type_ == TL_READ || lock_type_ == TL_READ_NO_INSERT) &&
-                                 cmd != SQLCOM_SELECT && cmd != SQLCOM_HA_READ &&
-                                 cmd != SQLCOM_CHECKSUM && cmd != SQLCOM_CREATE_SEQUENCE &&
-                                 cmd != SQLCOM_ANALYZE && cmd != SQLCOM_CHECK;
-    const bool shared =
-        source_of_write ||
-        (trx->serializable &&
-         (cmd != SQLCOM_SELECT || thd_test_options(thd, OPTION_NOT_AUTOCOMMIT | OPTION_BEGIN)));
-    read_mode_ = shared ? subito::ReadMode::kShared : subito::ReadMode::kSnapshot;
-  }
+  read_mode_ = ReadModeFor(thd, *trx, lock_type_);
   return 0;
 }
 
 int ha_subito::start_stmt(THD* thd, thr_lock_type lock_type) {
   lock_type_ = lock_type;
   subito::mariadb::Trx* trx = subito::mariadb::GetTrx(thd);
-  read_mode_ = IsLockingRead(lock_type) ? LockingMode(lock_type) : subito::ReadMode::kSnapshot;
+  read_mode_ = ReadModeFor(thd, *trx, lock_type);
   autoinc_rows_left_ = 0;
   stmt_reserved_end_ = 0;
   return subito::mariadb::BeginStatement(thd, trx);

@@ -178,6 +178,60 @@ TEST_P(IsolationTest, LockingReadsBlockPhantomsOnlyAtRepeatableRead) {
   }
 }
 
+// "Lock, look, then insert" at REPEATABLE READ: an insert that waits for
+// another transaction's range holds no lock on its key meanwhile, so the
+// range's owner may look the key up and insert it itself; the waiting
+// insert then meets the duplicate (as InnoDB, where no deadlock occurs).
+TEST_P(IsolationTest, AnInsertWaitingForARangeHoldsNoLockOnItsKey) {
+  if (rc()) {
+    auto reader = db_->Begin(GetParam());
+    EXPECT_EQ(LockingScan(reader.get(), t_, 8, 100), (std::vector<int64_t>{8, 9}));
+    auto writer = db_->Begin(GetParam());
+    ASSERT_OK(writer->Insert(t_, R(20, "w")));  // READ COMMITTED: rows only
+    ASSERT_OK(writer->Commit());
+    ASSERT_OK(reader->Commit());
+    return;
+  }
+  auto owner = db_->Begin(GetParam());
+  EXPECT_EQ(LockingScan(owner.get(), t_, 8, 100), (std::vector<int64_t>{8, 9}));
+  auto other = db_->Begin(GetParam());
+  auto waiting = std::async(std::launch::async, [&] { return other->Insert(t_, R(20, "other")); });
+  ASSERT_EQ(waiting.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  EXPECT_EQ(V(owner.get(), 20, ReadMode::kExclusive), "<none>");  // no wait, no deadlock
+  ASSERT_OK(owner->Insert(t_, R(20, "owner")));
+  ASSERT_OK(owner->Commit());
+  EXPECT_TRUE(waiting.get().IsAlreadyExists());
+  ASSERT_OK(other->Commit());
+}
+
+// A locking read through a secondary index waits for a row whose entry
+// another transaction moved away and has not committed: its rollback puts
+// the entry back into the range read.
+TEST_P(IsolationTest, LockingReadsOfASecondaryIndexWaitForAnUncommittedMove) {
+  auto setup = db_->Begin(GetParam());
+  ASSERT_OK(setup->Update(t_, R(1, ""), R(1, "v0", 5)));
+  ASSERT_OK(setup->Commit());
+  auto mover = db_->Begin(GetParam());
+  ASSERT_OK(mover->Update(t_, R(1, ""), R(1, "v0", 100)));
+  auto reader = db_->Begin(GetParam());
+  auto scan = std::async(std::launch::async, [&] {
+    std::vector<int64_t> ids;
+    auto c = reader->OpenCursor(t_, 1, ReadMode::kExclusive);  // index k
+    if (!c.ok()) return ids;
+    Status s = (*c)->Seek(SeekOp::kGE, {uint64_t{1}});
+    while (s.ok() && (*c)->Valid() && std::get<uint64_t>((*c)->row()[1]) <= 10) {
+      ids.push_back(std::get<int64_t>((*c)->row()[0]));
+      s = (*c)->Next();
+    }
+    if (!s.ok()) ids.push_back(-1);
+    return ids;
+  });
+  EXPECT_EQ(scan.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  ASSERT_OK(mover->Rollback());
+  EXPECT_EQ(scan.get(), (std::vector<int64_t>{1}));
+  ASSERT_OK(reader->Commit());
+}
+
 // A locking read that stops at the index's end locks up to it, and a wait
 // for a range joins the deadlock detection.
 TEST_P(IsolationTest, RangeLocksReachTheEndAndTakePartInDeadlocks) {

@@ -218,12 +218,17 @@ TEST(LockManagerRanges, UnboundedRangesAndAScansStepsMergeIntoOne) {
   lm.LockRange(1, 2, Range("d", "f", false));
   lm.LockRange(1, 2, Range("f", "h", false));
   lm.LockRange(1, 2, Range("a", "c", true, false));  // a backward step
+  lm.LockRange(1, 2, Range("b", "c"));               // inside: nothing new
   EXPECT_EQ(lm.stats().ranges, 2u);
+  lm.LockRange(1, 2, Range("h", "i", false));  // (h is in [a, h]: continues it)
+  lm.LockRange(1, 2, Range("x", "y", false));  // not contiguous: a range of its own
+  EXPECT_EQ(lm.stats().ranges, 3u);
   for (const char* k : {"a", "b", "e", "g", "h"}) {
     EXPECT_TRUE(lm.BeginInsert(2, 2, k, 0ms).IsTimedOut()) << k;
   }
-  ASSERT_TRUE(lm.BeginInsert(2, 2, "i", 0ms).ok());
-  lm.EndInsert(2, 2, "i");
+  ASSERT_TRUE(lm.BeginInsert(2, 2, "j", 0ms).ok());
+  lm.EndInsert(2, 2, "j");
+  EXPECT_TRUE(lm.BeginInsert(2, 2, "i", 0ms).IsTimedOut());
   lm.ReleaseAll(1);
   EXPECT_EQ(lm.stats().ranges, 0u);
 }
@@ -234,6 +239,12 @@ TEST(LockManagerRanges, ARangeWaitsForAPendingInsertInsideIt) {
   lm.LockRange(1, 1, Range("d", "f"));                 // not over c: no wait
   auto range = std::async(std::launch::async, [&] { lm.LockRange(1, 1, Range("a", "c")); });
   EXPECT_EQ(range.wait_for(100ms), std::future_status::timeout);
+  // The waiting range is registered already: a new insert into it waits
+  // (so a stream of inserts cannot keep the range waiting), and one that
+  // only checks leaves nothing pending.
+  EXPECT_TRUE(lm.BeginInsert(3, 1, "b", 0ms).IsTimedOut());
+  EXPECT_EQ(range.wait_for(50ms), std::future_status::timeout);
+  ASSERT_TRUE(lm.BeginInsert(3, 1, "x", 0ms, nullptr, /*pending=*/false).ok());
   lm.EndInsert(2, 1, "c");  // c is in the tree now (L8)
   range.get();
   EXPECT_EQ(lm.stats().pending_waits, 1u);

@@ -129,6 +129,14 @@ class TransactionImpl final : public Transaction, public UndoOwner {
 
   // For cursors.
   Status LockKey(IndexImpl* ix, const std::string& key, ReadMode mode);
+  // Waits while another transaction's range holds `key` (L7), before the
+  // key's own lock is taken: an insert that waits for a range holds no lock
+  // the range's owner may ask for next (InnoDB: its lookup finds nothing
+  // and its own insert goes in; this one then meets the duplicate).
+  Status WaitForRanges(IndexImpl* ix, const std::string& key) {
+    return db_->locks().BeginInsert(state_->id, ix->space(), key, lock_timeout_, interrupted_,
+                                    /*pending=*/false);
+  }
   void LockRange(IndexImpl* ix, txn::KeyRange range) {
     db_->locks().LockRange(state_->id, ix->space(), std::move(range));
   }
@@ -268,6 +276,16 @@ Status TransactionImpl::LockKey(IndexImpl* ix, const std::string& key, ReadMode 
 Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
                                  std::optional<std::string> after,
                                  std::optional<std::string> before) {
+  log::RedoLog* log = db_->log();
+  const std::string rec = txn::EncodeUndo(state_->id, ix->space(), key, before);
+  if (undo_bytes_ + log::RecordSpan(rec.size()) > log->capacity() / 16) {
+    return Status::Busy(StrFormat(
+        "transaction %llu is too large: its undo would exceed %llu KiB (1/16 of the redo log); "
+        "commit in smaller pieces or raise log_file_size",
+        static_cast<unsigned long long>(state_->id),
+        static_cast<unsigned long long>(log->capacity() / 16 >> 10)));
+  }
+  SUBITO_RETURN_IF_ERROR(db_->pool()->LogFreeCheck());  // may relocate this one too
   // A new key waits for other transactions' range locks over it (L7) and
   // stays a pending insert until it is in the tree (L8).
   const bool inserts = after && !before;
@@ -284,16 +302,6 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
       if (locks) locks->EndInsert(txn, space, *key);
     }
   } pending{inserts ? &db_->locks() : nullptr, state_->id, ix->space(), &key};
-  log::RedoLog* log = db_->log();
-  const std::string rec = txn::EncodeUndo(state_->id, ix->space(), key, before);
-  if (undo_bytes_ + log::RecordSpan(rec.size()) > log->capacity() / 16) {
-    return Status::Busy(StrFormat(
-        "transaction %llu is too large: its undo would exceed %llu KiB (1/16 of the redo log); "
-        "commit in smaller pieces or raise log_file_size",
-        static_cast<unsigned long long>(state_->id),
-        static_cast<unsigned long long>(log->capacity() / 16 >> 10)));
-  }
-  SUBITO_RETURN_IF_ERROR(db_->pool()->LogFreeCheck());  // may relocate this one too
   std::lock_guard lock(mu_);
   if (!pinned_) {
     pin_token_ = db_->pool()->BeginChange();
@@ -448,6 +456,7 @@ Status TransactionImpl::Insert(Table* table, const Row& input) {
     const TableDef& def = tb->def();
     IndexImpl* primary = tb->indexes[0].get();
     const std::string pk = RowKey(def, 0, *row);
+    SUBITO_RETURN_IF_ERROR(WaitForRanges(primary, pk));
     SUBITO_RETURN_IF_ERROR(LockKey(primary, pk, ReadMode::kExclusive));
     Result<std::optional<std::string>> cur = LatestOf(primary, pk);
     if (!cur.ok()) return cur.status();
@@ -512,6 +521,7 @@ Status TransactionImpl::Update(Table* table, const Row& old_input, const Row& ne
     const std::string new_pk = RowKey(def, 0, *row);
     const bool pk_changes = new_pk != old_pk;
     if (pk_changes) {
+      SUBITO_RETURN_IF_ERROR(WaitForRanges(primary, new_pk));
       SUBITO_RETURN_IF_ERROR(LockKey(primary, new_pk, ReadMode::kExclusive));
       Result<std::optional<std::string>> taken = LatestOf(primary, new_pk);
       if (!taken.ok()) return taken.status();
@@ -822,6 +832,12 @@ Result<std::optional<Row>> CursorImpl::Resolve(const std::string& key,
     return row;
   }
   Status locked = txn_->LockKey(index_, key, mode_);
+  if (SkipsLocked(mode_) && locked.IsTimedOut()) return std::optional<Row>();
+  SUBITO_RETURN_IF_ERROR(locked);
+  // The row's lock before the entry is judged: an entry missing from the
+  // tree may be another transaction's uncommitted delete or key change,
+  // which its rollback would put back into a range this read locked.
+  locked = txn_->LockKey(table_->indexes[0].get(), pk, mode_);
   if (SkipsLocked(mode_) && locked.IsTimedOut()) return std::optional<Row>();
   SUBITO_RETURN_IF_ERROR(locked);
   Result<std::optional<std::string>> entry = index_->tree->Get(key);

@@ -43,6 +43,20 @@ Status TimedOutWait(TxnId txn, std::chrono::milliseconds timeout) {
 }
 }  // namespace
 
+bool KeyRange::Covers(const KeyRange& o) const {
+  if (lo) {
+    if (!o.lo) return false;
+    const int c = o.lo->compare(*lo);
+    if (c < 0 || (c == 0 && o.lo_inclusive && !lo_inclusive)) return false;
+  }
+  if (hi) {
+    if (!o.hi) return false;
+    const int c = o.hi->compare(*hi);
+    if (c > 0 || (c == 0 && o.hi_inclusive && !hi_inclusive)) return false;
+  }
+  return true;
+}
+
 bool KeyRange::Contains(std::string_view key) const {
   if (lo) {
     const int c = key.compare(*lo);
@@ -187,8 +201,34 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
 
 void LockManager::LockRange(TxnId txn, uint32_t space, KeyRange range) {
   std::unique_lock lk(mu_);
+  std::vector<HeldRange>& held = ranges_[space];
+  // Registered before the wait below, so that inserts arriving meanwhile
+  // wait for it (L7) instead of keeping the wait going.
+  bool merged = false;
+  for (auto it = held.rbegin(); it != held.rend(); ++it) {
+    if (it->txn != txn) continue;
+    KeyRange& r = it->range;  // only the transaction's newest range
+    if (r.Covers(range)) {
+      merged = true;  // a re-read inside what is locked already
+    } else if (r.hi && range.lo && *r.hi == *range.lo && (r.hi_inclusive || range.lo_inclusive)) {
+      r.hi = range.hi;  // a forward scan's next step
+      r.hi_inclusive = range.hi_inclusive;
+      merged = true;
+    } else if (r.lo && range.hi && *r.lo == *range.hi && (r.lo_inclusive || range.hi_inclusive)) {
+      r.lo = range.lo;  // a backward scan's next step
+      r.lo_inclusive = range.lo_inclusive;
+      merged = true;
+    }
+    break;
+  }
+  if (!merged) {
+    held.push_back({txn, range});
+    range_spaces_[txn].insert(space);
+    ++stats_.ranges;
+  }
   // L8: another transaction's key about to enter the range is in the tree
-  // before this range counts as locked.
+  // before the range counts as locked. Only inserts granted before the
+  // range was registered can be pending in it.
   const auto pending_inside = [&] {
     auto p = pending_.find(space);
     if (p == pending_.end()) return false;
@@ -199,35 +239,15 @@ void LockManager::LockRange(TxnId txn, uint32_t space, KeyRange range) {
     }
     return false;
   };
-  while (pending_inside()) {
+  if (pending_inside()) {
     ++stats_.pending_waits;
-    ranges_cv_.wait(lk);
+    ranges_cv_.wait(lk, [&] { return !pending_inside(); });
   }
-  std::vector<HeldRange>& held = ranges_[space];
-  for (auto it = held.rbegin(); it != held.rend(); ++it) {
-    if (it->txn != txn) continue;
-    KeyRange& r = it->range;
-    // A scan's next step continues its last range, forward or backward.
-    if (r.hi && range.lo && *r.hi == *range.lo) {
-      r.hi = std::move(range.hi);
-      r.hi_inclusive = range.hi_inclusive;
-      return;
-    }
-    if (r.lo && range.hi && *r.lo == *range.hi) {
-      r.lo = std::move(range.lo);
-      r.lo_inclusive = range.lo_inclusive;
-      return;
-    }
-    break;  // only the transaction's newest range is extended
-  }
-  held.push_back({txn, std::move(range)});
-  range_spaces_[txn].insert(space);
-  ++stats_.ranges;
 }
 
 Status LockManager::BeginInsert(TxnId txn, uint32_t space, std::string_view key,
                                 std::chrono::milliseconds timeout,
-                                const std::function<bool()>& interrupted) {
+                                const std::function<bool()>& interrupted, bool pending) {
   std::unique_lock lk(mu_);
   std::vector<TxnId> blockers = RangeHolders(txn, space, key);
   if (!blockers.empty()) {
@@ -248,7 +268,7 @@ Status LockManager::BeginInsert(TxnId txn, uint32_t space, std::string_view key,
       return TimedOutWait(txn, timeout);
     }
   }
-  pending_[space].emplace(std::string(key), txn);
+  if (pending) pending_[space].emplace(std::string(key), txn);
   return Status::OK();
 }
 

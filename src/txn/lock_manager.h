@@ -61,6 +61,7 @@ struct KeyRange {
   std::optional<std::string> lo, hi;
   bool lo_inclusive = true, hi_inclusive = true;
   bool Contains(std::string_view key) const;
+  bool Covers(const KeyRange& other) const;  // every key of `other` is in this one
 };
 
 struct LockStats {
@@ -69,7 +70,7 @@ struct LockStats {
   uint64_t interrupted = 0;
   uint64_t ranges = 0;         // range locks held now (after merging)
   uint64_t insert_waits = 0;   // inserts that waited for a range lock (L7)
-  uint64_t pending_waits = 0;  // range locks that waited for a pending insert (L8)
+  uint64_t pending_waits = 0;  // range locks that waited for pending inserts (L8)
 };
 
 class LockManager {
@@ -85,14 +86,18 @@ class LockManager {
   Status Lock(TxnId txn, uint32_t space, std::string_view key, LockMode mode,
               std::chrono::milliseconds timeout,
               const std::function<bool()>& interrupted = nullptr);
-  // Holds `range` of `space` for txn until ReleaseAll (L6, L8). A range that
-  // starts where one of txn's ranges in the space ends is merged with it.
+  // Holds `range` of `space` for txn until ReleaseAll (L6, L8). A range
+  // that continues or lies within txn's newest range in the space is merged
+  // with it.
   void LockRange(TxnId txn, uint32_t space, KeyRange range);
   // The insert intention of L7; on success the caller must EndInsert once
-  // the key is in the tree (or the insert failed).
+  // the key is in the tree (or the insert failed). With pending = false it
+  // only waits for the ranges (an insert about to lock its key: a check
+  // before the key lock, so that waiting never holds it), and needs no
+  // EndInsert.
   Status BeginInsert(TxnId txn, uint32_t space, std::string_view key,
                      std::chrono::milliseconds timeout,
-                     const std::function<bool()>& interrupted = nullptr);
+                     const std::function<bool()>& interrupted = nullptr, bool pending = true);
   void EndInsert(TxnId txn, uint32_t space, std::string_view key);
   // Makes txn's wait, if it waits, check its `interrupted` again (L5). Safe
   // from any thread, for any id (a transaction that does not wait is left

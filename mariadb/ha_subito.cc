@@ -125,9 +125,11 @@ ulonglong ha_subito::table_flags() const {
   // order (docs/architecture.md); READ COMMITTED takes none. Not for a
   // table with an AUTO_INCREMENT column: a bulk insert's values are not
   // kept consecutive against concurrent inserts (no AUTO-INC table lock),
-  // which a statement-based log needs (MIXED logs such rows as rows).
+  // which a statement-based log needs (MIXED logs such rows as rows);
+  // temporary tables are private to their connection.
   const THD* thd = ha_thd();
-  const bool autoinc = table_share && table_share->found_next_number_field;
+  const bool autoinc = table_share && table_share->found_next_number_field &&
+                       table_share->tmp_table == NO_TMP_TABLE;  // a temporary one has no rival
   const ulonglong stmt =
       thd && !autoinc && thd_tx_isolation(thd) > ISO_READ_COMMITTED ? HA_BINLOG_STMT_CAPABLE : 0;
   return stmt | HA_REC_NOT_IN_SEQ | HA_NULL_IN_KEY | HA_CAN_INDEX_BLOBS |
@@ -352,10 +354,12 @@ int ha_subito::external_lock(THD* thd, int lock_type) {
 int ha_subito::start_stmt(THD* thd, thr_lock_type lock_type) {
   lock_type_ = lock_type;
   subito::mariadb::Trx* trx = subito::mariadb::GetTrx(thd);
-  read_mode_ = ReadModeFor(thd, *trx, lock_type);
   autoinc_rows_left_ = 0;
   stmt_reserved_end_ = 0;
-  return subito::mariadb::BeginStatement(thd, trx);
+  // First: a statement that begins a transaction sets its isolation.
+  if (int err = subito::mariadb::BeginStatement(thd, trx)) return err;
+  read_mode_ = ReadModeFor(thd, *trx, lock_type);
+  return 0;
 }
 
 THR_LOCK_DATA** ha_subito::store_lock(THD*, THR_LOCK_DATA** to, enum thr_lock_type lock_type) {

@@ -232,6 +232,49 @@ TEST_P(IsolationTest, LockingReadsOfASecondaryIndexWaitForAnUncommittedMove) {
   ASSERT_OK(reader->Commit());
 }
 
+// InnoDB's duplicate check takes a row lock only: an insert of a key that
+// exists does not wait for a range that reaches it, and a prefix seek's
+// range stops before the first key past its prefix.
+TEST_P(IsolationTest, AnInsertOfAnExistingKeyDoesNotWaitForRanges) {
+  auto reader = db_->Begin(GetParam());
+  auto c = reader->OpenCursor(t_, 0, ReadMode::kExclusive);
+  ASSERT_TRUE(c.ok());
+  ASSERT_OK((*c)->Seek(SeekOp::kEq, {int64_t{-5}}));  // misses: locks [-5, 0), not row 0
+  EXPECT_FALSE((*c)->Valid());
+  auto writer = db_->Begin(GetParam());
+  writer->SetLockWaitTimeout(std::chrono::milliseconds(0));
+  EXPECT_TRUE(writer->Insert(t_, R(0, "dup")).IsAlreadyExists());  // at once
+  if (rc()) {
+    ASSERT_OK(writer->Insert(t_, R(-3, "x")));
+  } else {
+    EXPECT_TRUE(writer->Insert(t_, R(-3, "x")).IsTimedOut());
+  }
+  ASSERT_OK(writer->Rollback());
+  ASSERT_OK(reader->Commit());
+}
+
+// A locking read through a secondary index passes over an entry whose move
+// committed, without the row's lock (another transaction may hold it).
+TEST_P(IsolationTest, LockingReadsPassOverEntriesMovedByCommittedTransactions) {
+  auto old_snapshot = db_->Begin(GetParam());
+  EXPECT_EQ(V(old_snapshot.get(), 1), "v0");  // keeps the moved entry in the version store
+  auto mover = db_->Begin(GetParam());
+  ASSERT_OK(mover->Update(t_, R(1, ""), R(1, "v0", 100)));
+  ASSERT_OK(mover->Commit());
+  auto holder = db_->Begin(GetParam());
+  ASSERT_OK(holder->Update(t_, R(1, ""), R(1, "held", 100)));
+  auto reader = db_->Begin(GetParam());
+  reader->SetLockWaitTimeout(std::chrono::milliseconds(0));
+  auto c = reader->OpenCursor(t_, 1, ReadMode::kExclusive);  // index k
+  ASSERT_TRUE(c.ok());
+  ASSERT_OK((*c)->Seek(SeekOp::kGE, {uint64_t{0}}));
+  ASSERT_TRUE((*c)->Valid());
+  EXPECT_NE(std::get<int64_t>((*c)->row()[0]), 1);
+  ASSERT_OK(reader->Rollback());
+  ASSERT_OK(holder->Rollback());
+  ASSERT_OK(old_snapshot->Commit());
+}
+
 // A locking read that stops at the index's end locks up to it, and a wait
 // for a range joins the deadlock detection.
 TEST_P(IsolationTest, RangeLocksReachTheEndAndTakePartInDeadlocks) {

@@ -110,6 +110,7 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   Status Commit() override;
   Status Rollback() override;
   uint64_t id() const override { return state_->id; }
+  const txn::TxnState* state() const { return state_.get(); }
   void SetLockWaitTimeout(std::chrono::milliseconds timeout) override { lock_timeout_ = timeout; }
   void SetInterruptCheck(std::function<bool()> interrupted) override {
     interrupted_ = std::move(interrupted);
@@ -133,7 +134,12 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // key's own lock is taken: an insert that waits for a range holds no lock
   // the range's owner may ask for next (InnoDB: its lookup finds nothing
   // and its own insert goes in; this one then meets the duplicate).
+  // A key the tree holds already needs no wait: its insert is a duplicate
+  // (WriteKey checks again for one that goes meanwhile).
   Status WaitForRanges(IndexImpl* ix, const std::string& key) {
+    Result<std::optional<std::string>> present = ix->tree->Get(key);
+    if (!present.ok()) return present.status();
+    if (present->has_value()) return Status::OK();
     return db_->locks().BeginInsert(state_->id, ix->space(), key, lock_timeout_, interrupted_,
                                     /*pending=*/false);
   }
@@ -771,6 +777,11 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
         (forward ? r.lo : r.hi) = from;
         (forward ? r.lo_inclusive : r.hi_inclusive) = inclusive;
         (forward ? r.hi : r.lo) = candidate;
+        // A key past a prefix seek's bound ends the range without being in
+        // it (InnoDB's gap lock before the first key that does not match).
+        if (candidate && bound_ && !HasPrefix(*candidate, *bound_)) {
+          (forward ? r.hi_inclusive : r.lo_inclusive) = false;
+        }
         txn_->LockRange(index_, std::move(r));
         locked_to = candidate;
         continue;  // L8: a key added before the range was locked is in the tree now
@@ -834,15 +845,23 @@ Result<std::optional<Row>> CursorImpl::Resolve(const std::string& key,
   Status locked = txn_->LockKey(index_, key, mode_);
   if (SkipsLocked(mode_) && locked.IsTimedOut()) return std::optional<Row>();
   SUBITO_RETURN_IF_ERROR(locked);
-  // The row's lock before the entry is judged: an entry missing from the
-  // tree may be another transaction's uncommitted delete or key change,
-  // which its rollback would put back into a range this read locked.
-  locked = txn_->LockKey(table_->indexes[0].get(), pk, mode_);
-  if (SkipsLocked(mode_) && locked.IsTimedOut()) return std::optional<Row>();
-  SUBITO_RETURN_IF_ERROR(locked);
   Result<std::optional<std::string>> entry = index_->tree->Get(key);
   if (!entry.ok()) return entry.status();
-  if (!entry->has_value()) return std::optional<Row>();
+  if (!entry->has_value()) {
+    // An entry missing from the tree may be another transaction's
+    // uncommitted delete or key change, which its rollback would put back
+    // into the range this read locked: wait for it through the row's lock.
+    // A removal that committed stays removed; one whose rollback just ended
+    // is back in the tree for the second look.
+    if (index_->versions->ChangedByActiveOther(key, txn_->state())) {
+      locked = txn_->LockKey(table_->indexes[0].get(), pk, mode_);
+      if (SkipsLocked(mode_) && locked.IsTimedOut()) return std::optional<Row>();
+      SUBITO_RETURN_IF_ERROR(locked);
+    }
+    entry = index_->tree->Get(key);
+    if (!entry.ok()) return entry.status();
+    if (!entry->has_value()) return std::optional<Row>();
+  }
   Result<std::optional<Row>> row = txn_->ReadRow(table_, pk, mode_, view_);
   if (!row.ok() || !row->has_value()) return row;
   if (RowKey(def, index_->number, **row) != key) return std::optional<Row>();  // moved on

@@ -33,6 +33,15 @@ std::optional<std::string> VersionStore::Visible(std::string_view key,
   return latest;
 }
 
+bool VersionStore::ChangedByActiveOther(std::string_view key, const TxnState* self) const {
+  if (chain_count_.load(std::memory_order_acquire) == 0) return false;
+  std::shared_lock lock(mu_);
+  auto it = chains_.find(key);
+  if (it == chains_.end() || it->second.empty()) return false;
+  const TxnState* w = it->second.front().writer.get();
+  return w != self && w->end_ts.load(std::memory_order_acquire) == 0;
+}
+
 void VersionStore::MarkUndoneBySelf(std::string_view key, const TxnState* writer) {
   std::unique_lock lock(mu_);
   auto it = chains_.find(key);

@@ -79,6 +79,9 @@ class VersionStore {
   // skip the version; others still need it (they may have read the tree
   // before the rollback). A new change of the key by the writer clears it.
   void MarkUndoneBySelf(std::string_view key, const TxnState* writer);
+  // Whether the key's newest version is another transaction's that has not
+  // ended (its change may still be rolled back).
+  bool ChangedByActiveOther(std::string_view key, const TxnState* self) const;
   // V2, V3 for one key, given the oldest open snapshot's read_ts.
   void Purge(std::string_view key, uint64_t oldest_read_ts);
   size_t keys() const;

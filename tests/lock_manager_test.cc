@@ -185,25 +185,20 @@ TEST(LockManagerRanges, AnInsertIntoAnotherTransactionsRangeWaitsForItsEnd) {
   LockManager lm;
   lm.LockRange(1, 5, Range("b", "d", /*lo_in=*/false));
   // Outside the range, in another space, or the holder's own: no wait (L7).
-  ASSERT_TRUE(lm.BeginInsert(2, 5, "b", kLong).ok());
-  lm.EndInsert(2, 5, "b");
-  ASSERT_TRUE(lm.BeginInsert(2, 5, "e", kLong).ok());
-  lm.EndInsert(2, 5, "e");
-  ASSERT_TRUE(lm.BeginInsert(2, 6, "c", kLong).ok());
-  lm.EndInsert(2, 6, "c");
-  ASSERT_TRUE(lm.BeginInsert(1, 5, "c", kLong).ok());
-  lm.EndInsert(1, 5, "c");
+  ASSERT_TRUE(lm.WaitForRanges(2, 5, "b", kLong).ok());
+  ASSERT_TRUE(lm.WaitForRanges(2, 5, "e", kLong).ok());
+  ASSERT_TRUE(lm.WaitForRanges(2, 6, "c", kLong).ok());
+  ASSERT_TRUE(lm.WaitForRanges(1, 5, "c", kLong).ok());
   // Range locks neither block nor wait for key locks or each other (L6).
   ASSERT_TRUE(lm.Lock(2, 5, "c", LockMode::kExclusive, kLong).ok());
   lm.LockRange(3, 5, Range("a", "z"));
-  EXPECT_TRUE(lm.BeginInsert(2, 5, "d", 50ms).IsTimedOut());
-  EXPECT_TRUE(lm.BeginInsert(2, 5, "d", 0ms).IsTimedOut());  // NOWAIT
+  EXPECT_TRUE(lm.WaitForRanges(2, 5, "d", 50ms).IsTimedOut());
+  EXPECT_TRUE(lm.WaitForRanges(2, 5, "d", 0ms).IsTimedOut());  // NOWAIT
   lm.ReleaseAll(3);
-  auto insert = std::async(std::launch::async, [&] { return lm.BeginInsert(2, 5, "c", kLong); });
+  auto insert = std::async(std::launch::async, [&] { return lm.WaitForRanges(2, 5, "c", kLong); });
   EXPECT_EQ(insert.wait_for(100ms), std::future_status::timeout);
   lm.ReleaseAll(1);
   ASSERT_TRUE(insert.get().ok());
-  lm.EndInsert(2, 5, "c");
   EXPECT_EQ(lm.stats().insert_waits, 2u);  // NOWAIT never waited
   EXPECT_EQ(lm.stats().ranges, 0u);
 }
@@ -211,9 +206,8 @@ TEST(LockManagerRanges, AnInsertIntoAnotherTransactionsRangeWaitsForItsEnd) {
 TEST(LockManagerRanges, UnboundedRangesAndAScansStepsMergeIntoOne) {
   LockManager lm;
   lm.LockRange(1, 1, Range("m", std::nullopt, false));  // past the last key
-  EXPECT_TRUE(lm.BeginInsert(2, 1, "zzz", 0ms).IsTimedOut());
-  ASSERT_TRUE(lm.BeginInsert(2, 1, "m", 0ms).ok());
-  lm.EndInsert(2, 1, "m");
+  EXPECT_TRUE(lm.WaitForRanges(2, 1, "zzz", 0ms).IsTimedOut());
+  ASSERT_TRUE(lm.WaitForRanges(2, 1, "m", 0ms).ok());
   lm.LockRange(1, 2, Range("c", "d"));
   lm.LockRange(1, 2, Range("d", "f", false));
   lm.LockRange(1, 2, Range("f", "h", false));
@@ -224,31 +218,22 @@ TEST(LockManagerRanges, UnboundedRangesAndAScansStepsMergeIntoOne) {
   lm.LockRange(1, 2, Range("x", "y", false));  // not contiguous: a range of its own
   EXPECT_EQ(lm.stats().ranges, 3u);
   for (const char* k : {"a", "b", "e", "g", "h"}) {
-    EXPECT_TRUE(lm.BeginInsert(2, 2, k, 0ms).IsTimedOut()) << k;
+    EXPECT_TRUE(lm.WaitForRanges(2, 2, k, 0ms).IsTimedOut()) << k;
   }
-  ASSERT_TRUE(lm.BeginInsert(2, 2, "j", 0ms).ok());
-  lm.EndInsert(2, 2, "j");
-  EXPECT_TRUE(lm.BeginInsert(2, 2, "i", 0ms).IsTimedOut());
+  ASSERT_TRUE(lm.WaitForRanges(2, 2, "j", 0ms).ok());
+  EXPECT_TRUE(lm.WaitForRanges(2, 2, "i", 0ms).IsTimedOut());
   lm.ReleaseAll(1);
   EXPECT_EQ(lm.stats().ranges, 0u);
 }
 
-TEST(LockManagerRanges, ARangeWaitsForAPendingInsertInsideIt) {
+TEST(LockManagerRanges, ARangeNeverWaitsAndAnInsertIntoIt) {
   LockManager lm;
-  ASSERT_TRUE(lm.BeginInsert(2, 1, "c", kLong).ok());  // L7 granted, key not yet in
-  lm.LockRange(1, 1, Range("d", "f"));                 // not over c: no wait
-  auto range = std::async(std::launch::async, [&] { lm.LockRange(1, 1, Range("a", "c")); });
-  EXPECT_EQ(range.wait_for(100ms), std::future_status::timeout);
-  // The waiting range is registered already: a new insert into it waits
-  // (so a stream of inserts cannot keep the range waiting), and one that
-  // only checks leaves nothing pending.
-  EXPECT_TRUE(lm.BeginInsert(3, 1, "b", 0ms).IsTimedOut());
-  EXPECT_EQ(range.wait_for(50ms), std::future_status::timeout);
-  ASSERT_TRUE(lm.BeginInsert(3, 1, "x", 0ms, nullptr, /*pending=*/false).ok());
-  lm.EndInsert(2, 1, "c");  // c is in the tree now (L8)
-  range.get();
-  EXPECT_EQ(lm.stats().pending_waits, 1u);
-  EXPECT_TRUE(lm.BeginInsert(2, 1, "b", 0ms).IsTimedOut());
+  ASSERT_TRUE(lm.Lock(2, 1, "c", LockMode::kExclusive, kLong).ok());  // 2's insert of c
+  lm.LockRange(1, 1, Range("a", "f"));  // no wait for 2 (L8: the caller reads again)
+  EXPECT_TRUE(lm.WaitForRanges(2, 1, "c", 0ms).IsTimedOut());  // 2's second check (L7)
+  EXPECT_EQ(lm.stats().waits, 0u);
+  lm.ReleaseAll(1);
+  ASSERT_TRUE(lm.WaitForRanges(2, 1, "c", 0ms).ok());
 }
 
 TEST(LockManagerRanges, DeadlocksThroughRangesChooseTheRequesterAsVictim) {
@@ -260,7 +245,7 @@ TEST(LockManagerRanges, DeadlocksThroughRangesChooseTheRequesterAsVictim) {
   auto waiter =
       std::async(std::launch::async, [&] { return lm.Lock(1, 1, "x", LockMode::kShared, kLong); });
   ASSERT_EQ(waiter.wait_for(100ms), std::future_status::timeout);
-  EXPECT_TRUE(lm.BeginInsert(2, 1, "c", kLong).IsDeadlock());
+  EXPECT_TRUE(lm.WaitForRanges(2, 1, "c", kLong).IsDeadlock());
   lm.ReleaseAll(2);
   ASSERT_TRUE(waiter.get().ok());
   lm.ReleaseAll(1);
@@ -269,12 +254,11 @@ TEST(LockManagerRanges, DeadlocksThroughRangesChooseTheRequesterAsVictim) {
   // 2's key.
   lm.LockRange(1, 1, Range("a", "m"));
   ASSERT_TRUE(lm.Lock(2, 1, "x", LockMode::kExclusive, kLong).ok());
-  auto insert = std::async(std::launch::async, [&] { return lm.BeginInsert(2, 1, "c", kLong); });
+  auto insert = std::async(std::launch::async, [&] { return lm.WaitForRanges(2, 1, "c", kLong); });
   ASSERT_EQ(insert.wait_for(100ms), std::future_status::timeout);
   EXPECT_TRUE(lm.Lock(1, 1, "x", LockMode::kShared, kLong).IsDeadlock());
   lm.ReleaseAll(1);
   ASSERT_TRUE(insert.get().ok());
-  lm.EndInsert(2, 1, "c");
   EXPECT_EQ(lm.stats().deadlocks, 2u);
 }
 
@@ -283,7 +267,7 @@ TEST(LockManagerRanges, AWaitingInsertIsInterruptedByWake) {
   lm.LockRange(1, 1, Range(std::nullopt, std::nullopt));
   std::atomic<bool> killed{false};
   auto insert = std::async(std::launch::async, [&] {
-    return lm.BeginInsert(2, 1, "k", kLong, [&] { return killed.load(); });
+    return lm.WaitForRanges(2, 1, "k", kLong, [&] { return killed.load(); });
   });
   ASSERT_EQ(insert.wait_for(100ms), std::future_status::timeout);
   killed = true;

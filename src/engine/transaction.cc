@@ -140,8 +140,7 @@ class TransactionImpl final : public Transaction, public UndoOwner {
     Result<std::optional<std::string>> present = ix->tree->Get(key);
     if (!present.ok()) return present.status();
     if (present->has_value()) return Status::OK();
-    return db_->locks().BeginInsert(state_->id, ix->space(), key, lock_timeout_, interrupted_,
-                                    /*pending=*/false);
+    return db_->locks().WaitForRanges(state_->id, ix->space(), key, lock_timeout_, interrupted_);
   }
   void LockRange(IndexImpl* ix, txn::KeyRange range) {
     db_->locks().LockRange(state_->id, ix->space(), std::move(range));
@@ -292,23 +291,14 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
         static_cast<unsigned long long>(log->capacity() / 16 >> 10)));
   }
   SUBITO_RETURN_IF_ERROR(db_->pool()->LogFreeCheck());  // may relocate this one too
-  // A new key waits for other transactions' range locks over it (L7) and
-  // stays a pending insert until it is in the tree (L8).
+  // A new key waits for other transactions' range locks over it, before it
+  // goes into the tree and again once it is there (L7, L8).
   const bool inserts = after && !before;
   if (inserts) {
     SUBITO_RETURN_IF_ERROR(
-        db_->locks().BeginInsert(state_->id, ix->space(), key, lock_timeout_, interrupted_));
+        db_->locks().WaitForRanges(state_->id, ix->space(), key, lock_timeout_, interrupted_));
   }
-  struct PendingInsert {
-    txn::LockManager* locks;
-    txn::TxnId txn;
-    uint32_t space;
-    const std::string* key;
-    ~PendingInsert() {
-      if (locks) locks->EndInsert(txn, space, *key);
-    }
-  } pending{inserts ? &db_->locks() : nullptr, state_->id, ix->space(), &key};
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   if (!pinned_) {
     pin_token_ = db_->pool()->BeginChange();
     pinned_ = true;
@@ -326,7 +316,13 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
   // Log space was checked above; the change must not wait on the pin this
   // transaction holds.
   buffer::BufferPool::LogFreeExemption exempt;
-  return after ? ix->tree->Put(key, *after) : ix->tree->Delete(key).status();
+  if (!after) return ix->tree->Delete(key).status();
+  SUBITO_RETURN_IF_ERROR(ix->tree->Put(key, *after));
+  if (!inserts) return Status::OK();
+  lock.unlock();  // the wait must not keep RelieveLog out
+  // A range locked meanwhile whose read missed the key (L8): on failure the
+  // statement's rollback takes the key out again.
+  return db_->locks().WaitForRanges(state_->id, ix->space(), key, lock_timeout_, interrupted_);
 }
 
 Status TransactionImpl::RelocateIfOld(uint64_t limit) {

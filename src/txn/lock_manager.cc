@@ -202,8 +202,6 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
 void LockManager::LockRange(TxnId txn, uint32_t space, KeyRange range) {
   std::unique_lock lk(mu_);
   std::vector<HeldRange>& held = ranges_[space];
-  // Registered before the wait below, so that inserts arriving meanwhile
-  // wait for it (L7) instead of keeping the wait going.
   bool merged = false;
   for (auto it = held.rbegin(); it != held.rend(); ++it) {
     if (it->txn != txn) continue;
@@ -225,29 +223,19 @@ void LockManager::LockRange(TxnId txn, uint32_t space, KeyRange range) {
     held.push_back({txn, range});
     range_spaces_[txn].insert(space);
     ++stats_.ranges;
+    ranges_held_.fetch_add(1, std::memory_order_relaxed);
   }
-  // L8: another transaction's key about to enter the range is in the tree
-  // before the range counts as locked. Only inserts granted before the
-  // range was registered can be pending in it.
-  const auto pending_inside = [&] {
-    auto p = pending_.find(space);
-    if (p == pending_.end()) return false;
-    auto it = range.lo ? p->second.lower_bound(*range.lo) : p->second.begin();
-    for (; it != p->second.end(); ++it) {
-      if (range.hi && it->first > *range.hi) break;
-      if (it->second != txn && range.Contains(it->first)) return true;
-    }
-    return false;
-  };
-  if (pending_inside()) {
-    ++stats_.pending_waits;
-    ranges_cv_.wait(lk, [&] { return !pending_inside(); });
-  }
+  lk.unlock();
+  // L8: the caller's next read of the range comes after this.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
-Status LockManager::BeginInsert(TxnId txn, uint32_t space, std::string_view key,
-                                std::chrono::milliseconds timeout,
-                                const std::function<bool()>& interrupted, bool pending) {
+Status LockManager::WaitForRanges(TxnId txn, uint32_t space, std::string_view key,
+                                  std::chrono::milliseconds timeout,
+                                  const std::function<bool()>& interrupted) {
+  // L8: ordered after the caller's insertion of the key, if it made one.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (ranges_held_.load(std::memory_order_relaxed) == 0) return Status::OK();
   std::unique_lock lk(mu_);
   std::vector<TxnId> blockers = RangeHolders(txn, space, key);
   if (!blockers.empty()) {
@@ -268,23 +256,7 @@ Status LockManager::BeginInsert(TxnId txn, uint32_t space, std::string_view key,
       return TimedOutWait(txn, timeout);
     }
   }
-  if (pending) pending_[space].emplace(std::string(key), txn);
   return Status::OK();
-}
-
-void LockManager::EndInsert(TxnId txn, uint32_t space, std::string_view key) {
-  std::lock_guard lk(mu_);
-  auto p = pending_.find(space);
-  if (p == pending_.end()) return;
-  auto [first, last] = p->second.equal_range(std::string(key));
-  for (auto it = first; it != last; ++it) {
-    if (it->second == txn) {
-      p->second.erase(it);
-      break;
-    }
-  }
-  if (p->second.empty()) pending_.erase(p);
-  ranges_cv_.notify_all();
 }
 
 void LockManager::Wake(TxnId txn) {
@@ -311,6 +283,7 @@ void LockManager::ReleaseAll(TxnId txn) {
                                 [&](const HeldRange& r) { return r.txn == txn; }),
                  held.end());
       stats_.ranges -= before - held.size();
+      ranges_held_.fetch_sub(before - held.size(), std::memory_order_relaxed);
       if (held.empty()) ranges_.erase(it);
     }
     range_spaces_.erase(rs);

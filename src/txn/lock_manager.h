@@ -24,18 +24,20 @@
 // transaction can add a key there before it ends (no phantoms):
 //  L6. A range lock neither waits for nor blocks key locks or other range
 //      locks; it conflicts only with other transactions' inserts (L7, L8).
-//  L7. An insert of a key first asks for an insert intention (BeginInsert):
-//      it waits while another transaction holds a range of the same space
-//      that contains the key, under L3-L5's deadlock detection, timeout and
-//      interrupt rules. Granted, the intention stays pending until the key
-//      is in the tree (EndInsert).
-//  L8. LockRange waits while another transaction's pending insert lies in
-//      the range (until that key is in the tree: no lock wait, so no
-//      deadlock). Once it returns, every key another transaction adds to
-//      the range is either in the tree already, where the caller's next
-//      read of the range finds it, or waits for the caller's end (L7).
+//  L7. An insert of a key waits (WaitForRanges) while another transaction
+//      holds a range of the same space that contains the key, under L3-L5's
+//      deadlock detection, timeout and interrupt rules: once before the key
+//      goes into the tree, and once after it is there.
+//  L8. LockRange never waits; its caller reads the range again after it.
+//      An insert's second check and that read are ordered (a seq_cst fence
+//      on each side, after the range's registration and after the key's
+//      insertion): either the read finds the key (whose row lock the reader
+//      then waits for), or the second check finds the range and the insert
+//      waits for the range's end. No phantom either way. With no range
+//      held anywhere, an insert's checks take no mutex.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -68,9 +70,8 @@ struct LockStats {
   uint64_t granted_at_once = 0, waits = 0, deadlocks = 0, timeouts = 0;
   uint64_t refused_at_once = 0;  // busy, and the caller would not wait
   uint64_t interrupted = 0;
-  uint64_t ranges = 0;         // range locks held now (after merging)
-  uint64_t insert_waits = 0;   // inserts that waited for a range lock (L7)
-  uint64_t pending_waits = 0;  // range locks that waited for pending inserts (L8)
+  uint64_t ranges = 0;        // range locks held now (after merging)
+  uint64_t insert_waits = 0;  // inserts that waited for a range lock (L7)
 };
 
 class LockManager {
@@ -90,15 +91,11 @@ class LockManager {
   // that continues or lies within txn's newest range in the space is merged
   // with it.
   void LockRange(TxnId txn, uint32_t space, KeyRange range);
-  // The insert intention of L7; on success the caller must EndInsert once
-  // the key is in the tree (or the insert failed). With pending = false it
-  // only waits for the ranges (an insert about to lock its key: a check
-  // before the key lock, so that waiting never holds it), and needs no
-  // EndInsert.
-  Status BeginInsert(TxnId txn, uint32_t space, std::string_view key,
-                     std::chrono::milliseconds timeout,
-                     const std::function<bool()>& interrupted = nullptr, bool pending = true);
-  void EndInsert(TxnId txn, uint32_t space, std::string_view key);
+  // L7's check: returns once no other transaction's range of `space`
+  // holds `key`.
+  Status WaitForRanges(TxnId txn, uint32_t space, std::string_view key,
+                       std::chrono::milliseconds timeout,
+                       const std::function<bool()>& interrupted = nullptr);
   // Makes txn's wait, if it waits, check its `interrupted` again (L5). Safe
   // from any thread, for any id (a transaction that does not wait is left
   // alone).
@@ -149,10 +146,10 @@ class LockManager {
   std::unordered_map<std::string, Entry> table_;
   std::unordered_map<TxnId, std::set<std::string>> held_;  // for ReleaseAll
   std::unordered_map<TxnId, Wait> waiting_on_;
-  std::unordered_map<uint32_t, std::vector<HeldRange>> ranges_;              // by space
-  std::unordered_map<TxnId, std::set<uint32_t>> range_spaces_;               // for ReleaseAll
-  std::unordered_map<uint32_t, std::multimap<std::string, TxnId>> pending_;  // L7 granted
-  std::condition_variable ranges_cv_;  // a range released, or a pending insert ended
+  std::unordered_map<uint32_t, std::vector<HeldRange>> ranges_;  // by space
+  std::unordered_map<TxnId, std::set<uint32_t>> range_spaces_;   // for ReleaseAll
+  std::atomic<uint64_t> ranges_held_{0};  // every space's (L8: read without mu_)
+  std::condition_variable ranges_cv_;     // a range released
   LockStats stats_;
 };
 

@@ -27,9 +27,9 @@ void DescriptorCache::Unregister(uint64_t file) {
   auto it = files_.find(file);
   if (it == files_.end()) return;
   Entry& e = it->second;  // a reference survives a rehash during the wait; `it` may not
-  cv_.wait(lk, [&] { return !e.opening && !e.closing; });
+  while (e.opening || e.closing) Wait(lk);
   if (e.fd >= 0) {
-    idle_.erase(e.idle);
+    idle_.erase(e.node);
     ::close(e.fd);
     --stats_.open;
   }
@@ -39,8 +39,8 @@ void DescriptorCache::Unregister(uint64_t file) {
 
 void DescriptorCache::CloseOldest(std::unique_lock<std::mutex>& lk) {
   const uint64_t id = idle_.back();
-  idle_.pop_back();
-  Entry& e = files_.at(id);  // references into the map survive rehashing
+  Entry& e = files_.at(id);
+  idle_.erase(e.node);  // references into the map survive rehashing
   e.closing = true;
   const int fd = e.fd;
   const uint64_t writes = e.writes;
@@ -63,16 +63,16 @@ void DescriptorCache::CloseOldest(std::unique_lock<std::mutex>& lk) {
   cv_.notify_all();
 }
 
-Status DescriptorCache::Use(uint64_t file, bool writes, const std::function<Status(int)>& op) {
+Result<int> DescriptorCache::Pin(uint64_t file) {
   std::unique_lock lk(mu_);
   Entry& e = files_.at(file);
   for (;;) {
     if (e.fd >= 0 && !e.closing) {
-      if (e.pins++ == 0) idle_.erase(e.idle);
-      break;
+      if (e.pins++ == 0) pinned_.splice(pinned_.end(), idle_, e.node);
+      return e.fd;
     }
     if (e.opening || e.closing) {  // D3
-      cv_.wait(lk);
+      Wait(lk);
       continue;
     }
     if (limit_ == 0 || stats_.open < limit_) {  // D1: count it before opening
@@ -97,25 +97,26 @@ Status DescriptorCache::Use(uint64_t file, bool writes, const std::function<Stat
       e.ever_opened = true;
       e.fd = *fd;
       e.pins = 1;
-      break;
+      e.node = pinned_.insert(pinned_.end(), file);
+      return e.fd;
     }
     if (!idle_.empty()) {
       CloseOldest(lk);
       continue;
     }
     ++stats_.waits;
-    cv_.wait(lk);
+    Wait(lk);
   }
-  const int fd = e.fd;
-  lk.unlock();
-  Status s = op(fd);
-  lk.lock();
+}
+
+void DescriptorCache::Unpin(uint64_t file, bool writes) {
+  std::lock_guard lk(mu_);
+  Entry& e = files_.at(file);
   if (writes) ++e.writes;
   if (--e.pins == 0) {
-    e.idle = idle_.insert(idle_.begin(), file);
-    cv_.notify_all();
+    idle_.splice(idle_.begin(), pinned_, e.node);
+    if (waiters_ > 0) cv_.notify_all();
   }
-  return s;
 }
 
 Status DescriptorCache::Sync(uint64_t file, const std::string& path) {

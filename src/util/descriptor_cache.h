@@ -56,9 +56,16 @@ class DescriptorCache {
   // Closes the file's descriptor, if open, without syncing. No operation on
   // the file may be running or start later.
   void Unregister(uint64_t file);
-  // Runs op with the file's descriptor, open and pinned for its duration.
-  // `writes`: op writes through the descriptor (D2).
-  Status Use(uint64_t file, bool writes, const std::function<Status(int fd)>& op);
+  // Runs op(fd) with the file's descriptor, open and pinned for its
+  // duration. `writes`: op writes through the descriptor (D2).
+  template <typename Op>
+  Status Use(uint64_t file, bool writes, Op&& op) {
+    Result<int> fd = Pin(file);
+    if (!fd.ok()) return fd.status();
+    Status s = op(*fd);
+    Unpin(file, writes);
+    return s;
+  }
   // fdatasync of everything written to the file (D2's deferred error first).
   Status Sync(uint64_t file, const std::string& path);
   DescriptorStats stats() const;
@@ -69,10 +76,19 @@ class DescriptorCache {
     int fd = -1;
     int pins = 0;
     bool opening = false, closing = false, ever_opened = false;
-    uint64_t writes = 0, synced = 0;     // write operations, those a sync covered
-    Status deferred;                     // a sync at close that failed (D2)
-    std::list<uint64_t>::iterator idle;  // in idle_ while open and unpinned
+    uint64_t writes = 0, synced = 0;  // write operations, those a sync covered
+    Status deferred;                  // a sync at close that failed (D2)
+    // While open: its node, in idle_ when unpinned and in pinned_ otherwise
+    // (moved by splice: no allocation per use).
+    std::list<uint64_t>::iterator node;
   };
+  Result<int> Pin(uint64_t file);
+  void Unpin(uint64_t file, bool writes);
+  void Wait(std::unique_lock<std::mutex>& lk) {
+    ++waiters_;
+    cv_.wait(lk);
+    --waiters_;
+  }
   // Closes the least recently used idle descriptor; returns with lk held.
   void CloseOldest(std::unique_lock<std::mutex>& lk);
 
@@ -80,7 +96,9 @@ class DescriptorCache {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::unordered_map<uint64_t, Entry> files_;
-  std::list<uint64_t> idle_;  // open, unpinned; most recently used first
+  std::list<uint64_t> idle_;    // open, unpinned; most recently used first
+  std::list<uint64_t> pinned_;  // open, pinned
+  int waiters_ = 0;             // threads in Wait
   uint64_t next_id_ = 1;
   DescriptorStats stats_;
 };

@@ -223,19 +223,19 @@ void LockManager::LockRange(TxnId txn, uint32_t space, KeyRange range) {
     held.push_back({txn, range});
     range_spaces_[txn].insert(space);
     ++stats_.ranges;
-    ranges_held_.fetch_add(1, std::memory_order_relaxed);
   }
-  lk.unlock();
-  // L8: the caller's next read of the range comes after this.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // L8: a read-modify-write of the count, also when nothing was added: it
+  // and an insert's second check (another one) are ordered, so either this
+  // caller's next read sees the insert's key or the check sees this range.
+  ranges_held_.fetch_add(merged ? 0 : 1, std::memory_order_acq_rel);
 }
 
 Status LockManager::WaitForRanges(TxnId txn, uint32_t space, std::string_view key,
                                   std::chrono::milliseconds timeout,
                                   const std::function<bool()>& interrupted) {
-  // L8: ordered after the caller's insertion of the key, if it made one.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (ranges_held_.load(std::memory_order_relaxed) == 0) return Status::OK();
+  // L8: a read-modify-write, ordered with LockRange's after the caller's
+  // insertion of the key, if it made one.
+  if (ranges_held_.fetch_add(0, std::memory_order_acq_rel) == 0) return Status::OK();
   std::unique_lock lk(mu_);
   std::vector<TxnId> blockers = RangeHolders(txn, space, key);
   if (!blockers.empty()) {

@@ -29,12 +29,12 @@
 //      deadlock detection, timeout and interrupt rules: once before the key
 //      goes into the tree, and once after it is there.
 //  L8. LockRange never waits; its caller reads the range again after it.
-//      An insert's second check and that read are ordered (a seq_cst fence
-//      on each side, after the range's registration and after the key's
-//      insertion): either the read finds the key (whose row lock the reader
-//      then waits for), or the second check finds the range and the insert
-//      waits for the range's end. No phantom either way. With no range
-//      held anywhere, an insert's checks take no mutex.
+//      An insert's second check and that read are ordered (both do a
+//      read-modify-write of one atomic count of ranges, after the range's
+//      registration and after the key's insertion): either the read finds the key (whose row lock
+//      the reader then waits for), or the second check finds the range and the insert waits for the
+//      range's end. No phantom either way. With no range held anywhere, an insert's checks take no
+//      mutex.
 #pragma once
 
 #include <atomic>

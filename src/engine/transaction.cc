@@ -136,7 +136,9 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // and its own insert goes in; this one then meets the duplicate).
   // A key the tree holds already needs no wait: its insert is a duplicate
   // (WriteKey checks again for one that goes meanwhile).
+  // With no range held, nothing to look up (WriteKey's checks stay).
   Status WaitForRanges(IndexImpl* ix, const std::string& key) {
+    if (!db_->locks().AnyRanges()) return Status::OK();
     Result<std::optional<std::string>> present = ix->tree->Get(key);
     if (!present.ok()) return present.status();
     if (present->has_value()) return Status::OK();

@@ -222,7 +222,6 @@ void LockManager::LockRange(TxnId txn, uint32_t space, KeyRange range) {
   if (!merged) {
     held.push_back({txn, range});
     range_spaces_[txn].insert(space);
-    ++stats_.ranges;
   }
   // L8: a read-modify-write of the count, also when nothing was added: it
   // and an insert's second check (another one) are ordered, so either this
@@ -282,7 +281,6 @@ void LockManager::ReleaseAll(TxnId txn) {
       held.erase(std::remove_if(held.begin(), held.end(),
                                 [&](const HeldRange& r) { return r.txn == txn; }),
                  held.end());
-      stats_.ranges -= before - held.size();
       ranges_held_.fetch_sub(before - held.size(), std::memory_order_relaxed);
       if (held.empty()) ranges_.erase(it);
     }
@@ -315,7 +313,9 @@ bool LockManager::Holds(TxnId txn, uint32_t space, std::string_view key, LockMod
 
 LockStats LockManager::stats() const {
   std::lock_guard lk(mu_);
-  return stats_;
+  LockStats s = stats_;
+  s.ranges = ranges_held_.load(std::memory_order_relaxed);
+  return s;
 }
 
 }  // namespace subito::txn

@@ -91,6 +91,8 @@ class LockManager {
   // that continues or lies within txn's newest range in the space is merged
   // with it.
   void LockRange(TxnId txn, uint32_t space, KeyRange range);
+  // Whether any transaction holds a range (a hint: one may be added at once).
+  bool AnyRanges() const { return ranges_held_.load(std::memory_order_relaxed) != 0; }
   // L7's check: returns once no other transaction's range of `space`
   // holds `key`.
   Status WaitForRanges(TxnId txn, uint32_t space, std::string_view key,

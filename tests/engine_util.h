@@ -17,7 +17,7 @@ inline TableDef SampleTable(const std::string& name = "t") {
   def.columns = {{"id", ColumnType::kInt, 8},
                  {"k", ColumnType::kUInt, 4},
                  {"u", ColumnType::kString, 8, /*nullable=*/true, 64},
-                 {"v", ColumnType::kString, 8, false, 100000}};
+                 {"v", ColumnType::kString, 8, false, 1u << 30}};
   def.primary_key = {0};
   def.indexes = {{"k", {1}, false}, {"u", {2}, true}};
   return def;

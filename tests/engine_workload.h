@@ -6,8 +6,9 @@
 // between the transactions acknowledged and the commits started before the
 // crash. Transactions insert, update (changing both secondary keys) and
 // delete; some roll back, some roll back to a savepoint; a few values use
-// overflow pages. Replaying a thread's plan without a database gives the
-// same models (the plan depends only on the seed and the model).
+// overflow pages, some of them more than one mini-transaction can write.
+// Replaying a thread's plan without a database gives the same models (the
+// plan depends only on the seed and the model).
 #pragma once
 
 #include <map>
@@ -45,7 +46,11 @@ class ThreadWorkload {
         at_sp = work;
       }
       const int64_t id = w_ * 1000 + static_cast<int64_t>(rng_() % 40);
-      const size_t len = rng_() % 25 == 0 ? 3000 + rng_() % 3000 : rng_() % 300;
+      // Some values take a chain of overflow pages; a few take chains
+      // longer than one mini-transaction can write (btree.h).
+      const size_t len = rng_() % 80 == 0   ? 40000 + rng_() % 120000
+                         : rng_() % 25 == 0 ? 3000 + rng_() % 3000
+                                            : rng_() % 300;
       std::optional<std::string> u;
       if (rng_() % 2)
         u = "w" + std::to_string(w_) + "-" + std::to_string(seq_) + "-" + std::to_string(i);

@@ -155,6 +155,7 @@ struct DatabaseStats {
   uint64_t page_file_bytes_read = 0;
   uint64_t buffer_hits = 0, buffer_misses = 0, checkpoints = 0;
   uint64_t version_keys = 0;      // keys with old versions kept for snapshots
+  uint64_t purge_backlog = 0;     // ended transactions whose versions and chains wait for purge
   uint64_t undo_relocations = 0;  // undo lists rewritten so the checkpoint could pass
   // Descriptors of page files, the catalog and a double-write file
   // (Options::max_open_files): open now, the limit (0: none), closed to

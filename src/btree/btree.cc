@@ -1,44 +1,9 @@
 #include "btree/btree.h"
 
-#include <cstring>
-#include <deque>
-#include <map>
-#include <set>
-
-#include "btree/node.h"
-#include "page/space_file.h"
-#include "util/coding.h"
-#include "util/strings.h"
+#include "btree/tree_op.h"
 
 namespace subito::btree {
 namespace {
-
-using buffer::Latch;
-using buffer::Mtr;
-using buffer::PageHandle;
-
-constexpr char kTreeMagic[4] = {'B', 'T', 'R', 'E'};
-// In the space header meta: magic, root page.
-constexpr uint32_t kMetaMagic = page::kSpaceMetaOffset;
-constexpr uint32_t kMetaRoot = page::kSpaceMetaOffset + 4;
-constexpr uint32_t kMetaFreeHead = page::kSpaceMetaOffset + 8;  // first free page, 0: none
-constexpr uint32_t kMetaEntries = page::kSpaceMetaOffset + 12;  // u64 keys in the tree
-// A free page: page header (type kPageFree), then the next free page.
-constexpr uint32_t kFreeNext = page::kPageHeaderSize;
-// Leaf values start with a tag: inline bytes follow, or a reference to a
-// chain of overflow pages (u32 total length, u32 first page).
-constexpr char kInline = 0, kOverflow = 1;
-constexpr uint32_t kOverflowRefSize = 9;
-// The longest value a stored overflow reference may claim, whatever the
-// settings it was written under (MariaDB's max_allowed_packet at most): a
-// value written with a larger pool or log must stay readable with smaller
-// ones, so reading never checks today's max_value().
-constexpr uint32_t kMaxStoredValue = 1u << 30;
-// An overflow page: page header (type kPageOverflow), u32 next page (0:
-// last), u32 bytes used, data.
-constexpr uint32_t kOverflowNext = page::kPageHeaderSize;
-constexpr uint32_t kOverflowLen = page::kPageHeaderSize + 4;
-constexpr uint32_t kOverflowData = page::kPageHeaderSize + 8;
 
 std::string ChildValue(uint32_t child) {
   std::string v(4, '\0');
@@ -78,131 +43,6 @@ Result<MergePair> PairForMerge(const NodeView& parent, uint32_t child) {
 }
 
 }  // namespace
-
-// One write operation: the pages it holds (latched exclusively until the
-// Mtr commits, each latched once however often it is touched) and its Mtr.
-// New nodes come from the space's free-page list when it has any.
-class BTree::Op {
- public:
-  explicit Op(BTree* t) : t_(t), ps_(t->pool_->page_size()), mtr_(t->pool_) {}
-  // An operation that fails before Commit leaves no trace: its edits are
-  // undone here, while its pages are still latched.
-  ~Op() { mtr_.Abort(); }
-  Op(const Op&) = delete;
-  Op& operator=(const Op&) = delete;
-
-  // A node page of the tree (checked), or with node=false any page (the
-  // space header, a free page).
-  Result<PageHandle*> Page(uint32_t page_no, bool node = true) {
-    auto it = by_page_.find(page_no);
-    if (it != by_page_.end()) {
-      // Held already, maybe fetched as a non-node page: check it as a node
-      // the first time it is used as one.
-      if (node && !checked_.count(page_no)) {
-        SUBITO_RETURN_IF_ERROR(CheckNode(page_no, it->second));
-      }
-      return it->second;
-    }
-    if (page_no == 0 && node) {
-      return Status::Corruption(StrFormat("space %u: a B-tree link points to page 0", t_->space_));
-    }
-    Result<PageHandle> h = t_->pool_->Fetch({t_->space_, page_no}, Latch::kExclusive);
-    if (!h.ok()) return h.status();
-    PageHandle* kept = Keep(std::move(*h));
-    if (node) SUBITO_RETURN_IF_ERROR(CheckNode(page_no, kept));
-    return kept;
-  }
-  std::vector<uint8_t> Image(PageHandle* h) const { return {h->data(), h->data() + ps_}; }
-  void Put(PageHandle* h, const std::vector<uint8_t>& img) { mtr_.WriteDiff(*h, img.data()); }
-  // img changed only through n: compares only the bytes n wrote.
-  void Put(PageHandle* h, const std::vector<uint8_t>& img, const NodeView& n) {
-    NodeView::Range ranges[NodeView::kMaxRanges];
-    mtr_.WriteDiff(*h, img.data(), ranges, n.touched(ranges));
-  }
-
-  // A page for a new node (its image is the caller's to write).
-  Result<PageHandle*> NewPage() {
-    Result<PageHandle*> meta = Page(0, false);
-    if (!meta.ok()) return meta.status();
-    const uint32_t head = DecodeFixed32((*meta)->data() + kMetaFreeHead);
-    if (head != 0) {
-      Result<PageHandle*> h = Page(head, false);
-      if (!h.ok()) return h.status();
-      if (page::TypeOf((*h)->data()) != page::kPageFree) {
-        return Status::Corruption(
-            StrFormat("space %u page %u is on the free list but is not free", t_->space_, head));
-      }
-      uint8_t next[4];
-      std::memcpy(next, (*h)->data() + kFreeNext, 4);
-      mtr_.Write(**meta, kMetaFreeHead, next, 4);
-      return h;
-    }
-    Result<PageHandle> h = t_->pool_->Allocate(t_->space_);
-    if (!h.ok()) return h.status();
-    return Keep(std::move(*h));
-  }
-
-  // Puts a page (no longer referenced by the tree) on the free list. Only
-  // its type and free-list link are logged: its old bytes stay, unread.
-  Status Free(uint32_t page_no) {
-    if (page_no == 0 || page_no == t_->root_) {
-      return Status::Corruption(
-          StrFormat("space %u: refusing to free page %u", t_->space_, page_no));
-    }
-    Result<PageHandle*> meta = Page(0, false);
-    if (!meta.ok()) return meta.status();
-    Result<PageHandle*> h = Page(page_no, false);
-    if (!h.ok()) return h.status();
-    if (page::TypeOf((*h)->data()) == page::kPageFree) {
-      return Status::Corruption(StrFormat("space %u: page %u freed twice", t_->space_, page_no));
-    }
-    const uint8_t type = page::kPageFree;
-    mtr_.Write(**h, 6, &type, 1);
-    uint8_t link[4];
-    std::memcpy(link, (*meta)->data() + kMetaFreeHead, 4);
-    mtr_.Write(**h, kFreeNext, link, 4);
-    EncodeFixed32(link, page_no);
-    mtr_.Write(**meta, kMetaFreeHead, link, 4);
-    return Status::OK();
-  }
-
-  // The number of keys changes by `delta` with this operation.
-  void CountEntries(int64_t delta) { entry_delta_ += delta; }
-  Status Commit() {
-    if (entry_delta_ != 0) {
-      Result<PageHandle*> meta = Page(0, false);
-      if (!meta.ok()) return meta.status();
-      uint8_t count[8];
-      EncodeFixed64(count, DecodeFixed64((*meta)->data() + kMetaEntries) + entry_delta_);
-      mtr_.Write(**meta, kMetaEntries, count, 8);
-    }
-    if (mtr_.empty()) return Status::OK();
-    SUBITO_RETURN_IF_ERROR(mtr_.Commit().status());
-    t_->changes_.fetch_add(1, std::memory_order_release);
-    return Status::OK();
-  }
-  uint32_t page_size() const { return ps_; }
-
- private:
-  Status CheckNode(uint32_t page_no, PageHandle* h) {
-    SUBITO_RETURN_IF_ERROR(t_->CheckNode(page_no, *h));
-    checked_.insert(page_no);
-    return Status::OK();
-  }
-  PageHandle* Keep(PageHandle h) {
-    const uint32_t no = h.id().page_no;
-    held_.push_back(std::move(h));
-    by_page_[no] = &held_.back();
-    return &held_.back();
-  }
-  BTree* const t_;
-  const uint32_t ps_;
-  Mtr mtr_;
-  std::deque<PageHandle> held_;  // stable addresses
-  std::map<uint32_t, PageHandle*> by_page_;
-  std::set<uint32_t> checked_;  // held pages verified as nodes
-  int64_t entry_delta_ = 0;
-};
 
 Result<std::unique_ptr<BTree>> BTree::Create(buffer::BufferPool* pool, uint32_t space_id) {
   SUBITO_RETURN_IF_ERROR(pool->LogFreeCheck());
@@ -251,47 +91,6 @@ Result<uint32_t> BTree::height() {
 
 uint32_t BTree::max_record() const {
   return pool_->page_size() / 4 - 8;
-}
-
-uint32_t BTree::max_value() const {
-  // A value and its overflow pages are logged in one record, and every page
-  // of its chain stays latched until then: at most a quarter of the pool.
-  const uint64_t by_log = pool_->log()->max_payload() / 2;
-  const uint64_t by_pool = pool_->frame_count() / 4 * (pool_->page_size() - kOverflowData);
-  return static_cast<uint32_t>(std::min(by_log, by_pool));
-}
-
-Result<std::string> BTree::ReadValue(std::string_view stored) {
-  if (stored.empty()) return Status::Corruption(StrFormat("space %u: empty stored value", space_));
-  if (stored[0] == kInline) return std::string(stored.substr(1));
-  if (stored[0] != kOverflow || stored.size() != kOverflowRefSize) {
-    return Status::Corruption(StrFormat("space %u: unknown stored value tag", space_));
-  }
-  const uint32_t total = DecodeFixed32(stored.data() + 1);
-  uint32_t page_no = DecodeFixed32(stored.data() + 5);
-  if (total > kMaxStoredValue) {
-    return Status::Corruption(StrFormat("space %u: overflow value claims %u bytes", space_, total));
-  }
-  const uint32_t ps = pool_->page_size(), cap = ps - kOverflowData;
-  std::string out;
-  out.reserve(total);
-  for (uint32_t pages = 0; out.size() < total; ++pages) {
-    if (page_no == 0 || pages > total / cap + 1) {
-      return Status::Corruption(
-          StrFormat("space %u: overflow chain of a %u-byte value ends early", space_, total));
-    }
-    Result<PageHandle> h = pool_->Fetch({space_, page_no}, Latch::kShared);
-    if (!h.ok()) return h.status();
-    const uint8_t* d = h->data();
-    const uint32_t len = DecodeFixed32(d + kOverflowLen);
-    if (page::TypeOf(d) != page::kPageOverflow || len > cap || len > total - out.size()) {
-      return Status::Corruption(
-          StrFormat("space %u page %u: not a valid overflow page", space_, page_no));
-    }
-    out.append(reinterpret_cast<const char*>(d + kOverflowData), len);
-    page_no = DecodeFixed32(d + kOverflowNext);
-  }
-  return out;
 }
 
 Result<PageHandle> BTree::Fetch(uint32_t page_no, Latch latch) {
@@ -385,17 +184,28 @@ Result<std::optional<std::string>> BTree::Get(std::string_view key) {
   return std::optional<std::string>(std::move(*v));
 }
 
-Status BTree::Put(std::string_view key, std::string_view value) {
-  if (key.size() + kOverflowRefSize > max_record()) {
-    return Status::InvalidArgument(StrFormat("key of %zu bytes exceeds the limit of %u", key.size(),
-                                             max_record() - kOverflowRefSize));
+Status BTree::CheckKey(std::string_view key) const {
+  if (key.size() + kRefSize > max_record()) {
+    return Status::InvalidArgument(
+        StrFormat("key of %zu bytes exceeds the limit of %u", key.size(), max_record() - kRefSize));
   }
+  return Status::OK();
+}
+
+Status BTree::Put(std::string_view key, std::string_view value, ChainMoves* moves) {
+  SUBITO_RETURN_IF_ERROR(CheckKey(key));
   if (value.size() > max_value()) {
     return Status::TooLarge(
         StrFormat("value of %zu bytes exceeds the limit of %u", value.size(), max_value()));
   }
+  const bool chained = MayChain(key.size(), value.size());
+  if (chained && value.size() > chunk_bytes()) {
+    Result<Prepared> p = Prepare(value);
+    if (!p.ok()) return p.status();
+    return Put(key, std::move(*p), moves);
+  }
   SUBITO_RETURN_IF_ERROR(pool_->LogFreeCheck());
-  if (key.size() + 1 + value.size() <= max_record()) {
+  if (!chained) {
     std::shared_lock shared(latch_);
     Result<bool> done = PutInLeaf(key, value);
     if (!done.ok() || *done) return done.status();
@@ -404,59 +214,16 @@ Status BTree::Put(std::string_view key, std::string_view value) {
   Result<std::vector<uint32_t>> path = Path(key);
   if (!path.ok()) return path.status();
   Op op(this);
+  op.set_moves(moves);
   std::string stored;
-  if (key.size() + 1 + value.size() <= max_record()) {
+  if (!chained) {
     stored = InlineValue(value);
   } else {
-    Result<uint32_t> first = WriteOverflow(op, value);
+    Result<uint32_t> first = WriteChain(op, value);
     if (!first.ok()) return first.status();
-    stored.resize(kOverflowRefSize);
-    stored[0] = kOverflow;
-    EncodeFixed32(stored.data() + 1, static_cast<uint32_t>(value.size()));
-    EncodeFixed32(stored.data() + 5, *first);
+    stored = ChainRef(static_cast<uint32_t>(value.size()), *first);
   }
   return InsertAt(op, std::move(*path), {std::string(key), std::move(stored)});
-}
-
-Result<uint32_t> BTree::WriteOverflow(Op& op, std::string_view value) {
-  const uint32_t ps = pool_->page_size(), cap = ps - kOverflowData;
-  std::vector<PageHandle*> pages;
-  for (size_t done = 0; done < value.size(); done += cap) {
-    Result<PageHandle*> h = op.NewPage();
-    if (!h.ok()) return h.status();
-    pages.push_back(*h);
-  }
-  for (size_t k = 0; k < pages.size(); ++k) {
-    std::vector<uint8_t> img(ps);
-    page::InitPage(img.data(), ps, page::kPageOverflow, space_, pages[k]->id().page_no);
-    const size_t off = k * cap, len = std::min<size_t>(cap, value.size() - off);
-    EncodeFixed32(img.data() + kOverflowNext,
-                  k + 1 < pages.size() ? pages[k + 1]->id().page_no : 0);
-    EncodeFixed32(img.data() + kOverflowLen, static_cast<uint32_t>(len));
-    std::memcpy(img.data() + kOverflowData, value.data() + off, len);
-    op.Put(pages[k], img);
-  }
-  return pages.front()->id().page_no;
-}
-
-Status BTree::FreeOverflow(Op& op, std::string_view stored) {
-  if (stored.empty() || stored[0] != kOverflow || stored.size() != kOverflowRefSize) {
-    return Status::OK();  // inline
-  }
-  uint32_t page_no = DecodeFixed32(stored.data() + 5);
-  for (int pages = 0; page_no != 0; ++pages) {
-    if (pages > 1 << 20) return Status::Corruption("overflow chain does not end");
-    Result<PageHandle*> h = op.Page(page_no, /*node=*/false);
-    if (!h.ok()) return h.status();
-    if (page::TypeOf((*h)->data()) != page::kPageOverflow) {
-      return Status::Corruption(
-          StrFormat("space %u page %u: not a valid overflow page", space_, page_no));
-    }
-    const uint32_t next = DecodeFixed32((*h)->data() + kOverflowNext);
-    SUBITO_RETURN_IF_ERROR(op.Free(page_no));
-    page_no = next;
-  }
-  return Status::OK();
 }
 
 // Inserts entry into the node at the end of path, splitting upward as
@@ -474,7 +241,7 @@ Status BTree::InsertAt(Op& op, std::vector<uint32_t> path, Entry entry) {
     NodeView n(img.data(), ps);
     uint16_t i = n.LowerBound(entry.key);
     if (replacing && i < n.count() && n.Key(i) == entry.key) {
-      SUBITO_RETURN_IF_ERROR(FreeOverflow(op, n.Value(i)));  // the old value's pages
+      SUBITO_RETURN_IF_ERROR(DropStored(op, n.Value(i)));  // the old value's chain
       n.Remove(i);
     } else if (replacing) {
       op.CountEntries(1);
@@ -638,7 +405,7 @@ Result<std::optional<bool>> BTree::DeleteInLeaf(std::string_view key) {
   return std::optional<bool>(true);
 }
 
-Result<bool> BTree::Delete(std::string_view key) {
+Result<bool> BTree::Delete(std::string_view key, ChainMoves* moves) {
   SUBITO_RETURN_IF_ERROR(pool_->LogFreeCheck());
   {
     std::shared_lock shared(latch_);
@@ -650,6 +417,7 @@ Result<bool> BTree::Delete(std::string_view key) {
   Result<std::vector<uint32_t>> path = Path(key);
   if (!path.ok()) return path.status();
   Op op(this);
+  op.set_moves(moves);
   const uint32_t ps = op.page_size();
   Result<PageHandle*> leaf = op.Page(path->back());
   if (!leaf.ok()) return leaf.status();
@@ -657,7 +425,7 @@ Result<bool> BTree::Delete(std::string_view key) {
   NodeView n(img.data(), ps);
   const uint16_t i = n.LowerBound(key);
   if (i >= n.count() || n.Key(i) != key) return false;
-  SUBITO_RETURN_IF_ERROR(FreeOverflow(op, n.Value(i)));
+  SUBITO_RETURN_IF_ERROR(DropStored(op, n.Value(i)));
   n.Remove(i);
   op.Put(*leaf, img, n);
   op.CountEntries(-1);

@@ -17,14 +17,42 @@
 // inside one leaf share the tree latch and latch pages (a reader one page at
 // a time, such a writer its leaf); a change that splits, merges or touches
 // overflow pages takes the tree latch exclusively. Underfull internal nodes
-// merge with a sibling like leaves do. Values longer than fit inline (a quarter page per record) go
-// to a chain of overflow pages written, replaced and freed in the same
-// mini-transaction as the leaf record that points to them.
+// merge with a sibling like leaves do.
+//
+// Overflow chains (chains.cc). A value longer than fits inline (a quarter
+// page per record) goes to a chain of pages, named in its leaf record by a
+// reference (u32 length, u32 first page). A chain of at most chunk_bytes()
+// is written in the mini-transaction that links it; a longer one is first
+// written by Prepare, chunk by chunk from its end, each chunk's
+// mini-transaction making the part written so far the content of a build
+// slot in the space header, and then linked (clearing the slot) in one
+// more. A chain that leaves a leaf (replaced, deleted) is never freed in
+// that mini-transaction: with ChainMoves (transactions, their rollback and
+// recovery's undo) it joins the retired list, from which Restore puts it
+// back (undo) and Release hands it to garbage (purge, once no snapshot can
+// read it); without, it goes to garbage at once. Garbage is freed in chunks
+// by CollectGarbage, which the tree's owner calls (engine: the purge
+// thread), so every other change stays one mini-transaction. No value's
+// size is bounded by the log or the pool.
+//   C1. Every chain is reachable from exactly one of: a leaf record, a build
+//       slot, the retired list, the garbage list (each move is one Mtr).
+//   C2. A chain leaves a leaf only under the exclusive tree latch, and a
+//       reader of a leaf's chain holds the shared tree latch until it has
+//       read it all. A retired chain is read (ReadChain) only by readers
+//       whose snapshot keeps the purge from releasing it.
+//   C3. Restore is idempotent: a key already holding the chain is left
+//       alone; the chain it replaces is retired, not freed, so an older undo
+//       record of the same transaction can restore that one in turn.
+//   C4. After a restart no snapshot exists and every loser has been undone:
+//       RecoverChains sends the build slots and the whole retired list to
+//       garbage.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <string>
@@ -68,15 +96,51 @@ class BTree {
   static Result<std::unique_ptr<BTree>> Open(buffer::BufferPool* pool, uint32_t space_id);
 
   Result<std::optional<std::string>> Get(std::string_view key);
-  // Inserts, or replaces the value of an existing key.
-  Status Put(std::string_view key, std::string_view value);
+
+  // The chains a change took out of leaves (retired) or put back
+  // (restored), as references; filled only by changes that committed.
+  struct ChainMoves {
+    std::vector<std::string> retired, restored;
+  };
+  class Prepared;
+  // Inserts, or replaces the value of an existing key. The chain of the
+  // value replaced is retired when moves is given, else freed.
+  Status Put(std::string_view key, std::string_view value, ChainMoves* moves = nullptr);
+  // As Put, with a value whose chain Prepare wrote.
+  Status Put(std::string_view key, Prepared value, ChainMoves* moves = nullptr);
   // Returns false if the key was absent.
-  Result<bool> Delete(std::string_view key);
+  Result<bool> Delete(std::string_view key, ChainMoves* moves = nullptr);
+  // Writes the chain of a value longer than chunk_bytes(), not yet linked
+  // to any key (in a build slot; at most kBuildSlots at once per tree). It
+  // waits for log space between chunks, so the caller must hold nothing
+  // that a log relief needs.
+  Result<Prepared> Prepare(std::string_view value);
+  // Undo (C3): makes key hold the retired chain `ref` again.
+  Status Restore(std::string_view key, std::string_view ref, ChainMoves* moves);
+  // The reference to key's chain, if its value is a (retirable) chain.
+  Result<std::optional<std::string>> ChainOf(std::string_view key);
+  // Whether a value of this size may be stored as a chain (else it is
+  // inline and ChainOf need not look).
+  bool MayChain(size_t key_size, size_t value_size) const {
+    return key_size + 1 + value_size > max_record();
+  }
+  static bool IsChainRef(std::string_view stored);
+  // The value of a chain (retired ones too: C2).
+  Result<std::string> ReadChain(std::string_view ref);
+  // A retired chain no snapshot can read any more goes to garbage.
+  Status Release(std::string_view ref);
+  // Frees garbage chains, a chunk per mini-transaction.
+  Status CollectGarbage();
+  bool has_garbage();
+  // C4: at start, after the undo of losers.
+  Status RecoverChains();
   // Largest key + value stored inline in a leaf; longer values go to a chain
   // of overflow pages.
   uint32_t max_record() const;
-  // Largest value (one operation is logged as one record).
-  uint32_t max_value() const;
+  // Largest value (the length field of a chain reference).
+  uint32_t max_value() const { return 0xffffffffu; }
+  // The longest chain written in the mini-transaction that links it.
+  uint64_t chunk_bytes() const;
   uint32_t root() const { return root_; }
   // Keys in the tree (kept in the space header, updated with every change).
   Result<uint64_t> entries();
@@ -108,10 +172,21 @@ class BTree {
   // path's length.
   Result<buffer::PageHandle*> LeafFor(Op& op, std::string_view key, std::vector<uint8_t>& img,
                                       size_t* depth);
+  Status CheckKey(std::string_view key) const;
   Result<bool> PutInLeaf(std::string_view key, std::string_view value);
   Result<std::optional<bool>> DeleteInLeaf(std::string_view key);
-  Result<uint32_t> WriteOverflow(Op& op, std::string_view value);
-  Status FreeOverflow(Op& op, std::string_view stored);
+  Result<uint32_t> WriteChain(Op& op, std::string_view value);
+  // A stored value leaves its leaf: a chain is retired or made garbage.
+  Status DropStored(Op& op, std::string_view stored);
+  Status FreeFormat1Chain(Op& op, uint32_t page_no);
+  Result<buffer::PageHandle*> ChainHead(Op& op, uint32_t page_no);
+  Status PushRetired(Op& op, uint32_t head);
+  Status UnlinkRetired(Op& op, uint32_t head);
+  Status PushGarbage(Op& op, uint32_t head);
+  uint32_t ChunkPages() const;
+  uint32_t AcquireSlot();
+  void ReleaseSlot(uint32_t slot);
+  void DiscardSlot(uint32_t slot);
   Result<std::string> ReadValue(std::string_view stored);
   Status Rebalance(Op& op, std::vector<uint32_t> path);
   Status RemoveEmptyLeaf(Op& op, std::vector<uint32_t> path, uint32_t prev, uint32_t next);
@@ -126,7 +201,32 @@ class BTree {
   // Mtr commits, before its latches go). A cursor that saw the count before
   // copying a leaf may keep reading the copy while the count is unchanged.
   std::atomic<uint64_t> changes_{0};
+  std::mutex slot_mu_;  // build slots in use (bits)
+  std::condition_variable slot_cv_;
+  uint32_t slots_busy_ = 0;
+  std::mutex garbage_mu_;  // one CollectGarbage at a time
   friend class Cursor;
+};
+
+// A chain written by Prepare, held in a build slot until Put links it;
+// destroyed unlinked, it goes to garbage.
+class BTree::Prepared {
+ public:
+  Prepared(Prepared&& o) noexcept : tree_(o.tree_), slot_(o.slot_), ref_(std::move(o.ref_)) {
+    o.tree_ = nullptr;
+  }
+  Prepared& operator=(Prepared&&) = delete;
+  Prepared(const Prepared&) = delete;
+  ~Prepared() {
+    if (tree_ != nullptr) tree_->DiscardSlot(slot_);
+  }
+
+ private:
+  friend class BTree;
+  Prepared(BTree* tree, uint32_t slot) : tree_(tree), slot_(slot) {}
+  BTree* tree_;  // null once linked or moved from
+  uint32_t slot_;
+  std::string ref_;
 };
 
 // A position in the tree. It holds no latch between calls: each call

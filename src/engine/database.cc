@@ -230,10 +230,16 @@ Status DatabaseImpl::OpenAll() {
   recovery_.undo_applied = rs->undo_applied;
   for (auto& [name, t] : tables_) {
     for (auto& ix : t->indexes) {
-      if (ix->tree) continue;
-      Result<std::unique_ptr<btree::BTree>> tree = btree::BTree::Open(pool_.get(), ix->space());
-      if (!tree.ok()) return tree.status();
-      ix->tree = std::move(*tree);
+      if (!ix->tree) {
+        Result<std::unique_ptr<btree::BTree>> tree = btree::BTree::Open(pool_.get(), ix->space());
+        if (!tree.ok()) return tree.status();
+        ix->tree = std::move(*tree);
+      }
+      // No snapshot survives, every loser is undone: chains still retired
+      // or half built are garbage (btree.h C4), freed by the purge thread.
+      SUBITO_RETURN_IF_ERROR(ix->tree->RecoverChains());
+      ix->versions->AttachTree(ix->tree.get());
+      if (ix->tree->has_garbage()) startup_garbage_.push_back(ix->versions);
     }
   }
   txns_ = std::make_unique<txn::TxnSystem>(rs->max_txn + 1);
@@ -303,6 +309,7 @@ Status DatabaseImpl::OpenIndex(TableImpl* t, const CatalogIndex& ci, bool create
     Result<std::unique_ptr<btree::BTree>> tree = btree::BTree::Create(pool_.get(), ci.space_id);
     if (!tree.ok()) return tree.status();
     ix->tree = std::move(*tree);
+    ix->versions->AttachTree(ix->tree.get());
   }
   by_space_[ci.space_id] = ix.get();
   t->indexes.push_back(std::move(ix));
@@ -324,8 +331,13 @@ Status DatabaseImpl::ApplyUndo(const txn::UndoRecord& u) {
     if (!tree.ok()) return tree.status();
     ix->tree = std::move(*tree);
   }
-  if (u.before) return ix->tree->Put(u.key, *u.before);
-  return ix->tree->Delete(u.key).status();
+  // Chains taken out of leaves are retired, not freed: an older undo record
+  // of the same loser may restore them (btree.h C3); RecoverChains frees
+  // what stays retired.
+  btree::BTree::ChainMoves moves;
+  if (!u.before) return ix->tree->Delete(u.key, &moves).status();
+  if (u.before_chain) return ix->tree->Restore(u.key, *u.before, &moves);
+  return ix->tree->Put(u.key, *u.before, &moves);
 }
 
 void DatabaseImpl::RelieveLog() {
@@ -347,6 +359,8 @@ void DatabaseImpl::StopPurge() {
 }
 
 void DatabaseImpl::PurgeLoop() {
+  for (auto& store : startup_garbage_) (void)store->CollectGarbage();  // failures: next start
+  startup_garbage_.clear();
   std::unique_lock lock(purge_mu_);
   while (!purge_stop_) {
     purge_cv_.wait_for(lock, std::chrono::milliseconds(10));
@@ -385,7 +399,10 @@ DatabaseImpl::~DatabaseImpl() {
   StopPurge();  // a failed Open started none, or Close stopped it
   // Trees before the pool, the pool before the files and the log.
   for (auto& [n, t] : tables_) {
-    for (auto& ix : t->indexes) ix->tree.reset();
+    for (auto& ix : t->indexes) {
+      ix->versions->DetachTree();
+      ix->tree.reset();
+    }
   }
   pool_.reset();
 }
@@ -443,6 +460,7 @@ Result<Table*> DatabaseImpl::CreateTable(const TableDef& def) {
 }
 
 Status DatabaseImpl::RemoveIndexFiles(IndexImpl* ix) {
+  ix->versions->DetachTree();  // waits for a purge releasing its chains
   ix->tree.reset();
   if (ix->file) {
     SUBITO_RETURN_IF_ERROR(pool_->DropSpace(ix->space()));
@@ -711,6 +729,7 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.file_closes = fd.closes;
   s.file_reopens = fd.opens;
   s.open_file_waits = fd.waits;
+  s.purge_backlog = txns_ ? txns_->purge_backlog() : 0;
   std::shared_lock ddl(ddl_mu_);
   for (const auto& [n, t] : tables_) {
     for (const auto& ix : t->indexes) {

@@ -172,6 +172,8 @@ class DatabaseImpl final : public Database {
   std::mutex owners_mu_;  // held while relieving: owners stay alive
   std::set<UndoOwner*> owners_;
 
+  // Indexes with garbage chains at start, freed first by the purge thread.
+  std::vector<std::shared_ptr<txn::VersionStore>> startup_garbage_;
   std::mutex purge_mu_;
   std::condition_variable purge_cv_;
   bool purge_stop_ = false;

@@ -161,6 +161,8 @@ class TransactionImpl final : public Transaction, public UndoOwner {
     IndexImpl* index;
     std::string key;
     std::optional<std::string> before;
+    bool before_chain;  // before is the reference to a chain the write retired
+    uint64_t logged;    // the span of its record in the log
   };
   Result<TableImpl*> Use(Table* table);
   // The snapshot of a consistent read: the transaction's (REPEATABLE READ)
@@ -169,6 +171,11 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   Status WriteKey(IndexImpl* ix, const std::string& key, std::optional<std::string> after,
                   std::optional<std::string> before);
   Status ApplyUndo(const Undo& u);
+  // Keeps retired_ up to date with what a tree change did with chains.
+  void NoteMoves(IndexImpl* ix, const btree::BTree::ChainMoves& moves) {
+    for (const std::string& r : moves.restored) retired_.erase({ix->versions, r});
+    for (const std::string& r : moves.retired) retired_.insert({ix->versions, r});
+  }
   void SetEndLogging(bool on) {
     std::lock_guard lock(mu_);
     end_logging_ = on;
@@ -227,6 +234,9 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // key is back to its value before this transaction.
   std::map<std::pair<uint32_t, std::string>, int> live_writes_;
   std::vector<txn::TxnSystem::KeyRef> written_;
+  // Chains this transaction's changes (and undo) took out of leaves and
+  // that are still retired: the purge after its end releases them.
+  std::set<txn::TxnSystem::KeyRef> retired_;
   std::set<TableImpl*> used_;
   // Held by this transaction's thread while it changes trees or its undo,
   // and by a thread relieving the log (RelieveLog).
@@ -284,7 +294,19 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
                                  std::optional<std::string> after,
                                  std::optional<std::string> before) {
   log::RedoLog* log = db_->log();
-  const std::string rec = txn::EncodeUndo(state_->id, ix->space(), key, before);
+  btree::BTree* tree = ix->tree.get();
+  // A value stored as a chain is retired by the change, not freed: the undo
+  // record and the version name the chain instead of holding its bytes.
+  bool before_chain = false;
+  if (before && tree->MayChain(key.size(), before->size())) {
+    Result<std::optional<std::string>> ref = tree->ChainOf(key);
+    if (!ref.ok()) return ref.status();
+    if (ref->has_value()) {
+      before = std::move(**ref);
+      before_chain = true;
+    }
+  }
+  const std::string rec = txn::EncodeUndo(state_->id, ix->space(), key, before, before_chain);
   if (undo_bytes_ + log::RecordSpan(rec.size()) > log->capacity() / 16) {
     return Status::Busy(StrFormat(
         "transaction %llu is too large: its undo would exceed %llu KiB (1/16 of the redo log); "
@@ -292,7 +314,6 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
         static_cast<unsigned long long>(state_->id),
         static_cast<unsigned long long>(log->capacity() / 16 >> 10)));
   }
-  SUBITO_RETURN_IF_ERROR(db_->pool()->LogFreeCheck());  // may relocate this one too
   // A new key waits for other transactions' range locks over it, before it
   // goes into the tree and again once it is there (L7, L8).
   const bool inserts = after && !before;
@@ -300,6 +321,16 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
     SUBITO_RETURN_IF_ERROR(
         db_->locks().WaitForRanges(state_->id, ix->space(), key, lock_timeout_, interrupted_));
   }
+  // A value longer than one mini-transaction is written first, holding
+  // nothing (its chunks wait for log space, which may relocate this very
+  // transaction's undo), and linked below.
+  std::optional<btree::BTree::Prepared> prepared;
+  if (after && tree->MayChain(key.size(), after->size()) && after->size() > tree->chunk_bytes()) {
+    Result<btree::BTree::Prepared> p = tree->Prepare(*after);
+    if (!p.ok()) return p.status();
+    prepared.emplace(std::move(*p));
+  }
+  SUBITO_RETURN_IF_ERROR(db_->pool()->LogFreeCheck());  // may relocate this one too
   std::unique_lock lock(mu_);
   if (!pinned_) {
     pin_token_ = db_->pool()->BeginChange();
@@ -310,16 +341,20 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
       log->Append(txn::kRecordTxnUndo, rec.data(), static_cast<uint32_t>(rec.size()));
   if (!a.ok()) return a.status();
   ix->file->CountPmBytes(a->end - a->start);
-  ix->versions->Add(key, state_, before);
+  ix->versions->Add(key, state_, before, before_chain);
   // Purge visits each key once (again only after a savepoint rollback).
   if (++live_writes_[{ix->space(), key}] == 1) written_.push_back({ix->versions, key});
-  undo_.push_back({ix, key, std::move(before)});
+  undo_.push_back({ix, key, std::move(before), before_chain, log::RecordSpan(rec.size())});
   undo_bytes_ += log::RecordSpan(rec.size());
   // Log space was checked above; the change must not wait on the pin this
   // transaction holds.
   buffer::BufferPool::LogFreeExemption exempt;
-  if (!after) return ix->tree->Delete(key).status();
-  SUBITO_RETURN_IF_ERROR(ix->tree->Put(key, *after));
+  btree::BTree::ChainMoves moves;
+  const Status st = !after     ? tree->Delete(key, &moves).status()
+                    : prepared ? tree->Put(key, std::move(*prepared), &moves)
+                               : tree->Put(key, *after, &moves);
+  NoteMoves(ix, moves);
+  SUBITO_RETURN_IF_ERROR(st);
   if (!inserts) return Status::OK();
   lock.unlock();  // the wait must not keep RelieveLog out
   // A range locked meanwhile whose read missed the key (L8): on failure the
@@ -333,7 +368,8 @@ Status TransactionImpl::RelocateIfOld(uint64_t limit) {
   const uint64_t new_pin = db_->pool()->BeginChange();
   Status st;
   for (const Undo& u : undo_) {
-    const std::string rec = txn::EncodeUndo(state_->id, u.index->space(), u.key, u.before);
+    const std::string rec =
+        txn::EncodeUndo(state_->id, u.index->space(), u.key, u.before, u.before_chain);
     Result<log::AppendResult> a =
         log->Append(txn::kRecordTxnUndo, rec.data(), static_cast<uint32_t>(rec.size()));
     if (!a.ok()) {
@@ -361,8 +397,13 @@ Status TransactionImpl::RelocateIfOld(uint64_t limit) {
 // Caller holds mu_.
 Status TransactionImpl::ApplyUndo(const Undo& u) {
   buffer::BufferPool::LogFreeExemption exempt;
-  if (u.before) return u.index->tree->Put(u.key, *u.before);
-  return u.index->tree->Delete(u.key).status();
+  btree::BTree* tree = u.index->tree.get();
+  btree::BTree::ChainMoves moves;
+  const Status st = !u.before        ? tree->Delete(u.key, &moves).status()
+                    : u.before_chain ? tree->Restore(u.key, *u.before, &moves)
+                                     : tree->Put(u.key, *u.before, &moves);
+  NoteMoves(u.index, moves);
+  return st;
 }
 
 Status TransactionImpl::RollbackTo(uint64_t savepoint) {
@@ -383,8 +424,7 @@ Status TransactionImpl::RollbackTo(uint64_t savepoint) {
         u.index->versions->MarkUndoneBySelf(u.key, state_.get());
         live_writes_.erase(it);
       }
-      undo_bytes_ -=
-          log::RecordSpan(txn::kUndoHeaderSize + u.key.size() + (u.before ? u.before->size() : 0));
+      undo_bytes_ -= u.logged;
       undo_.pop_back();
     }
   }
@@ -571,7 +611,10 @@ Result<std::optional<Row>> TransactionImpl::ReadRow(TableImpl* t, const std::str
   if (mode == ReadMode::kSnapshot) {
     Result<std::optional<std::string>> latest = primary->tree->Get(pk);  // tree first (V1)
     if (!latest.ok()) return latest.status();
-    bytes = primary->versions->Visible(pk, std::move(*latest), view);
+    Result<std::optional<std::string>> visible =
+        primary->versions->Visible(pk, std::move(*latest), view);
+    if (!visible.ok()) return visible.status();
+    bytes = std::move(*visible);
   } else {
     Status locked = LockKey(primary, pk, mode);
     if (SkipsLocked(mode) && locked.IsTimedOut()) return std::optional<Row>();
@@ -666,7 +709,7 @@ Status TransactionImpl::End(bool commit) {
       return poisoned_;
     }
   }
-  db_->txns().End(state_, commit, std::move(written_));
+  db_->txns().End(state_, commit, std::move(written_), {retired_.begin(), retired_.end()});
   {
     // Under mu_: a relocation (RelieveLog) may have moved the pin until now.
     std::lock_guard lock(mu_);
@@ -816,10 +859,11 @@ Result<std::optional<Row>> CursorImpl::Resolve(const std::string& key,
   const TableDef& def = table_->def();
   if (index_->number == 0) {
     if (mode_ == ReadMode::kSnapshot) {
-      std::optional<std::string> bytes =
+      Result<std::optional<std::string>> bytes =
           index_->versions->Visible(key, std::move(tree_value), view_);
-      if (!bytes) return std::optional<Row>();
-      Result<Row> row = DecodeRow(def, *bytes);
+      if (!bytes.ok()) return bytes.status();
+      if (!bytes->has_value()) return std::optional<Row>();
+      Result<Row> row = DecodeRow(def, **bytes);
       if (!row.ok()) return row.status();
       table_->rows_read.fetch_add(1, std::memory_order_relaxed);
       return std::optional<Row>(std::move(*row));
@@ -832,7 +876,10 @@ Result<std::optional<Row>> CursorImpl::Resolve(const std::string& key,
   if (!split.ok()) return split.status();
   const std::string pk = key.substr(*split);
   if (mode_ == ReadMode::kSnapshot) {
-    if (!index_->versions->Visible(key, std::move(tree_value), view_)) return std::optional<Row>();
+    Result<std::optional<std::string>> entry =
+        index_->versions->Visible(key, std::move(tree_value), view_);
+    if (!entry.ok()) return entry.status();
+    if (!entry->has_value()) return std::optional<Row>();
     Result<std::optional<Row>> row = txn_->ReadRow(table_, pk, mode_, view_);
     if (row.ok() && !row->has_value()) {
       return Status::Corruption(StrFormat("index %s of %s: an entry for a missing row",

@@ -41,7 +41,8 @@ enum PageType : uint8_t {
   kPageSpaceHeader = 1,
   kPageBtreeLeaf = 2,
   kPageBtreeInternal = 3,
-  kPageOverflow = 4,
+  kPageOverflow = 4,  // format 1 overflow chains, still read
+  kPageChain = 5,     // overflow chains (btree/tree_op.h)
   kPageTest = 200,  // tests and benchmarks of this layer
 };
 

@@ -5,12 +5,12 @@
 namespace subito::txn {
 
 std::string EncodeUndo(uint64_t txn, uint32_t space, std::string_view key,
-                       const std::optional<std::string>& before) {
+                       const std::optional<std::string>& before, bool before_chain) {
   std::string out(kUndoHeaderSize, '\0');
   auto* p = reinterpret_cast<uint8_t*>(out.data());
   EncodeFixed64(p, txn);
   EncodeFixed32(p + 8, space);
-  p[12] = before.has_value() ? 1 : 0;
+  p[12] = !before.has_value() ? 0 : before_chain ? 2 : 1;
   EncodeFixed32(p + 13, static_cast<uint32_t>(key.size()));
   out.append(key);
   if (before) out.append(*before);
@@ -24,7 +24,7 @@ Result<UndoRecord> DecodeUndo(const uint8_t* payload, uint32_t length) {
   r.space = DecodeFixed32(payload + 8);
   const uint8_t had_before = payload[12];
   const uint32_t key_length = DecodeFixed32(payload + 13);
-  if (had_before > 1 || key_length > length - kUndoHeaderSize) {
+  if (had_before > 2 || key_length > length - kUndoHeaderSize) {
     return Status::Corruption("undo record: bad key length or flag");
   }
   const char* key = reinterpret_cast<const char*>(payload + kUndoHeaderSize);
@@ -32,6 +32,7 @@ Result<UndoRecord> DecodeUndo(const uint8_t* payload, uint32_t length) {
   const uint32_t rest = length - kUndoHeaderSize - key_length;
   if (had_before) {
     r.before.emplace(key + key_length, rest);
+    r.before_chain = had_before == 2;
   } else if (rest != 0) {
     return Status::Corruption("undo record: bytes after an absent value");
   }

@@ -1,9 +1,12 @@
 // Transaction records in the redo log (type range kRecordTxnFirst..Last).
 //
 //   kRecordTxnUndo    u64 txn, u32 space, u8 had_before, u32 key_length,
-//                     key bytes, then the value before the change (if
-//                     had_before). Appended BEFORE the page edits it undoes,
-//                     so any log prefix holding the edits holds the undo.
+//                     key bytes, then the value before the change: none
+//                     (had_before 0), its bytes (1), or the reference to
+//                     its overflow chain (2), which the change retired
+//                     (btree.h C1-C4) and undo restores. Appended BEFORE the
+//                     page edits it undoes, so any log prefix holding the
+//                     edits holds the undo.
 //   kRecordTxnCommit  u64 txn. A transaction is committed iff this record
 //                     is durable.
 //   kRecordTxnAbort   u64 txn. Appended after its rollback's page edits.
@@ -16,7 +19,10 @@
 // until its commit or abort record, so no other change to the key can lie
 // between; applying a transaction's undo records newest to oldest restores
 // every key it touched, however much of it was already applied (a rollback
-// or a recovery cut short).
+// or a recovery cut short). A chain named by an undo record stays retired
+// or in its leaf until the transaction's end record is durable: a chain
+// taken out of a leaf, even by undo, is retired, never freed, and only the
+// purge after the end releases the transaction's retired chains.
 //
 // Relocation: a transaction that has been open while much log was written
 // would hold the checkpoint back (its undo records must stay readable). It
@@ -51,10 +57,11 @@ struct UndoRecord {
   uint32_t space = 0;
   std::string key;
   std::optional<std::string> before;
+  bool before_chain = false;  // before is a chain reference
 };
 
 std::string EncodeUndo(uint64_t txn, uint32_t space, std::string_view key,
-                       const std::optional<std::string>& before);
+                       const std::optional<std::string>& before, bool before_chain = false);
 Result<UndoRecord> DecodeUndo(const uint8_t* payload, uint32_t length);
 std::string EncodeTxnEnd(uint64_t txn);  // commit and abort
 Result<uint64_t> DecodeTxnEnd(const uint8_t* payload, uint32_t length);

@@ -3,7 +3,7 @@
 namespace subito::txn {
 
 void VersionStore::Add(std::string_view key, const std::shared_ptr<TxnState>& writer,
-                       std::optional<std::string> before) {
+                       std::optional<std::string> before, bool before_chain) {
   std::unique_lock lock(mu_);
   auto it = chains_.find(key);
   if (it == chains_.end()) {
@@ -15,22 +15,44 @@ void VersionStore::Add(std::string_view key, const std::shared_ptr<TxnState>& wr
     chain.front().undone_by_self = false;
     return;
   }
-  chain.insert(chain.begin(), Version{writer, std::move(before), false});
+  const bool chain_ref = before && before_chain;
+  chain.insert(chain.begin(), Version{writer, std::move(before), chain_ref, false});
 }
 
-std::optional<std::string> VersionStore::Visible(std::string_view key,
-                                                 std::optional<std::string> latest,
-                                                 const ReadView& view) const {
+Result<std::optional<std::string>> VersionStore::Visible(std::string_view key,
+                                                         std::optional<std::string> latest,
+                                                         const ReadView& view) const {
   if (chain_count_.load(std::memory_order_acquire) == 0) return latest;
-  std::shared_lock lock(mu_);
-  auto it = chains_.find(key);
-  if (it == chains_.end()) return latest;
-  for (const Version& v : it->second) {
-    const bool skip = v.undone_by_self && v.writer.get() == view.self;
-    if (!skip && view.Sees(*v.writer)) return latest;
-    latest = v.before;
+  bool chain = false;
+  {
+    std::shared_lock lock(mu_);
+    auto it = chains_.find(key);
+    if (it == chains_.end()) return latest;
+    for (const Version& v : it->second) {
+      const bool skip = v.undone_by_self && v.writer.get() == view.self;
+      if (!skip && view.Sees(*v.writer)) break;
+      latest = v.before;
+      chain = v.before_chain;
+    }
   }
-  return latest;
+  if (!chain) return latest;
+  // The reader's snapshot does not see the chain's retirer: it stays
+  // retired, and readable, until this reader is done (V2).
+  std::shared_lock lock(tree_mu_);
+  if (tree_ == nullptr) return Status::Busy("the index was dropped");
+  Result<std::string> bytes = tree_->ReadChain(*latest);
+  if (!bytes.ok()) return bytes.status();
+  return std::optional<std::string>(std::move(*bytes));
+}
+
+Status VersionStore::ReleaseChain(std::string_view ref) {
+  std::shared_lock lock(tree_mu_);
+  return tree_ == nullptr ? Status::OK() : tree_->Release(ref);
+}
+
+Status VersionStore::CollectGarbage() {
+  std::shared_lock lock(tree_mu_);
+  return tree_ == nullptr ? Status::OK() : tree_->CollectGarbage();
 }
 
 bool VersionStore::ChangedByActiveOther(std::string_view key, const TxnState* self) const {
@@ -113,12 +135,12 @@ void TxnSystem::CloseSnapshot(uint64_t read_ts) {
 }
 
 void TxnSystem::End(const std::shared_ptr<TxnState>& writer, bool committed,
-                    std::vector<KeyRef> keys) {
+                    std::vector<KeyRef> keys, std::vector<KeyRef> chains) {
   std::lock_guard lock(mu_);
   const uint64_t ts = ++clock_;
   if (!committed) writer->aborted.store(true, std::memory_order_release);
   writer->end_ts.store(ts, std::memory_order_release);
-  if (!keys.empty()) ended_.push_back({ts, std::move(keys)});
+  if (!keys.empty() || !chains.empty()) ended_.push_back({ts, std::move(keys), std::move(chains)});
 }
 
 uint64_t TxnSystem::OldestReadTs() const {
@@ -132,14 +154,27 @@ size_t TxnSystem::Purge() {
     Ended e;
     uint64_t oldest;
     {
+      // The entry stays queued (emptied) until it is done: purge_backlog
+      // counts it meanwhile.
       std::lock_guard lock(mu_);
       oldest = OldestReadTs();
       if (ended_.empty() || ended_.front().end_ts > oldest) break;
       e = std::move(ended_.front());
-      ended_.pop_front();
+      ended_.front().keys.clear();
+      ended_.front().chains.clear();
     }
     for (auto& [store, key] : e.keys) store->Purge(key, oldest);
     visited += e.keys.size();
+    for (auto& [store, ref] : e.chains) {
+      if (!store->ReleaseChain(ref).ok()) chain_release_failures_.fetch_add(1);
+    }
+    std::set<VersionStore*> stores;
+    for (auto& [store, ref] : e.chains) stores.insert(store.get());
+    for (VersionStore* store : stores) {
+      if (!store->CollectGarbage().ok()) chain_release_failures_.fetch_add(1);
+    }
+    std::lock_guard lock(mu_);
+    ended_.pop_front();
   }
   return visited;
 }

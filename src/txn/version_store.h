@@ -18,6 +18,13 @@
 //      after the rollback ended (a reader may have read the tree before the
 //      rollback restored it); readers skip it meanwhile.
 //
+// A version's `before` is the value's bytes, or for a value stored as an
+// overflow chain, the chain's reference (the write retired the chain,
+// btree.h): Visible reads such a chain from the index's tree. A chain
+// retired by a transaction is released (TxnSystem::End, Purge) only once
+// every open snapshot sees that transaction's end, so no reader that may
+// pick the version meets a freed chain (V2).
+//
 // Nothing here is persistent. After a restart no snapshot exists and the
 // trees hold only committed values (recovery undoes the rest): restart reads
 // nothing here, whatever the size of the data.
@@ -36,6 +43,7 @@
 #include <string_view>
 #include <vector>
 
+#include "btree/btree.h"
 #include "txn/lock_manager.h"
 
 namespace subito::txn {
@@ -63,13 +71,26 @@ struct ReadView {
 
 class VersionStore {
  public:
-  // Records that `writer` is about to change key, whose value is `before`.
-  // Nothing is added if the key's newest version is already writer's.
+  // The index's tree, for chains; detached before the tree goes (DROP).
+  void AttachTree(btree::BTree* tree) {
+    std::unique_lock lock(tree_mu_);
+    tree_ = tree;
+  }
+  void DetachTree() { AttachTree(nullptr); }
+  // Records that `writer` is about to change key, whose value is `before`
+  // (a chain reference if before_chain). Nothing is added if the key's
+  // newest version is already writer's.
   void Add(std::string_view key, const std::shared_ptr<TxnState>& writer,
-           std::optional<std::string> before);
+           std::optional<std::string> before, bool before_chain = false);
   // The value `view` sees, given the tree's value read just before (V1).
-  std::optional<std::string> Visible(std::string_view key, std::optional<std::string> latest,
-                                     const ReadView& view) const;
+  Result<std::optional<std::string>> Visible(std::string_view key,
+                                             std::optional<std::string> latest,
+                                             const ReadView& view) const;
+  // Hands a chain retired by an ended transaction to the tree's garbage
+  // and frees it (no-op once the tree is detached).
+  Status ReleaseChain(std::string_view ref);
+  // Frees the tree's garbage chains (after a restart: RecoverChains).
+  Status CollectGarbage();
   // The nearest key with versions after (forward) or before key; with
   // `inclusive`, key itself counts. No key: the first (forward) or last.
   std::optional<std::string> Neighbor(std::optional<std::string_view> key, bool forward,
@@ -90,8 +111,11 @@ class VersionStore {
   struct Version {
     std::shared_ptr<TxnState> writer;
     std::optional<std::string> before;
+    bool before_chain = false;
     bool undone_by_self = false;
   };
+  mutable std::shared_mutex tree_mu_;  // exclusive: attach, detach
+  btree::BTree* tree_ = nullptr;
   mutable std::shared_mutex mu_;
   // chains_.size(), readable without mu_: readers of an index with no old
   // versions (the common case) skip the lock. Changed under mu_; a reader
@@ -120,19 +144,27 @@ class TxnSystem {
   }
   using KeyRef = std::pair<std::shared_ptr<VersionStore>, std::string>;
   // Publishes the writer's end (commit: visible to snapshots opened from now
-  // on) and queues the keys it wrote for purge.
-  void End(const std::shared_ptr<TxnState>& writer, bool committed, std::vector<KeyRef> keys);
-  // Purges the keys of every ended transaction that all open snapshots see.
-  // Returns the number of keys visited.
+  // on) and queues the keys it wrote and the chains it retired (as
+  // references) for purge. An aborted writer's end record is durable by
+  // now: its undo, which names those chains, will not run again.
+  void End(const std::shared_ptr<TxnState>& writer, bool committed, std::vector<KeyRef> keys,
+           std::vector<KeyRef> chains = {});
+  // Purges the keys and releases the chains of every ended transaction that
+  // all open snapshots see. Returns the number of keys visited.
   size_t Purge();
+  // Chains whose release failed (freed at the next start instead).
+  uint64_t chain_release_failures() const {
+    return chain_release_failures_.load(std::memory_order_relaxed);
+  }
   size_t purge_backlog() const;
   uint64_t active_snapshots() const;
 
  private:
   struct Ended {
     uint64_t end_ts = 0;
-    std::vector<KeyRef> keys;
+    std::vector<KeyRef> keys, chains;
   };
+  std::atomic<uint64_t> chain_release_failures_{0};
   uint64_t OldestReadTs() const;  // caller holds mu_
   std::atomic<TxnId> next_id_;
   mutable std::mutex mu_;

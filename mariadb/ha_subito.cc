@@ -136,10 +136,13 @@ ulonglong ha_subito::table_flags() const {
          HA_PRIMARY_KEY_IN_READ_INDEX | HA_PRIMARY_KEY_REQUIRED_FOR_POSITION |
          HA_PRIMARY_KEY_REQUIRED_FOR_DELETE | HA_TABLE_SCAN_ON_INDEX | HA_CAN_SQL_HANDLER |
          HA_BINLOG_ROW_CAPABLE | HA_REQUIRES_KEY_COLUMNS_FOR_DELETE | HA_CAN_SKIP_LOCKED |
-         HA_CAN_GEOMETRY | HA_CAN_VIRTUAL_COLUMNS;
+         HA_CAN_GEOMETRY | HA_CAN_RTREEKEYS | HA_CAN_VIRTUAL_COLUMNS;
 }
 
 ulong ha_subito::index_flags(uint inx, uint, bool) const {
+  if (table_share && (table_share->key_info[inx].flags & HA_SPATIAL)) {
+    return HA_READ_NEXT | HA_READ_RANGE | HA_KEY_SCAN_NOT_ROR;  // as InnoDB's, less ORDER
+  }
   ulong f = HA_READ_NEXT | HA_READ_PREV | HA_READ_ORDER | HA_READ_RANGE | HA_KEYREAD_ONLY;
   if (table_share && inx == table_share->primary_key) f |= HA_CLUSTERED_INDEX;
   return f;
@@ -709,6 +712,7 @@ int ha_subito::rnd_pos(uchar* buf, uchar* pos) {
 int ha_subito::index_init(uint idx, bool) {
   active_index = idx;
   bounded_ = false;
+  mbr_search_ = false;
   ForgetLastEntry();
   return OpenCursor(share_->layout->key(idx).engine_index);
 }
@@ -743,6 +747,18 @@ int ha_subito::Seek(uchar* buf, SeekOp op, const Row& prefix, bool must_match) {
 
 int ha_subito::index_read_map(uchar* buf, const uchar* key, key_part_map keypart_map,
                               enum ha_rkey_function find_flag) {
+  mbr_search_ = false;
+  switch (find_flag) {
+    case HA_READ_MBR_CONTAIN:
+    case HA_READ_MBR_INTERSECT:
+    case HA_READ_MBR_WITHIN:
+    case HA_READ_MBR_DISJOINT:
+    case HA_READ_MBR_EQUAL:
+      if (!share_->layout->key(active_index).spatial) return HA_ERR_UNSUPPORTED;
+      return MbrSearch(buf, key, find_flag);
+    default:
+      break;
+  }
   const uint parts = PartsOf(table->key_info[active_index], keypart_map);
   mapper_->KeyPrefix(active_index, key, parts, &search_prefix_);
   bounded_ = false;
@@ -766,6 +782,67 @@ int ha_subito::index_read_map(uchar* buf, const uchar* key, key_part_map keypart
     default:
       return HA_ERR_UNSUPPORTED;
   }
+}
+
+int ha_subito::MbrSearch(uchar* buf, const uchar* key, enum ha_rkey_function flag) {
+  // The key image of a spatial part: xmin, xmax, ymin, ymax (float8store).
+  for (int i = 0; i < 4; ++i) float8get(mbr_[i], key + 8 * i);
+  mbr_flag_ = flag;
+  mbr_search_ = true;
+  bounded_ = false;
+  ForgetLastEntry();
+  if (int err = EnsureCursor()) return err;
+  Status st = cursor_->Seek(SeekOp::kFirst);
+  if (!st.ok()) return Error(st);
+  return NextMbrMatch(buf, /*step=*/false, HA_ERR_KEY_NOT_FOUND);
+}
+
+int ha_subito::NextMbrMatch(uchar* buf, bool step, int end) {
+  const uint32_t column = share_->layout->key(active_index).parts[0].column;
+  for (;; step = true) {
+    if (step) {
+      Status st = cursor_->Next();
+      if (!st.ok()) return Error(st);
+    }
+    if (!cursor_->Valid()) return end;
+    const subito::Value& v = cursor_->row()[column];
+    if (std::holds_alternative<std::string>(v) && MbrMatches(std::get<std::string>(v))) {
+      return ReadCurrent(buf, end);
+    }
+    if (thd_kill_level(ha_thd())) return HA_ERR_ABORTED_BY_USER;
+  }
+}
+
+bool ha_subito::MbrMatches(const std::string& image) const {
+  if (image.size() != 4 * sizeof(double)) return true;  // let the server decide
+  double s[4];
+  for (int i = 0; i < 4; ++i) float8get(s[i], reinterpret_cast<const uchar*>(image.data()) + 8 * i);
+  const double* q = mbr_;
+  bool all = true;
+  for (int d = 0; d < 4; d += 2) {  // x (0, 1), then y (2, 3): min, max
+    const double smin = s[d], smax = s[d + 1], qmin = q[d], qmax = q[d + 1];
+    switch (mbr_flag_) {
+      case HA_READ_MBR_INTERSECT:
+        all = all && smin <= qmax && qmin <= smax;
+        break;
+      case HA_READ_MBR_CONTAIN:  // the query's MBR contains the row's (MBRWithin)
+        all = all && qmin <= smin && smax <= qmax;
+        break;
+      case HA_READ_MBR_WITHIN:  // the row's MBR contains the query's (MBRContains)
+        all = all && smin <= qmin && qmax <= smax;
+        break;
+      case HA_READ_MBR_EQUAL:
+        all = all && smin == qmin && smax == qmax;
+        break;
+      case HA_READ_MBR_DISJOINT:
+        if (smax < qmin || qmax < smin) return true;
+        all = false;
+        break;
+      default:
+        return true;
+    }
+  }
+  return all;
 }
 
 int ha_subito::index_read_last_map(uchar* buf, const uchar* key, key_part_map keypart_map) {
@@ -793,6 +870,7 @@ int ha_subito::index_prev(uchar* buf) {
 
 int ha_subito::index_first(uchar* buf) {
   bounded_ = false;
+  mbr_search_ = false;
   if (int err = EnsureCursor()) return err;
   Status st = cursor_->Seek(SeekOp::kFirst);
   if (!st.ok()) return Error(st);
@@ -801,6 +879,7 @@ int ha_subito::index_first(uchar* buf) {
 
 int ha_subito::index_last(uchar* buf) {
   bounded_ = false;
+  mbr_search_ = false;
   if (int err = EnsureCursor()) return err;
   Status st = cursor_->Seek(SeekOp::kLast);
   if (!st.ok()) return Error(st);
@@ -809,6 +888,7 @@ int ha_subito::index_last(uchar* buf) {
 
 int ha_subito::index_next_same(uchar* buf, const uchar* key, uint keylen) {
   if (!cursor_ || !cursor_->Valid()) return HA_ERR_END_OF_FILE;
+  if (mbr_search_) return NextMbrMatch(buf, /*step=*/true, HA_ERR_END_OF_FILE);
   if (!bounded_) {
     // The parts that make up keylen.
     uint len = 0, n = 0;
@@ -866,6 +946,8 @@ int ha_subito::check(THD* thd, HA_CHECK_OPT*) {
 ha_rows ha_subito::records_in_range(uint inx, const key_range* min_key, const key_range* max_key,
                                     page_range*) {
   const KEY& key = table->key_info[inx];
+  // An MBR search reads the whole index (MbrSearch): say so.
+  if (key.flags & HA_SPATIAL) return std::max<ha_rows>(1, stats.records);
   std::optional<subito::Table::Bound> lo, hi;
   if (min_key) {
     lo.emplace();

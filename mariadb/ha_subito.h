@@ -130,6 +130,13 @@ class ha_subito final : public handler {
   int Load(const subito::Row& row, uchar* buf);
   int OpenCursor(uint32_t engine_index);
   int Seek(uchar* buf, subito::SeekOp op, const subito::Row& prefix, bool must_match);
+  // SPATIAL keys: the index holds each row's MBR image, in no useful order,
+  // so an MBR search reads the index through and keeps the entries whose
+  // MBR stands in the searched relation to the query's (the server checks
+  // the exact predicate on each row it gets).
+  int MbrSearch(uchar* buf, const uchar* key, enum ha_rkey_function flag);
+  int NextMbrMatch(uchar* buf, bool step, int end);
+  bool MbrMatches(const std::string& image) const;
   int CheckPrefix(uchar* buf, int end);
   int BulkWrite(const subito::Row& row);
   // Moves the auto-increment counter above an explicit value.
@@ -164,6 +171,9 @@ class ha_subito final : public handler {
   // The prefix of the last index read, for index_next_same (bounded scans).
   subito::Row search_prefix_;
   bool bounded_ = false;
+  bool mbr_search_ = false;  // index_next_same continues an MBR search
+  enum ha_rkey_function mbr_flag_ = HA_READ_MBR_INTERSECT;
+  double mbr_[4] = {};       // the query's xmin, xmax, ymin, ymax
   std::string row_storage_;  // the current row's packed bytes (blob data)
   subito::Row row_;          // the row rnd_pos read
   uint64_t row_id_ = 0;      // hidden primary key of the current row

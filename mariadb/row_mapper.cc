@@ -60,8 +60,8 @@ Result<TableLayout> TableLayout::Build(const TABLE_SHARE* share, const std::stri
   l.keys_.resize(share->keys);
   for (uint k = 0; k < share->keys; ++k) {
     const KEY& key = share->key_info[k];
-    if (key.flags & (HA_FULLTEXT | HA_SPATIAL)) {
-      return Status::NotSupported("Subito does not support FULLTEXT or SPATIAL indexes (index " +
+    if (key.flags & HA_FULLTEXT) {
+      return Status::NotSupported("Subito does not support FULLTEXT indexes (index " +
                                   std::string(key.name.str) + ")");
     }
     if (key.algorithm == HA_KEY_ALG_LONG_HASH) {
@@ -72,6 +72,7 @@ Result<TableLayout> TableLayout::Build(const TABLE_SHARE* share, const std::stri
     }
     KeyLayout& kl = l.keys_[k];
     kl.engine_index = has_pk ? k : k + 1;
+    kl.spatial = key.flags & HA_SPATIAL;
     for (uint p = 0; p < key.user_defined_key_parts; ++p) {
       const KEY_PART_INFO& kp = key.key_part[p];
       PartLayout pl;
@@ -154,6 +155,11 @@ RowMapper::RowMapper(TABLE* table, const TableLayout* layout)
 std::string RowMapper::Image(uint32_t key, uint32_t part, const unsigned char* data) {
   const KEY_PART_INFO& kp = table_->key_info[key].key_part[part];
   Field* f = kp.field;
+  if (layout_->key(key).spatial) {
+    // The server's key image of a SPATIAL part is the geometry's MBR (four
+    // doubles): kept as it is, matched by value, never ordered.
+    return std::string(reinterpret_cast<const char*>(data), 4 * sizeof(double));
+  }
   if (f->flags & BLOB_FLAG) return BlobImage(kp, data);
   const my_ptrdiff_t diff = scratch_record_.data() - table_->record[0];
   std::string image(layout_->key(key).parts[part].image_len, '\0');

@@ -5,7 +5,8 @@
 //     the server's own sort key of the part (Field::sort_string, the bytes
 //     filesort compares), so that memcmp order in the engine is the server's
 //     order in every collation; NULL parts are engine NULLs (they sort first
-//     and never conflict in a unique index, as in MariaDB);
+//     and never conflict in a unique index, as in MariaDB); the part of a
+//     SPATIAL key holds the geometry's MBR image instead (unordered);
 //   - __row_id (u64, auto-increment) when the table has no primary key;
 //   - __record: the row, packed with Field::pack (RecordCodec).
 // The engine's primary key is the MariaDB primary key's part columns (or
@@ -36,6 +37,9 @@ struct PartLayout {
 
 struct KeyLayout {
   uint32_t engine_index;  // 0: the engine's primary key
+  // SPATIAL: one part, the geometry's MBR as the server's key image (four
+  // doubles), searched by MBR relation (ha_subito::MbrSearch).
+  bool spatial = false;
   std::vector<PartLayout> parts;
   // Columns of the engine's key for this index: the parts, then (for a
   // secondary index) the primary key's columns. They name one entry.

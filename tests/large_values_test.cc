@@ -1,4 +1,4 @@
-// Values many times larger than the redo log and the buffer pool, through
+// Values several times larger than the redo log and the buffer pool, through
 // transactions: inserted, read back, updated and deleted in one statement
 // each (the undo names the retired chain, btree.h), old versions read by
 // older snapshots, rollbacks that put them back, pages freed by the purge
@@ -69,7 +69,7 @@ TEST_F(LargeValues, SnapshotsRollbacksAndThePurgeSeeTheRightValue) {
   auto created = db_->CreateTable(SampleTable());
   ASSERT_TRUE(created.ok());
   Table* t = *created;
-  const std::string a = Bytes(6 << 20, 1), b = Bytes((5 << 20) + 3, 2);
+  const std::string a = Bytes(3 << 20, 1), b = Bytes((5 << 19) + 3, 2);
   {
     auto w = db_->Begin();
     ASSERT_OK(w->Insert(t, SampleRow(1, 1, "a", a)));
@@ -121,7 +121,7 @@ TEST_F(LargeValues, SnapshotsRollbacksAndThePurgeSeeTheRightValue) {
   const uint64_t pages = PrimaryPages();
   std::string cur = a;
   for (int round = 0; round < 6; ++round) {
-    const std::string next = Bytes(6 << 20, 10 + round);
+    const std::string next = Bytes(3 << 20, 10 + round);
     auto w = db_->Begin();
     ASSERT_OK(w->Update(t, SampleRow(1, 1, "a", cur), SampleRow(1, 1, "a", next)));
     ASSERT_OK(w->Commit());
@@ -130,7 +130,7 @@ TEST_F(LargeValues, SnapshotsRollbacksAndThePurgeSeeTheRightValue) {
   }
   // One more value's worth at most: a new chain is written before the
   // old one is released.
-  EXPECT_LE(PrimaryPages(), pages + (6u << 20) / 4000 + 64) << "retired chains are not reused";
+  EXPECT_LE(PrimaryPages(), pages + (3u << 20) / 4000 + 64) << "retired chains are not reused";
 
   // A crash: recovery redoes the last value and frees nothing it needs.
   {
@@ -152,12 +152,12 @@ TEST_F(LargeValues, SnapshotsRollbacksAndThePurgeSeeTheRightValue) {
 }
 
 TEST_F(LargeValues, AValueLargerThanTheUndoLimitCanBeDeletedAndUpdated) {
-  // The undo of one transaction is bounded by 1/16 of the log (128 KiB
+  // The undo of one transaction is bounded by 1/16 of the log (64 KiB
   // here); a value stored as a chain is named by its undo, not copied.
   auto created = db_->CreateTable(SampleTable());
   ASSERT_TRUE(created.ok());
   Table* t = *created;
-  const std::string a = Bytes(3 << 20, 3), b = Bytes(4 << 20, 4);
+  const std::string a = Bytes(3 << 19, 3), b = Bytes(2 << 20, 4);
   auto w = db_->Begin();
   for (int64_t id = 1; id <= 4; ++id) ASSERT_OK(w->Insert(t, SampleRow(id, 1, std::nullopt, a)));
   ASSERT_OK(w->Commit());

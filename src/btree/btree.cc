@@ -171,15 +171,26 @@ Result<std::optional<std::string>> BTree::RandomKey(uint64_t random) {
 }
 
 Result<std::optional<std::string>> BTree::Get(std::string_view key) {
-  std::shared_lock tree(latch_);
-  Result<std::vector<uint32_t>> path = Path(key);
-  if (!path.ok()) return path.status();
-  Result<PageHandle> leaf = Fetch(path->back(), Latch::kShared);
-  if (!leaf.ok()) return leaf.status();
-  NodeView n(leaf->data(), pool_->page_size());
-  const uint16_t i = n.LowerBound(key);
-  if (i >= n.count() || n.Key(i) != key) return std::optional<std::string>();
-  Result<std::string> v = ReadValue(n.Value(i));
+  std::string ref;
+  std::shared_lock<std::shared_mutex> reading;
+  {
+    std::shared_lock tree(latch_);
+    Result<std::vector<uint32_t>> path = Path(key);
+    if (!path.ok()) return path.status();
+    Result<PageHandle> leaf = Fetch(path->back(), Latch::kShared);
+    if (!leaf.ok()) return leaf.status();
+    NodeView n(leaf->data(), pool_->page_size());
+    const uint16_t i = n.LowerBound(key);
+    if (i >= n.count() || n.Key(i) != key) return std::optional<std::string>();
+    if (!IsChainRef(n.Value(i))) {
+      Result<std::string> v = ReadValue(n.Value(i));
+      if (!v.ok()) return v.status();
+      return std::optional<std::string>(std::move(*v));
+    }
+    ref = n.Value(i);
+    reading = std::shared_lock(chain_reads_);  // C2: before the latches go
+  }
+  Result<std::string> v = ReadValue(ref);
   if (!v.ok()) return v.status();
   return std::optional<std::string>(std::move(*v));
 }
@@ -638,6 +649,10 @@ Status BTree::Cursor::Load(const uint8_t* page, uint16_t slot) {
   const std::string_view stored = n.Value(slot);
   if (!stored.empty() && stored[0] == kInline) {
     value_.assign(stored.substr(1));  // reuses value_'s buffer
+  } else if (IsChainRef(stored)) {
+    // Read by Finish, once the latches are gone (C2).
+    pending_ref_.assign(stored);
+    reading_ = std::shared_lock(tree_->chain_reads_);
   } else {
     Result<std::string> v = tree_->ReadValue(stored);
     if (!v.ok()) {
@@ -663,8 +678,28 @@ Status BTree::Cursor::LoadAndCopy(const PageHandle& leaf, uint16_t slot, uint64_
 Status BTree::Cursor::Seek(SeekMode mode, std::string_view key) {
   copy_valid_ = false;
   plain_steps_ = 0;
-  std::shared_lock tree(tree_->latch_);
-  return SeekLocked(mode, key);
+  Status st;
+  {
+    std::shared_lock tree(tree_->latch_);
+    st = SeekLocked(mode, key);
+  }
+  return Finish(std::move(st));
+}
+
+Status BTree::Cursor::Finish(Status st) {
+  if (pending_ref_.empty()) return st;
+  if (st.ok()) {
+    Result<std::string> v = tree_->ReadValue(pending_ref_);
+    if (v.ok()) {
+      value_ = std::move(*v);
+    } else {
+      valid_ = false;
+      st = v.status();
+    }
+  }
+  pending_ref_.clear();
+  reading_ = {};
+  return st;
 }
 
 Status BTree::Cursor::SeekLocked(SeekMode mode, std::string_view key) {
@@ -783,10 +818,10 @@ Status BTree::Cursor::Step(bool forward) {
 }
 
 Status BTree::Cursor::Next() {
-  return Step(true);
+  return Finish(Step(true));
 }
 Status BTree::Cursor::Prev() {
-  return Step(false);
+  return Finish(Step(false));
 }
 
 }  // namespace subito::btree

@@ -36,10 +36,13 @@
 // size is bounded by the log or the pool.
 //   C1. Every chain is reachable from exactly one of: a leaf record, a build
 //       slot, the retired list, the garbage list (each move is one Mtr).
-//   C2. A chain leaves a leaf only under the exclusive tree latch, and a
-//       reader of a leaf's chain holds the shared tree latch until it has
-//       read it all. A retired chain is read (ReadChain) only by readers
-//       whose snapshot keeps the purge from releasing it.
+//   C2. A chain is freed only from the garbage list, by CollectGarbage
+//       holding chain_reads_ exclusively; a reader of a leaf's chain takes
+//       chain_reads_ shared before it lets go of the leaf (and tree) latch
+//       that made the chain reachable, and reads the chain without them. A
+//       retired chain is read (ReadChain) only by readers whose snapshot
+//       keeps the purge from releasing it. (Format-1 chains, freed in the
+//       operation that drops them, are read under the latches.)
 //   C3. Restore is idempotent: a key already holding the chain is left
 //       alone; the chain it replaces is retired, not freed, so an older undo
 //       record of the same transaction can restore that one in turn.
@@ -51,6 +54,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -129,9 +133,12 @@ class BTree {
   Result<std::string> ReadChain(std::string_view ref);
   // A retired chain no snapshot can read any more goes to garbage.
   Status Release(std::string_view ref);
-  // Frees garbage chains, a chunk per mini-transaction.
-  Status CollectGarbage();
+  // Frees garbage chains, a chunk per mini-transaction, until none is left
+  // or `stop` says so.
+  Status CollectGarbage(const std::function<bool()>& stop = {});
   bool has_garbage();
+  // InvalidArgument for a key too long for this tree.
+  Status CheckKey(std::string_view key) const;
   // C4: at start, after the undo of losers.
   Status RecoverChains();
   // Largest key + value stored inline in a leaf; longer values go to a chain
@@ -172,7 +179,6 @@ class BTree {
   // path's length.
   Result<buffer::PageHandle*> LeafFor(Op& op, std::string_view key, std::vector<uint8_t>& img,
                                       size_t* depth);
-  Status CheckKey(std::string_view key) const;
   Result<bool> PutInLeaf(std::string_view key, std::string_view value);
   Result<std::optional<bool>> DeleteInLeaf(std::string_view key);
   Result<uint32_t> WriteChain(Op& op, std::string_view value);
@@ -205,6 +211,11 @@ class BTree {
   std::condition_variable slot_cv_;
   uint32_t slots_busy_ = 0;
   std::mutex garbage_mu_;  // one CollectGarbage at a time
+  // Shared by readers of a leaf's chain from before they let go of the
+  // latches that made it reachable until they have read it; exclusive while
+  // garbage is freed (C2). So a long value is read without holding the tree
+  // latch.
+  std::shared_mutex chain_reads_;
   friend class Cursor;
 };
 
@@ -248,6 +259,8 @@ class BTree::Cursor {
  private:
   Status SeekLocked(SeekMode mode, std::string_view key);
   Status Load(const uint8_t* page, uint16_t slot);
+  // Reads the chain Load left pending, after the latches are released.
+  Status Finish(Status st);
   Status Step(bool forward);
   Status LoadAndCopy(const buffer::PageHandle& leaf, uint16_t slot, uint64_t changes);
 
@@ -260,7 +273,9 @@ class BTree::Cursor {
   std::vector<uint8_t> copy_;  // of leaf_, taken when changes_ was copy_changes_
   uint64_t copy_changes_ = 0;
   bool copy_valid_ = false;
-  uint8_t plain_steps_ = 0;  // steps since the seek that read the leaf in place
+  uint8_t plain_steps_ = 0;                      // steps since the seek that read the leaf in place
+  std::string pending_ref_;                      // a chain to read once the latches are gone
+  std::shared_lock<std::shared_mutex> reading_;  // BTree::chain_reads_ while pending
 };
 
 }  // namespace subito::btree

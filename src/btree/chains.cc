@@ -190,9 +190,10 @@ void BTree::DiscardSlot(uint32_t slot) {
       }
     }
   }
-  // On failure the slot stays taken: its chain is freed at the next start
-  // (C4) instead of being overwritten by the next builder.
-  if (st.ok()) ReleaseSlot(slot);
+  // Free again even on failure: the next Prepare in this slot sends what
+  // it still holds to garbage first.
+  ReleaseSlot(slot);
+  if (st.ok()) (void)CollectGarbage();
 }
 
 Result<PageHandle*> BTree::ChainHead(Op& op, uint32_t page_no) {
@@ -348,11 +349,13 @@ bool BTree::has_garbage() {
 
 // Frees the first chain on the garbage list a chunk of pages at a time: the
 // rest of the chain, if any, takes its place at the list's head.
-Status BTree::CollectGarbage() {
+Status BTree::CollectGarbage(const std::function<bool()>& stop) {
   std::lock_guard serial(garbage_mu_);
   const uint32_t per = ChunkPages();
   for (;;) {
+    if (stop && stop()) return Status::OK();
     SUBITO_RETURN_IF_ERROR(pool_->LogFreeCheck());
+    std::unique_lock no_readers(chain_reads_);  // C2
     Op op(this);
     Result<PageHandle*> meta = op.Page(0, false);
     if (!meta.ok()) return meta.status();

@@ -350,6 +350,7 @@ void DatabaseImpl::RelieveLog() {
 }
 
 void DatabaseImpl::StopPurge() {
+  purge_stopping_.store(true);
   {
     std::lock_guard lock(purge_mu_);
     purge_stop_ = true;
@@ -359,13 +360,15 @@ void DatabaseImpl::StopPurge() {
 }
 
 void DatabaseImpl::PurgeLoop() {
-  for (auto& store : startup_garbage_) (void)store->CollectGarbage();  // failures: next start
+  const auto stopping = [this] { return purge_stopping_.load(std::memory_order_relaxed); };
+  // What is left (stopped, failed) is garbage again at the next start.
+  for (auto& store : startup_garbage_) (void)store->CollectGarbage(stopping);
   startup_garbage_.clear();
   std::unique_lock lock(purge_mu_);
   while (!purge_stop_) {
     purge_cv_.wait_for(lock, std::chrono::milliseconds(10));
     lock.unlock();
-    txns_->Purge();
+    txns_->Purge(stopping);
     lock.lock();
   }
 }

@@ -176,6 +176,7 @@ class DatabaseImpl final : public Database {
   std::vector<std::shared_ptr<txn::VersionStore>> startup_garbage_;
   std::mutex purge_mu_;
   std::condition_variable purge_cv_;
+  std::atomic<bool> purge_stopping_{false};  // set first by StopPurge
   bool purge_stop_ = false;
   std::thread purge_thread_;
 };

@@ -326,6 +326,7 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
   // transaction's undo), and linked below.
   std::optional<btree::BTree::Prepared> prepared;
   if (after && tree->MayChain(key.size(), after->size()) && after->size() > tree->chunk_bytes()) {
+    SUBITO_RETURN_IF_ERROR(tree->CheckKey(key));  // before writing the value
     Result<btree::BTree::Prepared> p = tree->Prepare(*after);
     if (!p.ok()) return p.status();
     prepared.emplace(std::move(*p));

@@ -50,9 +50,10 @@ Status VersionStore::ReleaseChain(std::string_view ref) {
   return tree_ == nullptr ? Status::OK() : tree_->Release(ref);
 }
 
-Status VersionStore::CollectGarbage() {
+Status VersionStore::CollectGarbage(const std::function<bool()>& stop) {
   std::shared_lock lock(tree_mu_);
-  return tree_ == nullptr ? Status::OK() : tree_->CollectGarbage();
+  if (tree_ == nullptr) return Status::OK();
+  return tree_->CollectGarbage([&] { return detaching_.load() || (stop && stop()); });
 }
 
 bool VersionStore::ChangedByActiveOther(std::string_view key, const TxnState* self) const {
@@ -147,7 +148,7 @@ uint64_t TxnSystem::OldestReadTs() const {
   return snapshots_.empty() ? clock_ : *snapshots_.begin();
 }
 
-size_t TxnSystem::Purge() {
+size_t TxnSystem::Purge(const std::function<bool()>& stop) {
   std::lock_guard serial(purge_mu_);
   size_t visited = 0;
   for (;;) {
@@ -171,7 +172,7 @@ size_t TxnSystem::Purge() {
     std::set<VersionStore*> stores;
     for (auto& [store, ref] : e.chains) stores.insert(store.get());
     for (VersionStore* store : stores) {
-      if (!store->CollectGarbage().ok()) chain_release_failures_.fetch_add(1);
+      if (!store->CollectGarbage(stop).ok()) chain_release_failures_.fetch_add(1);
     }
     std::lock_guard lock(mu_);
     ended_.pop_front();

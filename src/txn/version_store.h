@@ -33,6 +33,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -75,8 +76,14 @@ class VersionStore {
   void AttachTree(btree::BTree* tree) {
     std::unique_lock lock(tree_mu_);
     tree_ = tree;
+    detaching_.store(false);
   }
-  void DetachTree() { AttachTree(nullptr); }
+  // A garbage collection under way stops at its next chunk.
+  void DetachTree() {
+    detaching_.store(true);
+    std::unique_lock lock(tree_mu_);
+    tree_ = nullptr;
+  }
   // Records that `writer` is about to change key, whose value is `before`
   // (a chain reference if before_chain). Nothing is added if the key's
   // newest version is already writer's.
@@ -89,8 +96,9 @@ class VersionStore {
   // Hands a chain retired by an ended transaction to the tree's garbage
   // and frees it (no-op once the tree is detached).
   Status ReleaseChain(std::string_view ref);
-  // Frees the tree's garbage chains (after a restart: RecoverChains).
-  Status CollectGarbage();
+  // Frees the tree's garbage chains (after a restart: RecoverChains), until
+  // none is left, `stop` says so or the tree is being detached.
+  Status CollectGarbage(const std::function<bool()>& stop = {});
   // The nearest key with versions after (forward) or before key; with
   // `inclusive`, key itself counts. No key: the first (forward) or last.
   std::optional<std::string> Neighbor(std::optional<std::string_view> key, bool forward,
@@ -116,6 +124,7 @@ class VersionStore {
   };
   mutable std::shared_mutex tree_mu_;  // exclusive: attach, detach
   btree::BTree* tree_ = nullptr;
+  std::atomic<bool> detaching_{false};
   mutable std::shared_mutex mu_;
   // chains_.size(), readable without mu_: readers of an index with no old
   // versions (the common case) skip the lock. Changed under mu_; a reader
@@ -150,8 +159,9 @@ class TxnSystem {
   void End(const std::shared_ptr<TxnState>& writer, bool committed, std::vector<KeyRef> keys,
            std::vector<KeyRef> chains = {});
   // Purges the keys and releases the chains of every ended transaction that
-  // all open snapshots see. Returns the number of keys visited.
-  size_t Purge();
+  // all open snapshots see. Returns the number of keys visited. `stop`
+  // cuts a long garbage collection short (the next start finishes it).
+  size_t Purge(const std::function<bool()>& stop = {});
   // Chains whose release failed (freed at the next start instead).
   uint64_t chain_release_failures() const {
     return chain_release_failures_.load(std::memory_order_relaxed);

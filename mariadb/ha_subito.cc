@@ -995,6 +995,11 @@ int ha_subito::info(uint flag) {
   if (flag & HA_STATUS_VARIABLE) {
     const subito::TableStats s = EngineTable()->Stats();
     stats.records = s.rows;
+    // InnoDB's rule: the optimizer takes a table reported empty for empty
+    // (a const table), which, without locks, other sessions may not keep;
+    // only SHOW TABLE STATUS (HA_STATUS_TIME) and opening see a 0. Plans,
+    // and the server paths they take, then follow InnoDB's.
+    if (stats.records == 0 && !(flag & (HA_STATUS_TIME | HA_STATUS_OPEN))) stats.records = 1;
     stats.deleted = 0;
     uint64_t pages = 0;
     for (const auto& ix : s.indexes) pages += ix.pages;

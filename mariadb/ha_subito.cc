@@ -139,6 +139,10 @@ ulonglong ha_subito::table_flags() const {
          HA_CAN_GEOMETRY | HA_CAN_RTREEKEYS | HA_CAN_VIRTUAL_COLUMNS;
 }
 
+const char* ha_subito::index_type(uint key) {
+  return table_share && (table_share->key_info[key].flags & HA_SPATIAL) ? "SPATIAL" : "BTREE";
+}
+
 ulong ha_subito::index_flags(uint inx, uint, bool) const {
   if (table_share && (table_share->key_info[inx].flags & HA_SPATIAL)) {
     return HA_READ_NEXT | HA_READ_RANGE | HA_KEY_SCAN_NOT_ROR;  // as InnoDB's, less ORDER

@@ -56,7 +56,7 @@ class ha_subito final : public handler {
   uint max_supported_key_parts() const override { return MAX_REF_PARTS; }
   uint max_supported_key_length() const override { return 3072; }
   uint max_supported_key_part_length() const override { return 3072; }
-  const char* index_type(uint) override { return "BTREE"; }
+  const char* index_type(uint key) override;
 
   int open(const char* name, int mode, uint test_if_locked) override;
   int close() override;

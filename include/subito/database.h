@@ -156,6 +156,7 @@ struct DatabaseStats {
   uint64_t buffer_hits = 0, buffer_misses = 0, checkpoints = 0;
   uint64_t version_keys = 0;      // keys with old versions kept for snapshots
   uint64_t purge_backlog = 0;     // ended transactions whose versions and chains wait for purge
+  uint64_t garbage_indexes = 0;   // indexes with overflow pages waiting to be freed
   uint64_t undo_relocations = 0;  // undo lists rewritten so the checkpoint could pass
   // Descriptors of page files, the catalog and a double-write file
   // (Options::max_open_files): open now, the limit (0: none), closed to

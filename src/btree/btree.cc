@@ -172,7 +172,6 @@ Result<std::optional<std::string>> BTree::RandomKey(uint64_t random) {
 
 Result<std::optional<std::string>> BTree::Get(std::string_view key) {
   std::string ref;
-  std::shared_lock<std::shared_mutex> reading;
   {
     std::shared_lock tree(latch_);
     Result<std::vector<uint32_t>> path = Path(key);
@@ -188,9 +187,10 @@ Result<std::optional<std::string>> BTree::Get(std::string_view key) {
       return std::optional<std::string>(std::move(*v));
     }
     ref = n.Value(i);
-    reading = std::shared_lock(chain_reads_);  // C2: before the latches go
+    Pin(RefHead(ref));  // C2: before the latches go
   }
   Result<std::string> v = ReadValue(ref);
+  Unpin(RefHead(ref));
   if (!v.ok()) return v.status();
   return std::optional<std::string>(std::move(*v));
 }
@@ -651,8 +651,9 @@ Status BTree::Cursor::Load(const uint8_t* page, uint16_t slot) {
     value_.assign(stored.substr(1));  // reuses value_'s buffer
   } else if (IsChainRef(stored)) {
     // Read by Finish, once the latches are gone (C2).
+    if (!pending_ref_.empty()) tree_->Unpin(RefHead(pending_ref_));
     pending_ref_.assign(stored);
-    reading_ = std::shared_lock(tree_->chain_reads_);
+    tree_->Pin(RefHead(pending_ref_));
   } else {
     Result<std::string> v = tree_->ReadValue(stored);
     if (!v.ok()) {
@@ -697,9 +698,13 @@ Status BTree::Cursor::Finish(Status st) {
       st = v.status();
     }
   }
+  tree_->Unpin(RefHead(pending_ref_));
   pending_ref_.clear();
-  reading_ = {};
   return st;
+}
+
+BTree::Cursor::~Cursor() {
+  if (!pending_ref_.empty()) tree_->Unpin(RefHead(pending_ref_));
 }
 
 Status BTree::Cursor::SeekLocked(SeekMode mode, std::string_view key) {

@@ -36,13 +36,15 @@
 // size is bounded by the log or the pool.
 //   C1. Every chain is reachable from exactly one of: a leaf record, a build
 //       slot, the retired list, the garbage list (each move is one Mtr).
-//   C2. A chain is freed only from the garbage list, by CollectGarbage
-//       holding chain_reads_ exclusively; a reader of a leaf's chain takes
-//       chain_reads_ shared before it lets go of the leaf (and tree) latch
-//       that made the chain reachable, and reads the chain without them. A
-//       retired chain is read (ReadChain) only by readers whose snapshot
-//       keeps the purge from releasing it. (Format-1 chains, freed in the
-//       operation that drops them, are read under the latches.)
+//   C2. A chain is freed only from the garbage list, by CollectGarbage,
+//       which first waits until no reader pins it. A reader of a leaf's
+//       chain pins it (its first page) before it lets go of the leaf (and
+//       tree) latch that made the chain reachable, reads it without them,
+//       then unpins it; a chain reaches garbage only once no leaf names it,
+//       so no pin can follow the collector's check. A retired chain is read
+//       (ReadChain) only by readers whose snapshot keeps the purge from
+//       releasing it. (Format-1 chains, freed in the operation that drops
+//       them, are read under the latches.)
 //   C3. Restore is idempotent: a key already holding the chain is left
 //       alone; the chain it replaces is retired, not freed, so an older undo
 //       record of the same transaction can restore that one in turn.
@@ -58,6 +60,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -137,6 +140,9 @@ class BTree {
   // or `stop` says so.
   Status CollectGarbage(const std::function<bool()>& stop = {});
   bool has_garbage();
+  // Cheap: whether a chain went to garbage since CollectGarbage last found
+  // none (also after RecoverChains).
+  bool garbage_hint() const { return garbage_hint_.load(std::memory_order_relaxed); }
   // InvalidArgument for a key too long for this tree.
   Status CheckKey(std::string_view key) const;
   // C4: at start, after the undo of losers.
@@ -189,6 +195,7 @@ class BTree {
   Status PushRetired(Op& op, uint32_t head);
   Status UnlinkRetired(Op& op, uint32_t head);
   Status PushGarbage(Op& op, uint32_t head);
+  Status FreeGarbageChunk(Op& op, buffer::PageHandle* meta, uint32_t head, uint32_t per);
   uint32_t ChunkPages() const;
   uint32_t AcquireSlot();
   void ReleaseSlot(uint32_t slot);
@@ -211,11 +218,16 @@ class BTree {
   std::condition_variable slot_cv_;
   uint32_t slots_busy_ = 0;
   std::mutex garbage_mu_;  // one CollectGarbage at a time
-  // Shared by readers of a leaf's chain from before they let go of the
-  // latches that made it reachable until they have read it; exclusive while
-  // garbage is freed (C2). So a long value is read without holding the tree
-  // latch.
-  std::shared_mutex chain_reads_;
+  // Set when a chain goes to garbage, cleared when the list is found empty:
+  // tells the owner that CollectGarbage has work.
+  std::atomic<bool> garbage_hint_{false};
+  // Chains being read outside the latches (C2), by first page.
+  void Pin(uint32_t head);
+  void Unpin(uint32_t head);
+  bool Pinned(uint32_t head);
+  std::mutex pins_mu_;
+  std::condition_variable unpinned_;
+  std::multiset<uint32_t> pins_;
   friend class Cursor;
 };
 
@@ -249,6 +261,9 @@ class BTree::Prepared {
 class BTree::Cursor {
  public:
   explicit Cursor(BTree* tree) : tree_(tree) {}
+  ~Cursor();
+  Cursor(const Cursor&) = delete;
+  Cursor& operator=(const Cursor&) = delete;
   Status Seek(SeekMode mode, std::string_view key = {});
   Status Next();
   Status Prev();
@@ -273,9 +288,8 @@ class BTree::Cursor {
   std::vector<uint8_t> copy_;  // of leaf_, taken when changes_ was copy_changes_
   uint64_t copy_changes_ = 0;
   bool copy_valid_ = false;
-  uint8_t plain_steps_ = 0;                      // steps since the seek that read the leaf in place
-  std::string pending_ref_;                      // a chain to read once the latches are gone
-  std::shared_lock<std::shared_mutex> reading_;  // BTree::chain_reads_ while pending
+  uint8_t plain_steps_ = 0;  // steps since the seek that read the leaf in place
+  std::string pending_ref_;  // a chain to read once the latches are gone (pinned)
 };
 
 }  // namespace subito::btree

@@ -2,6 +2,7 @@
 // freeing them (rules C1-C4 in btree.h; layout in tree_op.h and
 // docs/formats/page.md).
 #include <algorithm>
+#include <chrono>
 
 #include "btree/tree_op.h"
 
@@ -192,8 +193,9 @@ void BTree::DiscardSlot(uint32_t slot) {
   }
   // Free again even on failure: the next Prepare in this slot sends what
   // it still holds to garbage first.
+  // The garbage is freed by the tree's owner (garbage_hint), never here: a
+  // Prepared may be dropped where waiting for log space is not allowed.
   ReleaseSlot(slot);
-  if (st.ok()) (void)CollectGarbage();
 }
 
 Result<PageHandle*> BTree::ChainHead(Op& op, uint32_t page_no) {
@@ -255,6 +257,25 @@ Status BTree::UnlinkRetired(Op& op, uint32_t head) {
   return Status::OK();
 }
 
+void BTree::Pin(uint32_t head) {
+  std::lock_guard lock(pins_mu_);
+  pins_.insert(head);
+}
+
+void BTree::Unpin(uint32_t head) {
+  {
+    std::lock_guard lock(pins_mu_);
+    auto it = pins_.find(head);
+    if (it != pins_.end()) pins_.erase(it);
+  }
+  unpinned_.notify_all();
+}
+
+bool BTree::Pinned(uint32_t head) {
+  std::lock_guard lock(pins_mu_);
+  return pins_.count(head) != 0;
+}
+
 Status BTree::PushGarbage(Op& op, uint32_t head) {
   Result<PageHandle*> meta = op.Page(0, false);
   if (!meta.ok()) return meta.status();
@@ -263,6 +284,7 @@ Status BTree::PushGarbage(Op& op, uint32_t head) {
   op.Write32(*h, kChainListPrev, 0);
   op.Write32(*h, kChainListNext, DecodeFixed32((*meta)->data() + kMetaGarbage));
   op.Write32(*meta, kMetaGarbage, head);
+  garbage_hint_.store(true, std::memory_order_relaxed);
   return Status::OK();
 }
 
@@ -347,46 +369,64 @@ bool BTree::has_garbage() {
   return !meta.ok() || DecodeFixed32(meta->data() + kMetaGarbage) != 0;
 }
 
-// Frees the first chain on the garbage list a chunk of pages at a time: the
-// rest of the chain, if any, takes its place at the list's head.
 Status BTree::CollectGarbage(const std::function<bool()>& stop) {
   std::lock_guard serial(garbage_mu_);
   const uint32_t per = ChunkPages();
   for (;;) {
     if (stop && stop()) return Status::OK();
     SUBITO_RETURN_IF_ERROR(pool_->LogFreeCheck());
-    std::unique_lock no_readers(chain_reads_);  // C2
-    Op op(this);
-    Result<PageHandle*> meta = op.Page(0, false);
-    if (!meta.ok()) return meta.status();
-    const uint32_t head = DecodeFixed32((*meta)->data() + kMetaGarbage);
-    if (head == 0) return Status::OK();
-    Result<PageHandle*> h = ChainHead(op, head);
-    if (!h.ok()) return h.status();
-    const uint32_t list_next = DecodeFixed32((*h)->data() + kChainListNext);
-    uint32_t page_no = head;
-    for (uint32_t freed = 0; page_no != 0 && freed < per; ++freed) {
-      Result<PageHandle*> p = op.Page(page_no, false);
-      if (!p.ok()) return p.status();
-      if (page::TypeOf((*p)->data()) != page::kPageChain) {
-        return Status::Corruption(StrFormat(
-            "space %u page %u: a garbage chain leads to a non-chain page", space_, page_no));
+    uint32_t pinned = 0;
+    {
+      Op op(this);
+      Result<PageHandle*> meta = op.Page(0, false);
+      if (!meta.ok()) return meta.status();
+      const uint32_t head = DecodeFixed32((*meta)->data() + kMetaGarbage);
+      if (head == 0) {
+        garbage_hint_.store(false, std::memory_order_relaxed);
+        return Status::OK();
       }
-      const uint32_t next = DecodeFixed32((*p)->data() + kChainNext);
-      SUBITO_RETURN_IF_ERROR(op.Free(page_no));
-      page_no = next;
+      if (Pinned(head)) {
+        pinned = head;  // C2: a reader still reads it; wait without latches
+      } else {
+        SUBITO_RETURN_IF_ERROR(FreeGarbageChunk(op, *meta, head, per));
+        SUBITO_RETURN_IF_ERROR(op.Commit());
+        continue;
+      }
     }
-    if (page_no != 0) {
-      Result<PageHandle*> rest = ChainHead(op, page_no);
-      if (!rest.ok()) return rest.status();
-      op.Write32(*rest, kChainListPrev, 0);
-      op.Write32(*rest, kChainListNext, list_next);
-      op.Write32(*meta, kMetaGarbage, page_no);
-    } else {
-      op.Write32(*meta, kMetaGarbage, list_next);
-    }
-    SUBITO_RETURN_IF_ERROR(op.Commit());
+    std::unique_lock lock(pins_mu_);
+    unpinned_.wait_for(lock, std::chrono::milliseconds(50),
+                       [&] { return pins_.count(pinned) == 0; });
   }
+}
+
+// Frees up to `per` pages from the start of the garbage chain at `head`;
+// the rest of the chain, if any, takes its place at the list's head.
+Status BTree::FreeGarbageChunk(Op& op, PageHandle* meta, uint32_t head, uint32_t per) {
+  Result<PageHandle*> h = ChainHead(op, head);
+  if (!h.ok()) return h.status();
+  const uint32_t list_next = DecodeFixed32((*h)->data() + kChainListNext);
+  uint32_t page_no = head;
+  for (uint32_t freed = 0; page_no != 0 && freed < per; ++freed) {
+    Result<PageHandle*> p = op.Page(page_no, false);
+    if (!p.ok()) return p.status();
+    if (page::TypeOf((*p)->data()) != page::kPageChain) {
+      return Status::Corruption(StrFormat(
+          "space %u page %u: a garbage chain leads to a non-chain page", space_, page_no));
+    }
+    const uint32_t next = DecodeFixed32((*p)->data() + kChainNext);
+    SUBITO_RETURN_IF_ERROR(op.Free(page_no));
+    page_no = next;
+  }
+  if (page_no != 0) {
+    Result<PageHandle*> rest = ChainHead(op, page_no);
+    if (!rest.ok()) return rest.status();
+    op.Write32(*rest, kChainListPrev, 0);
+    op.Write32(*rest, kChainListNext, list_next);
+    op.Write32(meta, kMetaGarbage, page_no);
+  } else {
+    op.Write32(meta, kMetaGarbage, list_next);
+  }
+  return Status::OK();
 }
 
 Status BTree::RecoverChains() {

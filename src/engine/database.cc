@@ -239,7 +239,6 @@ Status DatabaseImpl::OpenAll() {
       // or half built are garbage (btree.h C4), freed by the purge thread.
       SUBITO_RETURN_IF_ERROR(ix->tree->RecoverChains());
       ix->versions->AttachTree(ix->tree.get());
-      if (ix->tree->has_garbage()) startup_garbage_.push_back(ix->versions);
     }
   }
   txns_ = std::make_unique<txn::TxnSystem>(rs->max_txn + 1);
@@ -349,6 +348,22 @@ void DatabaseImpl::RelieveLog() {
   }
 }
 
+void DatabaseImpl::CollectGarbage(const std::function<bool()>& enough) {
+  std::vector<std::shared_ptr<txn::VersionStore>> work;
+  {
+    std::shared_lock ddl(ddl_mu_);
+    for (const auto& [n, t] : tables_) {
+      for (const auto& ix : t->indexes) {
+        if (ix->tree && ix->tree->garbage_hint()) work.push_back(ix->versions);
+      }
+    }
+  }
+  for (const auto& store : work) {
+    if (enough()) return;
+    (void)store->CollectGarbage(enough);  // a failure is retried next time
+  }
+}
+
 void DatabaseImpl::StopPurge() {
   purge_stopping_.store(true);
   {
@@ -360,15 +375,20 @@ void DatabaseImpl::StopPurge() {
 }
 
 void DatabaseImpl::PurgeLoop() {
-  const auto stopping = [this] { return purge_stopping_.load(std::memory_order_relaxed); };
-  // What is left (stopped, failed) is garbage again at the next start.
-  for (auto& store : startup_garbage_) (void)store->CollectGarbage(stopping);
-  startup_garbage_.clear();
   std::unique_lock lock(purge_mu_);
-  while (!purge_stop_) {
+  for (uint64_t round = 0; !purge_stop_; ++round) {
     purge_cv_.wait_for(lock, std::chrono::milliseconds(10));
     lock.unlock();
-    txns_->Purge(stopping);
+    // Freeing garbage (gigabytes after a crash, or a long value's old
+    // chain) takes turns with purging: at most 200 ms per round, and none
+    // once Close has begun (what is left is freed later, or after a start).
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    const auto enough = [&] {
+      return purge_stopping_.load(std::memory_order_relaxed) ||
+             std::chrono::steady_clock::now() > until;
+    };
+    txns_->Purge(enough);
+    if (round % 100 == 0) CollectGarbage(enough);
     lock.lock();
   }
 }
@@ -740,6 +760,7 @@ DatabaseStats DatabaseImpl::Stats() const {
       s.page_file_bytes_written += io.bytes_written;
       s.page_file_bytes_read += io.bytes_read;
       s.version_keys += ix->versions->keys();
+      if (ix->tree && ix->tree->garbage_hint()) ++s.garbage_indexes;
     }
   }
   return s;

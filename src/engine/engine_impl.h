@@ -148,6 +148,9 @@ class DatabaseImpl final : public Database {
   Status Persist();  // writes catalog_
   CatalogTable* CatalogEntry(const TableImpl* t);
   void PurgeLoop();
+  // Frees the garbage chains of every tree that has some (btree.h), until
+  // `enough`.
+  void CollectGarbage(const std::function<bool()>& enough);
   void StopPurge();
 
   Options options_;
@@ -172,8 +175,6 @@ class DatabaseImpl final : public Database {
   std::mutex owners_mu_;  // held while relieving: owners stay alive
   std::set<UndoOwner*> owners_;
 
-  // Indexes with garbage chains at start, freed first by the purge thread.
-  std::vector<std::shared_ptr<txn::VersionStore>> startup_garbage_;
   std::mutex purge_mu_;
   std::condition_variable purge_cv_;
   std::atomic<bool> purge_stopping_{false};  // set first by StopPurge

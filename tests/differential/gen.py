@@ -180,6 +180,12 @@ class Generator:
                 return f"REPEAT('q', {r.choice(lengths)})"
             return r.choice(STRINGS)
         if k in ("bin", "blob"):
+            if k == "blob" and r.random() < 0.04:
+                # Long enough for an overflow chain (a row over a quarter
+                # page); the length leads, so sort keys (the first
+                # max_sort_length bytes) of different values differ.
+                n = r.choice([3000, 9000, 40000])
+                return f"CONCAT('{n}', REPEAT('z', {n}))"
             return r.choice(["'a'", "'A'", "x'00ff'", "'ab'", "''", "x'00'", "'abcd'", "'abcde'",
                              "x'ff'"])
         if k == "date":

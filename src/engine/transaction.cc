@@ -400,9 +400,9 @@ Status TransactionImpl::ApplyUndo(const Undo& u) {
   buffer::BufferPool::LogFreeExemption exempt;
   btree::BTree* tree = u.index->tree.get();
   btree::BTree::ChainMoves moves;
-  const Status st = !u.before        ? tree->Delete(u.key, &moves).status()
-                    : u.before_chain ? tree->Restore(u.key, *u.before, &moves)
-                                     : tree->Put(u.key, *u.before, &moves);
+  Status st = !u.before        ? tree->Delete(u.key, &moves).status()
+              : u.before_chain ? tree->Restore(u.key, *u.before, &moves)
+                               : tree->Put(u.key, *u.before, &moves);
   NoteMoves(u.index, moves);
   return st;
 }

@@ -43,7 +43,7 @@ enum PageType : uint8_t {
   kPageBtreeInternal = 3,
   kPageOverflow = 4,  // format 1 overflow chains, still read
   kPageChain = 5,     // overflow chains (btree/tree_op.h)
-  kPageTest = 200,  // tests and benchmarks of this layer
+  kPageTest = 200,    // tests and benchmarks of this layer
 };
 
 struct PageHeader {

@@ -54,6 +54,7 @@ void WaitForPurge(Database* db) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   ASSERT_FALSE(busy()) << "the purge did not finish";
+  ASSERT_EQ(db->Stats().chain_release_failures, 0u);
 }
 
 class LargeValues : public ::testing::Test {

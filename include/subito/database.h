@@ -154,9 +154,12 @@ struct DatabaseStats {
   uint64_t page_file_bytes_written = 0;
   uint64_t page_file_bytes_read = 0;
   uint64_t buffer_hits = 0, buffer_misses = 0, checkpoints = 0;
-  uint64_t version_keys = 0;      // keys with old versions kept for snapshots
-  uint64_t purge_backlog = 0;     // ended transactions whose versions and chains wait for purge
-  uint64_t garbage_indexes = 0;   // indexes with overflow pages waiting to be freed
+  uint64_t version_keys = 0;     // keys with old versions kept for snapshots
+  uint64_t purge_backlog = 0;    // ended transactions whose versions and chains wait for purge
+  uint64_t garbage_indexes = 0;  // indexes with overflow pages waiting to be freed
+  // Retired overflow chains the purge failed to release or free (freed at
+  // the next start instead).
+  uint64_t chain_release_failures = 0;
   uint64_t undo_relocations = 0;  // undo lists rewritten so the checkpoint could pass
   // Descriptors of page files, the catalog and a double-write file
   // (Options::max_open_files): open now, the limit (0: none), closed to

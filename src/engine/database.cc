@@ -753,6 +753,7 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.file_reopens = fd.opens;
   s.open_file_waits = fd.waits;
   s.purge_backlog = txns_ ? txns_->purge_backlog() : 0;
+  s.chain_release_failures = txns_ ? txns_->chain_release_failures() : 0;
   std::shared_lock ddl(ddl_mu_);
   for (const auto& [n, t] : tables_) {
     for (const auto& ix : t->indexes) {

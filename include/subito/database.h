@@ -120,6 +120,13 @@ struct Options {
   // innodb_open_files): past it the least recently used one is closed, and
   // opened again when next needed. 0: no limit.
   uint32_t max_open_files = 300;
+  // A write waiting for log space gives up with Busy once the checkpoint
+  // has not moved for this long (pages that cannot be written, a
+  // transaction open since before the checkpoint).
+  uint32_t log_full_timeout_ms = 60000;
+  // Messages for the server's error log: page writes failing (a full disk)
+  // and succeeding again, the engine stopping writes. Default: stderr.
+  std::function<void(const std::string&)> error_log;
   // Tests only: where page files and PM bytes go.
   FileSystem* file_system = nullptr;
   pmem::Persistence* persistence = nullptr;
@@ -166,6 +173,15 @@ struct DatabaseStats {
   // make room, opened again after that, opens that waited for a free one.
   uint64_t open_files = 0, open_files_limit = 0, file_closes = 0, file_reopens = 0;
   uint64_t open_file_waits = 0;
+  // Page-write batches that failed (a full disk, an I/O error; retried until
+  // one succeeds), and whether the last one failed.
+  uint64_t page_write_failures = 0;
+  bool page_writes_failing = false;
+  // The engine stopped accepting writes (a rollback that could not finish,
+  // a commit whose outcome is unknown, a log that failed): every write fails
+  // with ReadOnly and the reason; reads go on; a restart recovers.
+  bool writes_stopped = false;
+  std::string stop_reason;
 };
 
 // What Open found and did.

@@ -29,6 +29,10 @@ class [[nodiscard]] Status {
     kAlreadyExists,  // a duplicate key or name
     kInterrupted,    // the caller asked a wait to stop (a killed statement)
     kTooLarge,       // a value longer than the engine stores with its settings
+    kNoSpace,        // the file system is full (ENOSPC, EDQUOT); retrying after
+                     // space is freed succeeds
+    kReadOnly,       // the engine stopped accepting writes (DatabaseStats::stopped)
+    kNoMemory,       // an allocation failed
   };
 
   Status() = default;
@@ -47,6 +51,9 @@ class [[nodiscard]] Status {
   static Status AlreadyExists(std::string msg) { return {Code::kAlreadyExists, std::move(msg)}; }
   static Status Interrupted(std::string msg) { return {Code::kInterrupted, std::move(msg)}; }
   static Status TooLarge(std::string msg) { return {Code::kTooLarge, std::move(msg)}; }
+  static Status NoSpace(std::string msg) { return {Code::kNoSpace, std::move(msg)}; }
+  static Status ReadOnly(std::string msg) { return {Code::kReadOnly, std::move(msg)}; }
+  static Status NoMemory(std::string msg) { return {Code::kNoMemory, std::move(msg)}; }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
@@ -61,6 +68,8 @@ class [[nodiscard]] Status {
   bool IsBusy() const { return code_ == Code::kBusy; }
   bool IsInterrupted() const { return code_ == Code::kInterrupted; }
   bool IsTooLarge() const { return code_ == Code::kTooLarge; }
+  bool IsNoSpace() const { return code_ == Code::kNoSpace; }
+  bool IsReadOnly() const { return code_ == Code::kReadOnly; }
 
   // "Corruption: log stream 0 (/dev/shm/x/log.0) offset 8192: bad checksum"
   std::string ToString() const;

@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include "page/page_format.h"
+#include "subito/interrupt.h"
+#include "util/aligned_buffer.h"
 #include "util/strings.h"
 
 namespace subito::buffer {
@@ -349,14 +351,30 @@ thread_local int BufferPool::LogFreeExemption::depth_ = 0;
 Status BufferPool::LogFreeCheck() {
   if (LogFreeExemption::active()) return Status::OK();
   const uint64_t limit = log_->capacity() / 4 * 3;
+  log::Lsn ckpt = log_->checkpoint_lsn();
+  auto since = std::chrono::steady_clock::now();
   for (int spins = 0; log_->reserved_lsn() - log_->checkpoint_lsn() > limit; ++spins) {
     OnLogFull();
     if (relief_) relief_();
     // Write the oldest pages here too: there may be no cleaner thread, and
-    // this thread holds no latch.
+    // this thread holds no latch. A failed write (a full disk) fails the
+    // caller now: it is retried by the next caller and by the cleaners.
     SUBITO_RETURN_IF_ERROR(CleanBatch().status());
     SUBITO_RETURN_IF_ERROR(Checkpoint());
     if (log_->reserved_lsn() - log_->checkpoint_lsn() <= limit) break;
+    if (InterruptScope::Interrupted()) {
+      return Status::Interrupted("interrupted while waiting for space in the redo log");
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (log_->checkpoint_lsn() != ckpt) {
+      ckpt = log_->checkpoint_lsn();
+      since = now;
+    } else if (now - since > std::chrono::milliseconds(options_.log_full_timeout_ms)) {
+      return Status::Busy(StrFormat(
+          "the redo log has been 3/4 full for %u ms and its checkpoint cannot advance "
+          "(a transaction open since before it, or pages that cannot be written)",
+          options_.log_full_timeout_ms));
+    }
     std::this_thread::sleep_for(std::chrono::microseconds(spins < 100 ? 50 : 1000));
   }
   return Status::OK();
@@ -377,7 +395,9 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
   // cleaner holding pins must never wait for a latch whose holder may be
   // waiting for a free frame.
   const uint32_t ps = options_.page_size;
-  uint8_t* buf = static_cast<uint8_t*>(std::aligned_alloc(4096, candidates.size() * ps));
+  Result<AlignedBuffer> copies = AlignedBuffer::Allocate(candidates.size() * ps);
+  if (!copies.ok()) return copies.status();
+  uint8_t* const buf = copies->get();
   std::vector<PageImage> batch;
   std::vector<log::Lsn> lsns;
   std::vector<uint32_t> frames;
@@ -403,6 +423,7 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
     lsns.push_back(page::PageLsn(copy));
   }
   Status st = writer_.Write(batch, [this](uint32_t s) { return Space(s); });
+  NoteWriteOutcome(st);
   if (st.ok()) {
     for (size_t i = 0; i < frames.size(); ++i) {
       Frame& f = *frames_[frames[i]];
@@ -418,8 +439,24 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
       }
     }
   }
-  std::free(buf);
   return st;
+}
+
+void BufferPool::NoteWriteOutcome(const Status& st) {
+  if (st.ok() == !writes_failing_flag_.load(std::memory_order_relaxed)) return;
+  std::string message;
+  {
+    std::lock_guard lock(outcome_mu_);
+    if (st.ok() == !writes_failing_) return;
+    writes_failing_ = !st.ok();
+    writes_failing_flag_.store(writes_failing_, std::memory_order_relaxed);
+    message = st.ok() ? StrFormat("page writes succeed again (%llu failed batches before)",
+                                  static_cast<unsigned long long>(writer_.failures()))
+                      : "page writes fail: " + st.ToString() +
+                            "; the pages stay dirty in the buffer pool and are written again "
+                            "until a write succeeds";
+  }
+  if (options_.report) options_.report(message);
 }
 
 Result<size_t> BufferPool::CleanBatch() {
@@ -540,6 +577,8 @@ BufferPoolStats BufferPool::stats() const {
   s.checkpoints = checkpoints_.load(std::memory_order_relaxed);
   s.pages_written = writer_.pages_written();
   s.write_batches = writer_.batches();
+  s.write_failures = writer_.failures();
+  s.writes_failing = writes_failing_flag_.load(std::memory_order_relaxed);
   std::lock_guard lock(spaces_mu_);
   for (auto& [id, sp] : spaces_) s.pages_read += sp->stats().pages_read;
   return s;

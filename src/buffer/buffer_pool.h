@@ -62,6 +62,11 @@ struct BufferPoolOptions {
   uint32_t cleaner_threads = 1;
   double max_dirty_ratio = 0.5;  // cleaners write when more frames than this are dirty
   int cleaner_interval_ms = 100;
+  // LogFreeCheck gives up (Busy) when the checkpoint has not moved for this
+  // long (a page write that keeps failing, a transaction pinning it).
+  uint32_t log_full_timeout_ms = 60000;
+  // Messages for the error log: page writes failing, and writing again.
+  std::function<void(const std::string&)> report;
 };
 
 struct BufferPoolStats {
@@ -69,6 +74,8 @@ struct BufferPoolStats {
   uint64_t hits = 0, misses = 0;
   uint64_t pages_read = 0, pages_written = 0, write_batches = 0;
   uint64_t evictions = 0, foreground_flushes = 0, checkpoints = 0;
+  uint64_t write_failures = 0;  // page-write batches that failed (PageWriter P4)
+  bool writes_failing = false;  // the last batch failed; retried until one succeeds
 };
 
 class BufferPool;
@@ -138,7 +145,10 @@ class BufferPool {
   uint64_t PinCheckpoint(log::Lsn lsn);
   void EndChange(uint64_t token);
   // Waits, holding no latch, until the log has room for a Mtr. Returns at
-  // once in a thread that holds a LogFreeExemption.
+  // once in a thread that holds a LogFreeExemption. Fails with the page
+  // writer's error when pages cannot be written (a full disk: NoSpace),
+  // with Interrupted when the thread's InterruptScope says so, and with Busy
+  // once the checkpoint has not moved for options.log_full_timeout_ms.
   Status LogFreeCheck();
   // A rollback writes into the quarter of the log that LogFreeCheck keeps
   // free: it must not wait for a checkpoint its own transaction holds back.
@@ -181,6 +191,9 @@ class BufferPool {
   void Unpin(uint32_t frame, Latch latch);
   Result<uint32_t> FindVictim(std::unique_lock<std::mutex>& lk);
   Status FlushFrames(const std::vector<uint32_t>& candidates, bool skip_busy);
+  // Reports the first failure of a run of failed page writes, and the first
+  // success after one.
+  void NoteWriteOutcome(const Status& st);
   void CleanerLoop();
   Result<size_t> CleanBatch();  // pages written
   void LatchFrame(Frame& f, Latch latch);
@@ -192,6 +205,9 @@ class BufferPool {
   PageWriter writer_;
   std::vector<std::unique_ptr<Frame>> frames_;
   uint8_t* memory_ = nullptr;
+  std::mutex outcome_mu_;
+  bool writes_failing_ = false;  // guarded by outcome_mu_
+  std::atomic<bool> writes_failing_flag_{false};
 
   mutable std::mutex mu_;  // table_, frame bookkeeping, flush_list_, free_, hand_
   std::condition_variable load_cv_;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "page/page_format.h"
+#include "util/aligned_buffer.h"
 #include "util/coding.h"
 #include "util/crc32c.h"
 #include "util/strings.h"
@@ -134,8 +135,12 @@ Status DoubleWrite::WriteBatch(const std::vector<PageImage>& pages) {
 
 Result<uint32_t> DoubleWrite::Repair(const std::function<page::SpaceFile*(uint32_t)>& space_of) {
   std::lock_guard lock(mu_);
-  uint8_t* img = static_cast<uint8_t*>(std::aligned_alloc(4096, page_size_));
-  uint8_t* cur = static_cast<uint8_t*>(std::aligned_alloc(4096, page_size_));
+  Result<AlignedBuffer> img_buf = AlignedBuffer::Allocate(page_size_);
+  Result<AlignedBuffer> cur_buf = AlignedBuffer::Allocate(page_size_);
+  if (!img_buf.ok()) return img_buf.status();
+  if (!cur_buf.ok()) return cur_buf.status();
+  uint8_t* const img = img_buf->get();
+  uint8_t* const cur = cur_buf->get();
   uint32_t repaired = 0;
   Status st;
   for (uint32_t i = 0; i < slots_ && st.ok(); ++i) {
@@ -163,8 +168,6 @@ Result<uint32_t> DoubleWrite::Repair(const std::function<page::SpaceFile*(uint32
     if (st.ok()) st = space->Sync();
     ++repaired;
   }
-  std::free(img);
-  std::free(cur);
   if (!st.ok()) return st;
   return repaired;
 }
@@ -209,7 +212,8 @@ Result<std::unique_ptr<DoubleWrite>> DoubleWrite::OpenFile(FileSystem* fs, const
   if (!fs->Exists(path)) {
     const std::string tmp = path + ".tmp";
     {
-      auto f = fs->Exists(tmp) ? fs->Open(tmp) : fs->Create(tmp);
+      SUBITO_RETURN_IF_ERROR(fs->Remove(tmp));  // never opened: see SpaceFile::Create
+      auto f = fs->Create(tmp);
       if (!f.ok()) return f.status();
       FileDoubleWrite fresh(std::move(*f), page_size, slots);
       SUBITO_RETURN_IF_ERROR(fresh.Init(true));

@@ -15,7 +15,14 @@ Status PageWriter::Write(const std::vector<PageImage>& batch,
         StrFormat("page write batch of %zu pages exceeds %u", batch.size(), max_batch()));
   }
   std::lock_guard lock(mu_);
-  if (!failed_.ok()) return failed_;
+  if (!pending_.empty()) {  // P4: the failed batch first, the slots hold it
+    if (Status st = WriteInPlace(pending_, space_of); !st.ok()) {
+      failures_.fetch_add(1, std::memory_order_relaxed);
+      return st;
+    }
+    pending_.clear();
+    pending_count_.store(0, std::memory_order_relaxed);
+  }
   uint64_t max_lsn = 0;
   for (const PageImage& p : batch) max_lsn = std::max(max_lsn, p.page_lsn);
   // 1. WAL (P2).
@@ -25,33 +32,52 @@ Status PageWriter::Write(const std::vector<PageImage>& batch,
                                         static_cast<unsigned long long>(max_lsn),
                                         static_cast<unsigned long long>(log_->durable_lsn())));
   }
-  // 2. Double-write (D2).
+  // 2. Double-write (D2). A failure here wrote nothing in place.
   if (dwb_) {
-    SUBITO_RETURN_IF_ERROR(dwb_->WriteBatch(batch));
+    if (Status st = dwb_->WriteBatch(batch); !st.ok()) {
+      failures_.fetch_add(1, std::memory_order_relaxed);
+      return st;
+    }
     for (const PageImage& p : batch) {
       if (page::SpaceFile* space = space_of(p.space_id)) space->CountPmBytes(dwb_->page_size());
     }
   }
   // 3. In place, then 4. sync.
-  std::set<page::SpaceFile*> touched;
-  Status st;
-  for (const PageImage& p : batch) {
-    page::SpaceFile* space = space_of(p.space_id);
-    if (space == nullptr) continue;  // dropped meanwhile
-    st = space->WritePage(p.page_no, p.data);
-    if (!st.ok()) break;
-    touched.insert(space);
-  }
-  for (page::SpaceFile* s : touched) {
-    if (!st.ok()) break;
-    st = s->Sync();
-  }
-  if (!st.ok()) {
-    failed_ = st;
+  if (Status st = WriteInPlace(batch, space_of); !st.ok()) {
+    failures_.fetch_add(1, std::memory_order_relaxed);
+    if (dwb_) {
+      const uint32_t ps = dwb_->page_size();
+      for (const PageImage& p : batch) {
+        pending_.push_back({p.space_id, p.page_no, std::vector<uint8_t>(p.data, p.data + ps)});
+      }
+      pending_count_.store(pending_.size(), std::memory_order_relaxed);
+    }
     return st;
   }
   pages_.fetch_add(batch.size(), std::memory_order_relaxed);
   batches_.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+namespace {
+const uint8_t* ImageData(const PageImage& p) { return p.data; }
+template <typename Owned>
+const uint8_t* ImageData(const Owned& p) {
+  return p.data.data();
+}
+}  // namespace
+
+template <typename Images>
+Status PageWriter::WriteInPlace(const Images& images,
+                                const std::function<page::SpaceFile*(uint32_t)>& space_of) {
+  std::set<page::SpaceFile*> touched;
+  for (const auto& p : images) {
+    page::SpaceFile* space = space_of(p.space_id);
+    if (space == nullptr) continue;  // dropped meanwhile
+    SUBITO_RETURN_IF_ERROR(space->WritePage(p.page_no, ImageData(p)));
+    touched.insert(space);
+  }
+  for (page::SpaceFile* s : touched) SUBITO_RETURN_IF_ERROR(s->Sync());
   return Status::OK();
 }
 

@@ -9,6 +9,17 @@
 //   4. every touched space file is synced.
 // Batches are serialized: the double-write slots are reused only after
 // step 4 of the previous batch.
+//
+// Failures (P4). A batch that fails before step 3 wrote nothing in place:
+// its pages stay dirty and a later batch writes them. A batch that fails in
+// step 3 or 4 (a full disk, an I/O error) may have left pages torn or
+// unsynced in place while the double-write area holds their images: those
+// slots must not be reused until the same images are written and synced.
+// The writer keeps a copy of the batch, and every later Write first writes
+// it again and syncs; until that succeeds, every Write fails with its
+// error. Writing the whole batch again before the next sync also covers a
+// failed fsync (whose pages the kernel may have dropped). So a full disk
+// stops page writing only until space is freed.
 #pragma once
 
 #include <atomic>
@@ -33,16 +44,26 @@ class PageWriter {
 
   uint64_t pages_written() const { return pages_.load(std::memory_order_relaxed); }
   uint64_t batches() const { return batches_.load(std::memory_order_relaxed); }
+  // Batches that failed, and whether a failed batch still waits (P4).
+  uint64_t failures() const { return failures_.load(std::memory_order_relaxed); }
+  bool retry_pending() const { return pending_count_.load(std::memory_order_relaxed) > 0; }
 
  private:
+  struct Owned {
+    uint32_t space_id, page_no;
+    std::vector<uint8_t> data;
+  };
+  // Writes the images in place, then syncs every space touched.
+  template <typename Images>
+  Status WriteInPlace(const Images& images,
+                      const std::function<page::SpaceFile*(uint32_t)>& space_of);
+
   log::RedoLog* const log_;
   DoubleWrite* const dwb_;
   std::mutex mu_;
-  // After a failure past the double-write step, pages may be written in
-  // place without a sync; reusing the slots would break D2. Every later
-  // batch fails with the first error (an I/O error on data files is fatal).
-  Status failed_;  // guarded by mu_
-  std::atomic<uint64_t> pages_{0}, batches_{0};
+  std::vector<Owned> pending_;  // guarded by mu_: the failed batch (P4)
+  std::atomic<size_t> pending_count_{0};
+  std::atomic<uint64_t> pages_{0}, batches_{0}, failures_{0};
 };
 
 }  // namespace subito::buffer

@@ -1,4 +1,10 @@
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "btree/key_encoding.h"
@@ -22,6 +28,51 @@ std::string DefaultPmDir(const std::string& dir) {
     if (c == '/') c = '_';
   }
   return "/dev/shm/subito/" + abs;
+}
+
+// The PM tier holds the redo log and the double-write area: another user
+// who can write to its directory (or to one above it) could replace them.
+// Missing directories are created 0700. The directory and every one above
+// it must belong to this user or root and be writable by no one else,
+// except sticky directories of root's (/dev/shm, /tmp), where others can
+// create entries but not replace ours.
+Status PreparePrivateDir(const std::string& dir) {
+  const std::filesystem::path path = std::filesystem::absolute(dir).lexically_normal();
+  std::filesystem::path at;
+  for (const auto& part : path) {
+    at /= part;
+    if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) {
+      return Status::IOError("cannot create " + at.string() + ": " + std::strerror(errno));
+    }
+  }
+  const uid_t me = ::geteuid();
+  for (std::filesystem::path d = path;; d = d.parent_path()) {
+    struct stat st {};
+    if (::lstat(d.c_str(), &st) != 0) {
+      return Status::IOError("cannot stat " + d.string() + ": " + std::strerror(errno));
+    }
+    if (S_ISLNK(st.st_mode) && d == path) {
+      return Status::InvalidArgument("PM directory " + d.string() +
+                                     " is a symbolic link: name the directory itself");
+    }
+    if (!S_ISLNK(st.st_mode)) {
+      if (st.st_uid != me && st.st_uid != 0) {
+        return Status::InvalidArgument(StrFormat(
+            "PM directory %s: %s belongs to user %u, not to this server's user %u; "
+            "refusing to keep the redo log there (set subito_pm_dir to a directory of yours)",
+            path.c_str(), d.c_str(), static_cast<unsigned>(st.st_uid), static_cast<unsigned>(me)));
+      }
+      const bool sticky_root = (st.st_mode & S_ISVTX) != 0 && st.st_uid == 0;
+      if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !(sticky_root && d != path)) {
+        return Status::InvalidArgument(StrFormat(
+            "PM directory %s: %s is writable by other users (mode %04o); refusing to keep "
+            "the redo log there (chmod go-w, or set subito_pm_dir elsewhere)",
+            path.c_str(), d.c_str(), static_cast<unsigned>(st.st_mode & 07777)));
+      }
+    }
+    if (d == d.parent_path()) break;
+  }
+  return Status::OK();
 }
 
 }  // namespace
@@ -140,8 +191,7 @@ Status DatabaseImpl::OpenAll() {
     std::filesystem::create_directories(options_.dir, ec);
     if (ec) return Status::IOError("cannot create " + options_.dir + ": " + ec.message());
   }
-  std::filesystem::create_directories(options_.pm_dir, ec);
-  if (ec) return Status::IOError("cannot create " + options_.pm_dir + ": " + ec.message());
+  SUBITO_RETURN_IF_ERROR(PreparePrivateDir(options_.pm_dir));
 
   Result<std::optional<Catalog>> cat = ReadCatalog(fs_, options_.dir);
   if (!cat.ok()) return cat.status();
@@ -167,6 +217,7 @@ Status DatabaseImpl::OpenAll() {
   lo.buffer_size = options_.log_buffer_size;
   lo.write_ahead_size = options_.log_write_ahead_size;
   lo.persistence = options_.persistence;
+  lo.full_timeout_ms = options_.log_full_timeout_ms;
   lo.on_log_full = [this] {
     if (buffer::BufferPool* p = pool_for_log_.load()) p->OnLogFull();
   };
@@ -187,7 +238,12 @@ Status DatabaseImpl::OpenAll() {
   Result<std::unique_ptr<log::RedoLog>> l = log::RedoLog::Open(lo);
   if (!l.ok()) return l.status();
   log_ = std::move(*l);
-  catalog_.log_salt = log_->salt();  // bound by the Persist below
+  if (catalog_.log_salt != log_->salt()) {
+    // K5: a new log is bound to the catalog at once, so that a start failing
+    // after this point does not leave a log every later start refuses.
+    catalog_.log_salt = log_->salt();
+    SUBITO_RETURN_IF_ERROR(Persist());
+  }
 
   Result<std::unique_ptr<buffer::DoubleWrite>> d =
       options_.double_write_on_pm
@@ -203,6 +259,8 @@ Status DatabaseImpl::OpenAll() {
   po.page_size = ps;
   po.flush_batch = std::min<uint32_t>(32, options_.double_write_pages);
   po.cleaner_threads = options_.page_cleaners;
+  po.log_full_timeout_ms = options_.log_full_timeout_ms;
+  po.report = [this](const std::string& m) { Report(m); };
   Result<std::unique_ptr<buffer::BufferPool>> p =
       buffer::BufferPool::Create(po, log_.get(), dwb_.get());
   if (!p.ok()) return p.status();
@@ -435,6 +493,7 @@ DatabaseImpl::~DatabaseImpl() {
 Result<Table*> DatabaseImpl::CreateTable(const TableDef& def) {
   SUBITO_RETURN_IF_ERROR(ValidateTableDef(def));
   std::unique_lock ddl(ddl_mu_);
+  SUBITO_RETURN_IF_ERROR(Writable());
   if (tables_.count(def.name)) return Status::AlreadyExists("table " + def.name + " exists");
   const std::string dir = TableDir(def);
   if (!options_.file_system) {
@@ -496,14 +555,16 @@ Status DatabaseImpl::RemoveIndexFiles(IndexImpl* ix) {
 
 Status DatabaseImpl::DropTable(std::string_view name) {
   std::unique_lock ddl(ddl_mu_);
+  SUBITO_RETURN_IF_ERROR(Writable());
   auto it = tables_.find(name);
   if (it == tables_.end()) return Status::NotFound("no table " + std::string(name));
   TableImpl* t = it->second.get();
   if (t->users.load() > 0) {
     return Status::Busy("table " + std::string(name) + " is in use by open transactions");
   }
-  auto ct = std::find_if(catalog_.tables.begin(), catalog_.tables.end(),
-                         [&](const CatalogTable& c) { return c.def.name == name; });
+  // By id, never by name: a drop that failed earlier leaves an entry with
+  // this name in the catalog until the next Open finishes it.
+  CatalogTable* ct = CatalogEntry(t);
   ct->state = DefState::kDropping;
   if (Status st = Persist(); !st.ok()) {
     ct->state = DefState::kLive;
@@ -518,7 +579,7 @@ Status DatabaseImpl::DropTable(std::string_view name) {
     if (st.ok()) st = s;
   }
   if (st.ok()) {
-    catalog_.tables.erase(ct);
+    catalog_.tables.erase(catalog_.tables.begin() + (ct - catalog_.tables.data()));
     st = Persist();
   }
   dropped_tables_.push_back(std::move(it->second));
@@ -528,6 +589,7 @@ Status DatabaseImpl::DropTable(std::string_view name) {
 
 Status DatabaseImpl::RenameTable(std::string_view from, std::string_view to) {
   std::unique_lock ddl(ddl_mu_);
+  SUBITO_RETURN_IF_ERROR(Writable());
   auto it = tables_.find(from);
   if (it == tables_.end()) return Status::NotFound("no table " + std::string(from));
   if (to.empty()) return Status::InvalidArgument("a table needs a name");
@@ -536,8 +598,7 @@ Status DatabaseImpl::RenameTable(std::string_view from, std::string_view to) {
   if (t->users.load() > 0) {
     return Status::Busy("table " + std::string(from) + " is in use by open transactions");
   }
-  auto ct = std::find_if(catalog_.tables.begin(), catalog_.tables.end(),
-                         [&](const CatalogTable& c) { return c.def.name == from; });
+  CatalogTable* ct = CatalogEntry(t);
   ct->def.name = std::string(to);
   if (Status st = Persist(); !st.ok()) {
     ct->def.name = std::string(from);
@@ -553,6 +614,7 @@ Status DatabaseImpl::RenameTable(std::string_view from, std::string_view to) {
 
 Status DatabaseImpl::CreateIndex(std::string_view table, const IndexDef& def) {
   std::unique_lock ddl(ddl_mu_);
+  SUBITO_RETURN_IF_ERROR(Writable());
   auto it = tables_.find(table);
   if (it == tables_.end()) return Status::NotFound("no table " + std::string(table));
   TableImpl* t = it->second.get();
@@ -564,8 +626,7 @@ Status DatabaseImpl::CreateIndex(std::string_view table, const IndexDef& def) {
   if (t->users.load() > 0) {
     return Status::Busy("table " + std::string(table) + " is in use by open transactions");
   }
-  auto ct = std::find_if(catalog_.tables.begin(), catalog_.tables.end(),
-                         [&](const CatalogTable& c) { return c.def.name == table; });
+  CatalogTable* ct = CatalogEntry(t);
   const CatalogIndex ci{def, catalog_.next_space_id++, DefState::kCreating};
   ct->indexes.push_back(ci);
   if (Status st = Persist(); !st.ok()) {
@@ -630,6 +691,7 @@ Status DatabaseImpl::CreateIndex(std::string_view table, const IndexDef& def) {
 
 Status DatabaseImpl::DropIndex(std::string_view table, std::string_view index) {
   std::unique_lock ddl(ddl_mu_);
+  SUBITO_RETURN_IF_ERROR(Writable());
   auto it = tables_.find(table);
   if (it == tables_.end()) return Status::NotFound("no table " + std::string(table));
   TableImpl* t = it->second.get();
@@ -640,8 +702,7 @@ Status DatabaseImpl::DropIndex(std::string_view table, std::string_view index) {
   if (t->users.load() > 0) {
     return Status::Busy("table " + std::string(table) + " is in use by open transactions");
   }
-  auto ct = std::find_if(catalog_.tables.begin(), catalog_.tables.end(),
-                         [&](const CatalogTable& c) { return c.def.name == table; });
+  CatalogTable* ct = CatalogEntry(t);
   ct->indexes[k].state = DefState::kDropping;
   if (Status st = Persist(); !st.ok()) {
     ct->indexes[k].state = DefState::kLive;
@@ -686,6 +747,7 @@ CatalogTable* DatabaseImpl::CatalogEntry(const TableImpl* t) {
 
 Result<std::unique_ptr<BulkLoader>> DatabaseImpl::BeginBulkLoad(Table* table) {
   std::unique_lock ddl(ddl_mu_);
+  SUBITO_RETURN_IF_ERROR(Writable());
   auto* t = static_cast<TableImpl*>(table);
   CatalogTable* ct = CatalogEntry(t);
   if (t->dropped.load() || ct == nullptr) return Status::NotFound("the table was dropped");
@@ -746,6 +808,13 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.buffer_hits = ps.hits;
   s.buffer_misses = ps.misses;
   s.checkpoints = ps.checkpoints;
+  s.page_write_failures = ps.write_failures;
+  s.page_writes_failing = ps.writes_failing;
+  if (!Writable().ok()) {
+    s.writes_stopped = true;
+    std::lock_guard lock(stop_mu_);
+    s.stop_reason = stop_reason_;
+  }
   const DescriptorStats fd = fs_->descriptors();
   s.open_files = fd.open;
   s.open_files_limit = fd.limit;
@@ -765,6 +834,31 @@ DatabaseStats DatabaseImpl::Stats() const {
     }
   }
   return s;
+}
+
+void DatabaseImpl::Report(const std::string& message) const {
+  if (options_.error_log) {
+    options_.error_log(message);
+  } else {
+    std::fprintf(stderr, "subito: %s\n", message.c_str());
+  }
+}
+
+void DatabaseImpl::StopWrites(const Status& why) {
+  {
+    std::lock_guard lock(stop_mu_);
+    if (writes_stopped_.load()) return;
+    stop_reason_ = why.ToString();
+    writes_stopped_.store(true, std::memory_order_release);
+  }
+  Report("stopped accepting writes: " + why.ToString() +
+         ". Reads go on; restart the server: recovery finishes what was left");
+}
+
+Status DatabaseImpl::StoppedStatus() const {
+  std::lock_guard lock(stop_mu_);
+  return Status::ReadOnly("Subito stopped accepting writes (" + stop_reason_ +
+                          "); restart the server");
 }
 
 std::string DatabaseImpl::Describe() const {

@@ -132,6 +132,17 @@ class DatabaseImpl final : public Database {
     std::lock_guard lock(owners_mu_);
     owners_.erase(t);
   }
+  // The engine stops accepting writes, for good until a restart (reads go
+  // on): a transaction could not finish its rollback or learn its commit's
+  // outcome. Reported once in the error log.
+  void StopWrites(const Status& why);
+  // OK, or ReadOnly with the reason once StopWrites was called.
+  Status Writable() const {
+    if (!writes_stopped_.load(std::memory_order_acquire)) return Status::OK();
+    return StoppedStatus();
+  }
+  void Report(const std::string& message) const;
+
   // The pool's log relief: relocates the undo of the first open transaction
   // that holds the checkpoint back by more than a quarter of the log.
   void RelieveLog();
@@ -153,7 +164,12 @@ class DatabaseImpl final : public Database {
   void CollectGarbage(const std::function<bool()>& enough);
   void StopPurge();
 
+  Status StoppedStatus() const;
+
   Options options_;
+  std::atomic<bool> writes_stopped_{false};
+  mutable std::mutex stop_mu_;
+  std::string stop_reason_;  // guarded by stop_mu_
   // Declared first: it outlives every file opened through it.
   std::unique_ptr<FileSystem> own_fs_;  // when options_.file_system is unset
   FileSystem* fs_ = nullptr;

@@ -202,7 +202,11 @@ class TransactionImpl final : public Transaction, public UndoOwner {
     if (ended_) return Status::InvalidArgument(kEnded);
     return poisoned_;
   }
+  // The transaction keeps its locks, snapshot and checkpoint pin (nothing
+  // may build on its keys), and the engine stops accepting writes:
+  // recovery finishes it after a restart.
   void FailStop(Status st) {
+    db_->StopWrites(st);
     {
       std::lock_guard lock(mu_);
       poisoned_ = std::move(st);
@@ -293,6 +297,7 @@ Status TransactionImpl::LockKey(IndexImpl* ix, const std::string& key, ReadMode 
 Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
                                  std::optional<std::string> after,
                                  std::optional<std::string> before) {
+  SUBITO_RETURN_IF_ERROR(db_->Writable());
   log::RedoLog* log = db_->log();
   btree::BTree* tree = ix->tree.get();
   // A value stored as a chain is retired by the change, not freed: the undo

@@ -73,7 +73,7 @@ Result<std::unique_ptr<LogFiles>> LogFiles::OpenOrCreate(const LogOptions& optio
 
 Status LogFiles::Lock() {
   std::string path = options_.dir + "/LOCK";
-  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (lock_fd_ < 0) return Status::IOError(Errno("cannot create " + path));
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     return Status::Busy("log directory " + options_.dir + " is in use by another process");

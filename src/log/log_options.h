@@ -48,6 +48,9 @@ struct LogOptions {
   // Called (from an appending thread) when the log is full and appends wait
   // for a checkpoint. The owner may call Checkpoint() from it.
   std::function<void()> on_log_full;
+  // An append waiting for the checkpoint to free log space gives up (Busy)
+  // once the checkpoint has not moved for this long.
+  uint32_t full_timeout_ms = 60000;
   // An existing log must carry this salt (its file header's), else Open
   // refuses it before writing anything: the log of another database. 0: any.
   // A log this Open creates gets a new salt.

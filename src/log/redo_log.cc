@@ -223,9 +223,23 @@ Status RedoLog::WaitForSpace(Lsn start, Lsn end) {
     if (++spins > kSpinsBeforeSleep) std::this_thread::yield();
   }
   counted = false;
+  Lsn last_ckpt = checkpoint_.load(std::memory_order_acquire);
+  auto since = std::chrono::steady_clock::now();
   for (;;) {
     Lsn ckpt = checkpoint_.load(std::memory_order_acquire);
     if (end <= ckpt + geometry_.capacity()) return Status::OK();
+    if (ckpt != last_ckpt) {
+      last_ckpt = ckpt;
+      since = std::chrono::steady_clock::now();
+    } else if (std::chrono::steady_clock::now() - since >
+               std::chrono::milliseconds(options_.full_timeout_ms)) {
+      // The range is reserved and can never be filled now: the log fails
+      // (every later append too) rather than stall every writer for good.
+      Fail(Status::Busy(StrFormat("the redo log has been full for %u ms: its checkpoint "
+                                  "cannot advance; no more writes until a restart",
+                                  options_.full_timeout_ms)));
+      return FirstError();
+    }
     if (failed_.load()) return FirstError();
     if (stopping_.load()) return Status::Shutdown("log closed while waiting for a checkpoint");
     if (!counted) counters_.log_full_waits.fetch_add(1, std::memory_order_relaxed);

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <vector>
 
+#include "util/aligned_buffer.h"
 #include "util/coding.h"
 #include "util/strings.h"
 
@@ -13,15 +14,6 @@ namespace {
 
 constexpr char kSpaceMagic[8] = {'S', 'U', 'B', 'I', 'T', 'O', 'S', 'P'};
 constexpr uint32_t kSpaceFormatVersion = 1;
-
-// A page-size buffer aligned for O_DIRECT.
-struct AlignedPage {
-  explicit AlignedPage(size_t n) : p(static_cast<uint8_t*>(std::aligned_alloc(4096, n))) {}
-  ~AlignedPage() { std::free(p); }
-  AlignedPage(const AlignedPage&) = delete;
-  AlignedPage& operator=(const AlignedPage&) = delete;
-  uint8_t* p;
-};
 
 }  // namespace
 
@@ -36,22 +28,27 @@ Result<std::unique_ptr<SpaceFile>> SpaceFile::Create(FileSystem* fs, const std::
   // Written under a temporary name and renamed into place once its header
   // page is durable: a crash during creation never leaves a space file
   // that cannot be opened.
+  // A leftover (or planted) .tmp is removed, never opened: the new file is
+  // created exclusively, so no link is followed.
   const std::string tmp = path + ".tmp";
-  Result<std::unique_ptr<File>> f = fs->Exists(tmp) ? fs->Open(tmp) : fs->Create(tmp);
+  SUBITO_RETURN_IF_ERROR(fs->Remove(tmp));
+  Result<std::unique_ptr<File>> f = fs->Create(tmp);
   if (!f.ok()) return f.status();
-  AlignedPage hdr(page_size);
-  InitPage(hdr.p, page_size, kPageSpaceHeader, space_id, 0);
-  std::memcpy(hdr.p + 32, kSpaceMagic, sizeof kSpaceMagic);
-  EncodeFixed32(hdr.p + 40, kSpaceFormatVersion);
-  EncodeFixed32(hdr.p + 44, page_size);
-  EncodeFixed32(hdr.p + 48, space_id);
+  Result<AlignedBuffer> buf = AlignedBuffer::Allocate(page_size);
+  if (!buf.ok()) return buf.status();
+  uint8_t* const hdr = buf->get();
+  InitPage(hdr, page_size, kPageSpaceHeader, space_id, 0);
+  std::memcpy(hdr + 32, kSpaceMagic, sizeof kSpaceMagic);
+  EncodeFixed32(hdr + 40, kSpaceFormatVersion);
+  EncodeFixed32(hdr + 44, page_size);
+  EncodeFixed32(hdr + 48, space_id);
   // A label for people reading the file; nothing identifies a space by it.
   const std::string label = name.substr(0, kSpaceLabelMax);
-  std::memcpy(hdr.p + 56, label.data(), label.size());
-  EncodeFixed64(hdr.p + 120, static_cast<uint64_t>(::time(nullptr)));
-  SealPage(hdr.p, page_size);
+  std::memcpy(hdr + 56, label.data(), label.size());
+  EncodeFixed64(hdr + 120, static_cast<uint64_t>(::time(nullptr)));
+  SealPage(hdr, page_size);
   SUBITO_RETURN_IF_ERROR((*f)->Extend(uint64_t{page_size} * kExtendPages));
-  SUBITO_RETURN_IF_ERROR((*f)->Write(0, hdr.p, page_size));
+  SUBITO_RETURN_IF_ERROR((*f)->Write(0, hdr, page_size));
   SUBITO_RETURN_IF_ERROR((*f)->Sync());
   f.value().reset();
   SUBITO_RETURN_IF_ERROR(fs->Rename(tmp, path));
@@ -71,13 +68,15 @@ Result<std::unique_ptr<SpaceFile>> SpaceFile::Open(FileSystem* fs, const std::st
                   "(truncated?)",
                   path.c_str(), static_cast<unsigned long long>(file.Size())));
   }
-  AlignedPage first(kMinPageSize);
-  SUBITO_RETURN_IF_ERROR(file.Read(0, first.p, kMinPageSize));
-  if (std::memcmp(first.p + 32, kSpaceMagic, sizeof kSpaceMagic) != 0) {
+  Result<AlignedBuffer> buf = AlignedBuffer::Allocate(kMinPageSize);
+  if (!buf.ok()) return buf.status();
+  const uint8_t* const first = buf->get();
+  SUBITO_RETURN_IF_ERROR(file.Read(0, buf->get(), kMinPageSize));
+  if (std::memcmp(first + 32, kSpaceMagic, sizeof kSpaceMagic) != 0) {
     return Status::Corruption(path + " page 0: not a Subito space file (bad magic)");
   }
-  const uint32_t page_size = DecodeFixed32(first.p + 44);
-  const uint32_t space_id = DecodeFixed32(first.p + 48);
+  const uint32_t page_size = DecodeFixed32(first + 44);
+  const uint32_t space_id = DecodeFixed32(first + 48);
   if (!ValidPageSize(page_size) || file.Size() < page_size) {
     return Status::Corruption(
         StrFormat("%s page 0: impossible page size %u", path.c_str(), page_size));
@@ -86,12 +85,12 @@ Result<std::unique_ptr<SpaceFile>> SpaceFile::Open(FileSystem* fs, const std::st
   // here. Page 0's checksum is not required: a torn write of page 0 (its
   // meta area changes like any page) is repaired from the double-write area
   // after the space is open, and until then reading page 0 reports it.
-  if (DecodeFixed32(first.p + 40) != kSpaceFormatVersion ||
-      DecodeFixed32(first.p + 16) != space_id || DecodeFixed32(first.p + 20) != 0) {
+  if (DecodeFixed32(first + 40) != kSpaceFormatVersion ||
+      DecodeFixed32(first + 16) != space_id || DecodeFixed32(first + 20) != 0) {
     return Status::Corruption(path + " page 0: not a valid space header page");
   }
   char name[kSpaceLabelMax + 1] = {};
-  std::memcpy(name, first.p + 56, kSpaceLabelMax);
+  std::memcpy(name, first + 56, kSpaceLabelMax);
   // Every page of the file counts, written or not: a page allocated before a
   // crash may be needed by redo.
   uint32_t pages = static_cast<uint32_t>(file.Size() / page_size);
@@ -138,7 +137,16 @@ Result<uint32_t> SpaceFile::AllocatePage() {
         StrFormat("%s: space is full (%u pages)", path().c_str(), kMaxPages));
   }
   uint32_t no = page_count_.fetch_add(1, std::memory_order_acq_rel);
-  if (uint64_t{no + 1} * page_size_ > file_->Size()) SUBITO_RETURN_IF_ERROR(GrowFile(no + 1));
+  if (uint64_t{no + 1} * page_size_ > file_->Size()) {
+    if (Status st = GrowFile(no + 1); !st.ok()) {
+      // The file system is full: the page is given back unless another
+      // allocation came after it (then it stays unused past the end, and is
+      // not counted after a restart, which counts the file's pages).
+      uint32_t expected = no + 1;
+      page_count_.compare_exchange_strong(expected, no, std::memory_order_acq_rel);
+      return st;
+    }
+  }
   return no;
 }
 

@@ -41,11 +41,17 @@ Result<std::unique_ptr<PmFile>> PmFile::Map(const std::string& path, size_t size
       return Status::IOError(StrFormat("%s: %s", path.c_str(), std::strerror(errno)));
     }
     if (st.st_size == 0) return Status::Corruption(path + ": file is empty (truncated?)");
+    // A link is never mapped (files are created with O_EXCL, which refuses
+    // links, and the PM directory is the server user's alone).
+    struct stat lst {};
+    if (::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+      return Status::InvalidArgument(path + " is a symbolic link; refusing to map it");
+    }
   }
   size_t mapped_len = 0;
   int is_pmem = 0;
   int flags = create ? (PMEM_FILE_CREATE | PMEM_FILE_EXCL) : 0;
-  void* addr = pmem_map_file(path.c_str(), create ? size : 0, flags, 0644, &mapped_len, &is_pmem);
+  void* addr = pmem_map_file(path.c_str(), create ? size : 0, flags, 0600, &mapped_len, &is_pmem);
   if (addr == nullptr) {
     return Status::IOError(StrFormat("cannot map %s: %s", path.c_str(), pmem_errormsg()));
   }

@@ -13,11 +13,21 @@
 #include "util/strings.h"
 
 namespace subito {
+
+Status StatusFromErrno(int err, const std::string& what, const std::string& path) {
+  std::string msg = what + " " + path + ": " + std::strerror(err);
+  if (err == ENOSPC || err == EDQUOT) return Status::NoSpace(std::move(msg));
+  return Status::IOError(std::move(msg));
+}
+
 namespace {
 
 Status Errno(const std::string& what, const std::string& path) {
-  return Status::IOError(what + " " + path + ": " + std::strerror(errno));
+  return StatusFromErrno(errno, what, path);
 }
+
+// Files hold table data: no access for other users, whatever the umask.
+constexpr mode_t kFileMode = 0660;
 
 class PosixFile final : public File {
  public:
@@ -63,7 +73,14 @@ class PosixFile final : public File {
   Status Sync() override { return cache_->Sync(id_, path_); }
   Status Extend(uint64_t size) override {
     if (size <= Size()) return Status::OK();
+    // Space is reserved, not left sparse: a full file system fails this
+    // call (a statement allocating pages), never a later page write.
     SUBITO_RETURN_IF_ERROR(cache_->Use(id_, true, [&](int fd) {
+      const uint64_t from = Size();
+      if (::fallocate(fd, 0, static_cast<off_t>(from), static_cast<off_t>(size - from)) == 0) {
+        return Status::OK();
+      }
+      if (errno != EOPNOTSUPP && errno != ENOSYS) return Errno("extend", path_);
       if (::ftruncate(fd, static_cast<off_t>(size)) != 0) return Errno("extend", path_);
       return Status::OK();
     }));
@@ -124,14 +141,16 @@ class PosixFs final : public FileSystem {
     };
     auto state = std::make_shared<State>(State{extra, direct_});
     const uint64_t id = cache_.Register([path, state]() -> Result<int> {
-      const int flags = O_RDWR | O_CLOEXEC | state->extra;
-      int fd = state->direct ? ::open(path.c_str(), flags | O_DIRECT, 0644) : -1;
+      // O_NOFOLLOW: a link planted where a Subito file belongs is refused,
+      // never written through.
+      const int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | state->extra;
+      int fd = state->direct ? ::open(path.c_str(), flags | O_DIRECT, kFileMode) : -1;
       if (fd < 0 && state->direct && errno != EINVAL) {
         return Errno(state->extra ? "cannot create" : "cannot open", path);
       }
       if (fd < 0) {
         state->direct = false;
-        fd = ::open(path.c_str(), flags, 0644);
+        fd = ::open(path.c_str(), flags, kFileMode);
       }
       if (fd < 0) return Errno(state->extra ? "cannot create" : "cannot open", path);
       state->extra = 0;
@@ -258,6 +277,7 @@ TrackingFileSystem::Image TrackingFileSystem::ImageAtTime(uint64_t time, uint64_
   std::vector<std::vector<uint8_t>> bytes(nodes_);
   for (const Event& e : events_) {
     if (e.time >= time) break;
+    if (e.kind == Event::kSyncDir) continue;
     std::vector<uint8_t>& b = bytes[e.file];
     const bool durable = synced[e.file] && e.time < last_sync[e.file];
     if (e.kind == Event::kExtend) {
@@ -272,12 +292,39 @@ TrackingFileSystem::Image TrackingFileSystem::ImageAtTime(uint64_t time, uint64_
       }
     }
   }
-  Image image;
-  // Each file under its name at `time`.
+  // Each file under its durable name at `time`: a directory's name changes
+  // up to its last sync, then (keep_random) a random prefix of the rest.
+  auto dir_of = [](const std::string& name) {
+    return std::filesystem::path(name).parent_path().string();
+  };
+  std::map<std::string, uint64_t> dir_synced;  // directory -> time of its last sync
+  std::map<std::string, size_t> unsynced;      // directory -> name changes after it
+  std::vector<std::pair<size_t, std::string>> changes;  // event index, directory
+  for (size_t k = 0; k < events_.size() && events_[k].time < time; ++k) {
+    const Event& e = events_[k];
+    if (e.kind == Event::kSyncDir) {
+      dir_synced[std::string(e.bytes.begin(), e.bytes.end())] = e.time;
+    } else if (e.kind == Event::kCreate || e.kind == Event::kRename) {
+      changes.emplace_back(k, dir_of(std::string(e.bytes.begin(), e.bytes.end())));
+    } else if (e.kind == Event::kRemove) {
+      changes.emplace_back(k, dir_of(removed_names_.at(k)));
+    }
+  }
+  for (const auto& [k, dir] : changes) {
+    auto it = dir_synced.find(dir);
+    if (it == dir_synced.end() || events_[k].time > it->second) ++unsynced[dir];
+  }
+  std::map<std::string, size_t> keep;  // directory -> unsynced changes that survive
+  for (const auto& [dir, n] : unsynced) keep[dir] = keep_random ? rng() % (n + 1) : 0;
   std::vector<std::string> names(nodes_);
   std::vector<bool> exists(nodes_, false);
-  for (const Event& e : events_) {
-    if (e.time >= time) break;
+  for (const auto& [k, dir] : changes) {
+    const Event& e = events_[k];
+    auto it = dir_synced.find(dir);
+    if (it == dir_synced.end() || e.time > it->second) {
+      if (keep[dir] == 0) continue;  // lost, and so is every later change of dir
+      --keep[dir];
+    }
     const std::string name(e.bytes.begin(), e.bytes.end());
     if (e.kind == Event::kCreate || e.kind == Event::kRename) {
       for (size_t j = 0; j < names.size(); ++j) {
@@ -289,6 +336,7 @@ TrackingFileSystem::Image TrackingFileSystem::ImageAtTime(uint64_t time, uint64_
       exists[e.file] = false;
     }
   }
+  Image image;
   for (size_t i = 0; i < names.size(); ++i) {
     if (exists[i]) image[names[i]] = std::move(bytes[i]);
   }
@@ -312,6 +360,7 @@ void TrackingFileSystem::Load(const Image& image) {
     if (!f.ok()) continue;
     (void)(*f)->Write(0, bytes.data(), bytes.size());
     (void)(*f)->Sync();
+    (void)SyncDirOf(name);
   }
 }
 
@@ -319,8 +368,17 @@ Status TrackingFileSystem::Remove(const std::string& path) {
   std::lock_guard lock(clock_->mu);
   auto it = files_.find(path);
   if (it == files_.end()) return Status::OK();
+  removed_names_[events_.size()] = path;
   events_.push_back({clock_->next++, it->second->index, Event::kRemove, 0, {}});
   files_.erase(it);
+  return Status::OK();
+}
+
+Status TrackingFileSystem::SyncDirOf(const std::string& path) {
+  std::lock_guard lock(clock_->mu);
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  events_.push_back({clock_->next++, SIZE_MAX, Event::kSyncDir, 0,
+                     std::vector<uint8_t>(dir.begin(), dir.end())});
   return Status::OK();
 }
 

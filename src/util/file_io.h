@@ -47,6 +47,10 @@ class FileSystem {
   virtual DescriptorStats descriptors() const { return {}; }
 };
 
+// "<what> <path>: <strerror>": NoSpace for ENOSPC and EDQUOT (the statement
+// that met it fails; writes resume once space is freed), IOError otherwise.
+Status StatusFromErrno(int err, const std::string& what, const std::string& path);
+
 // pread/pwrite/fdatasync. With direct_io, O_DIRECT is asked for and dropped
 // silently where the file system refuses it (tmpfs); buffers and offsets
 // must then be 4 KiB aligned. PosixFileSystem's descriptors have no limit;
@@ -61,6 +65,10 @@ std::unique_ptr<FileSystem> NewPosixFileSystem(bool direct_io, size_t max_open_f
 // bytes a power cut at any instant leaves can be rebuilt: each file as of
 // its last sync before that instant (optionally plus a random subset of the
 // 512-byte sectors written since, as a disk may have written some of them).
+// Names (create, rename, remove) are durable once their directory is synced
+// (SyncDirOf); of a directory's later name changes a power cut keeps none,
+// or with keep_random_unsynced a random prefix of them (a journaled file
+// system commits a directory's changes in order).
 class TrackingFileSystem final : public FileSystem {
  public:
   explicit TrackingFileSystem(std::shared_ptr<CrashClock> clock = std::make_shared<CrashClock>())
@@ -68,7 +76,7 @@ class TrackingFileSystem final : public FileSystem {
   Result<std::unique_ptr<File>> Create(const std::string& path) override;
   Result<std::unique_ptr<File>> Open(const std::string& path) override;
   bool Exists(const std::string& path) override;
-  Status SyncDirOf(const std::string&) override { return Status::OK(); }
+  Status SyncDirOf(const std::string& path) override;
   Status Rename(const std::string& from, const std::string& to) override;
   Status Remove(const std::string& path) override;
 
@@ -94,9 +102,10 @@ class TrackingFileSystem final : public FileSystem {
   struct Event {
     uint64_t time;
     size_t file;
-    // Names change with kCreate, kRename (bytes: the new name) and kRemove,
-    // which count as durable at once (as after a directory sync).
-    enum Kind { kWrite, kExtend, kSync, kCreate, kRename, kRemove } kind;
+    // Names change with kCreate, kRename (bytes: the new name) and kRemove;
+    // kSyncDir (bytes: the directory; file unused) makes the earlier ones
+    // of that directory durable.
+    enum Kind { kWrite, kExtend, kSync, kCreate, kRename, kRemove, kSyncDir } kind;
     uint64_t offset;  // write offset, or the new size for kExtend
     std::vector<uint8_t> bytes;
   };
@@ -104,6 +113,7 @@ class TrackingFileSystem final : public FileSystem {
   std::map<std::string, std::shared_ptr<Node>> files_;
   size_t nodes_ = 0;  // files ever created; Node::index counts them
   std::vector<Event> events_;
+  std::map<size_t, std::string> removed_names_;  // event index of a kRemove -> the name
   uint64_t syncs_ = 0;
 };
 

@@ -43,6 +43,15 @@ std::string Status::ToString() const {
     case Code::kTooLarge:
       name = "Too large";
       break;
+    case Code::kNoSpace:
+      name = "No space";
+      break;
+    case Code::kReadOnly:
+      name = "Read only";
+      break;
+    case Code::kNoMemory:
+      name = "Out of memory";
+      break;
   }
   return std::string(name) + ": " + message_;
 }

@@ -370,10 +370,10 @@ Status BufferPool::LogFreeCheck() {
       ckpt = log_->checkpoint_lsn();
       since = now;
     } else if (now - since > std::chrono::milliseconds(options_.log_full_timeout_ms)) {
-      return Status::Busy(StrFormat(
-          "the redo log has been 3/4 full for %u ms and its checkpoint cannot advance "
-          "(a transaction open since before it, or pages that cannot be written)",
-          options_.log_full_timeout_ms));
+      return Status::Busy(
+          StrFormat("the redo log has been 3/4 full for %u ms and its checkpoint cannot advance "
+                    "(a transaction open since before it, or pages that cannot be written)",
+                    options_.log_full_timeout_ms));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(spins < 100 ? 50 : 1000));
   }

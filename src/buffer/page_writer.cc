@@ -60,7 +60,9 @@ Status PageWriter::Write(const std::vector<PageImage>& batch,
 }
 
 namespace {
-const uint8_t* ImageData(const PageImage& p) { return p.data; }
+const uint8_t* ImageData(const PageImage& p) {
+  return p.data;
+}
 template <typename Owned>
 const uint8_t* ImageData(const Owned& p) {
   return p.data.data();

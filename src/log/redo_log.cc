@@ -235,9 +235,10 @@ Status RedoLog::WaitForSpace(Lsn start, Lsn end) {
                std::chrono::milliseconds(options_.full_timeout_ms)) {
       // The range is reserved and can never be filled now: the log fails
       // (every later append too) rather than stall every writer for good.
-      Fail(Status::Busy(StrFormat("the redo log has been full for %u ms: its checkpoint "
-                                  "cannot advance; no more writes until a restart",
-                                  options_.full_timeout_ms)));
+      Fail(
+          Status::Busy(StrFormat("the redo log has been full for %u ms: its checkpoint "
+                                 "cannot advance; no more writes until a restart",
+                                 options_.full_timeout_ms)));
       return FirstError();
     }
     if (failed_.load()) return FirstError();

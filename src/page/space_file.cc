@@ -85,8 +85,8 @@ Result<std::unique_ptr<SpaceFile>> SpaceFile::Open(FileSystem* fs, const std::st
   // here. Page 0's checksum is not required: a torn write of page 0 (its
   // meta area changes like any page) is repaired from the double-write area
   // after the space is open, and until then reading page 0 reports it.
-  if (DecodeFixed32(first + 40) != kSpaceFormatVersion ||
-      DecodeFixed32(first + 16) != space_id || DecodeFixed32(first + 20) != 0) {
+  if (DecodeFixed32(first + 40) != kSpaceFormatVersion || DecodeFixed32(first + 16) != space_id ||
+      DecodeFixed32(first + 20) != 0) {
     return Status::Corruption(path + " page 0: not a valid space header page");
   }
   char name[kSpaceLabelMax + 1] = {};

@@ -68,7 +68,8 @@ int FaultInjectingFileSystem::Decide(FaultOp op, const std::string& path, bool* 
     if ((r.ops & op) == 0 || path.find(r.path_contains) == std::string::npos) continue;
     if (a.failed >= r.times) continue;
     if (a.seen++ < r.skip) continue;
-    if (r.probability < 1.0 && std::uniform_real_distribution<double>(0, 1)(rng_) >= r.probability) {
+    if (r.probability < 1.0 &&
+        std::uniform_real_distribution<double>(0, 1)(rng_) >= r.probability) {
       continue;
     }
     ++a.failed;

@@ -39,15 +39,16 @@ struct FaultRule {
   uint32_t ops = kFaultAnyWrite;
   std::string path_contains;  // empty: every path
   int error = ENOSPC;
-  uint64_t skip = 0;          // matching calls let through before failing
-  uint64_t times = 1;         // failures before the rule is spent (UINT64_MAX: never)
-  double probability = 1.0;   // of failing each matching call once past `skip`
-  bool short_write = false;   // a failing write first writes half its bytes
+  uint64_t skip = 0;         // matching calls let through before failing
+  uint64_t times = 1;        // failures before the rule is spent (UINT64_MAX: never)
+  double probability = 1.0;  // of failing each matching call once past `skip`
+  bool short_write = false;  // a failing write first writes half its bytes
 };
 
 class FaultInjectingFileSystem final : public FileSystem {
  public:
-  explicit FaultInjectingFileSystem(FileSystem* base, uint64_t seed = 1) : base_(base), rng_(seed) {}
+  explicit FaultInjectingFileSystem(FileSystem* base, uint64_t seed = 1)
+      : base_(base), rng_(seed) {}
 
   void Add(const FaultRule& rule);
   void Clear();

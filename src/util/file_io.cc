@@ -297,8 +297,8 @@ TrackingFileSystem::Image TrackingFileSystem::ImageAtTime(uint64_t time, uint64_
   auto dir_of = [](const std::string& name) {
     return std::filesystem::path(name).parent_path().string();
   };
-  std::map<std::string, uint64_t> dir_synced;  // directory -> time of its last sync
-  std::map<std::string, size_t> unsynced;      // directory -> name changes after it
+  std::map<std::string, uint64_t> dir_synced;           // directory -> time of its last sync
+  std::map<std::string, size_t> unsynced;               // directory -> name changes after it
   std::vector<std::pair<size_t, std::string>> changes;  // event index, directory
   for (size_t k = 0; k < events_.size() && events_[k].time < time; ++k) {
     const Event& e = events_[k];
@@ -377,8 +377,8 @@ Status TrackingFileSystem::Remove(const std::string& path) {
 Status TrackingFileSystem::SyncDirOf(const std::string& path) {
   std::lock_guard lock(clock_->mu);
   const std::string dir = std::filesystem::path(path).parent_path().string();
-  events_.push_back({clock_->next++, SIZE_MAX, Event::kSyncDir, 0,
-                     std::vector<uint8_t>(dir.begin(), dir.end())});
+  events_.push_back(
+      {clock_->next++, SIZE_MAX, Event::kSyncDir, 0, std::vector<uint8_t>(dir.begin(), dir.end())});
   return Status::OK();
 }
 

@@ -1,0 +1,436 @@
+// Faults a production server meets besides power cuts: a full disk, I/O
+// errors and short writes on page files, the catalog and space growth
+// (FaultInjectingFileSystem), a rollback that cannot finish, a failed DROP,
+// a start that fails after creating a new log, and the tracking file
+// system's directory-sync model. Each test states the documented outcome
+// (docs/faults.md) and checks that nothing committed is lost.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "engine_util.h"
+#include "test_util.h"
+#include "util/fault_file_system.h"
+#include "util/file_io.h"
+
+namespace subito {
+namespace {
+
+using test::SampleRow;
+using test::SampleTable;
+using test::ScanAll;
+
+// ---- the crash file system's directory entries ----
+
+TEST(TrackingDirectories, NamesSurviveACrashOnlyAfterTheirDirectoryIsSynced) {
+  TrackingFileSystem fs;
+  auto write_synced = [&](const std::string& path) {
+    auto f = fs.Create(path);
+    ASSERT_TRUE(f.ok());
+    ASSERT_OK((*f)->Write(0, "abcd", 4));
+    ASSERT_OK((*f)->Sync());
+  };
+  write_synced("/d/a");
+  EXPECT_EQ(fs.CrashImage().count("/d/a"), 0u) << "created, synced, directory not synced";
+  ASSERT_OK(fs.SyncDirOf("/d/a"));
+  EXPECT_EQ(fs.CrashImage().count("/d/a"), 1u);
+
+  ASSERT_OK(fs.Rename("/d/a", "/d/b"));
+  auto image = fs.CrashImage();
+  EXPECT_EQ(image.count("/d/a"), 1u) << "a rename is lost without a directory sync";
+  EXPECT_EQ(image.count("/d/b"), 0u);
+  ASSERT_OK(fs.SyncDirOf("/d/b"));
+  image = fs.CrashImage();
+  EXPECT_EQ(image.count("/d/a"), 0u);
+  ASSERT_EQ(image.count("/d/b"), 1u);
+  EXPECT_EQ(image["/d/b"].size(), 4u);
+
+  ASSERT_OK(fs.Remove("/d/b"));
+  EXPECT_EQ(fs.CrashImage().count("/d/b"), 1u) << "a removal is lost without a directory sync";
+  ASSERT_OK(fs.SyncDirOf("/d/b"));
+  EXPECT_EQ(fs.CrashImage().count("/d/b"), 0u);
+
+  // Another directory's sync does not help; with keep_random a prefix of
+  // the unsynced changes survives, never a later one without an earlier.
+  write_synced("/e/x");
+  ASSERT_OK(fs.Rename("/e/x", "/e/y"));
+  ASSERT_OK(fs.SyncDirOf("/d/z"));
+  EXPECT_TRUE(fs.CrashImage().empty());
+  bool saw_x = false, saw_y = false;
+  for (uint64_t seed = 0; seed < 64; ++seed) {
+    auto img = fs.CrashImage(seed, /*keep_random_unsynced=*/true);
+    saw_x |= img.count("/e/x") > 0;
+    saw_y |= img.count("/e/y") > 0;
+    EXPECT_LE(img.size(), 1u);
+  }
+  EXPECT_TRUE(saw_x && saw_y);
+}
+
+// ---- the fault injector itself ----
+
+TEST(FaultInjection, RulesSkipCountAndWriteShort) {
+  TrackingFileSystem base;
+  FaultInjectingFileSystem fs(&base);
+  auto f = fs.Create("/d/f");
+  ASSERT_TRUE(f.ok());
+  fs.Add({kFaultWrite, "/d/f", ENOSPC, /*skip=*/1, /*times=*/2, 1.0, /*short_write=*/true});
+  std::string data(1000, 'x');
+  EXPECT_OK((*f)->Write(0, data.data(), data.size()));  // skipped
+  Status s = (*f)->Write(1000, data.data(), data.size());
+  EXPECT_TRUE(s.IsNoSpace()) << s.ToString();
+  EXPECT_EQ((*f)->Size(), 1500u) << "a short write leaves half its bytes";
+  EXPECT_TRUE((*f)->Write(0, data.data(), 10).IsNoSpace());
+  EXPECT_OK((*f)->Write(0, data.data(), 10));  // the rule is spent
+  EXPECT_EQ(fs.injected(), 2u);
+
+  fs.Add({kFaultSync | kFaultExtend, "", EIO, 0, UINT64_MAX});
+  EXPECT_TRUE((*f)->Sync().IsIOError());
+  EXPECT_TRUE((*f)->Extend(1 << 20).IsIOError());
+  EXPECT_OK((*f)->Extend(100));  // not a growth: nothing to fail
+  fs.Clear();
+  EXPECT_OK((*f)->Sync());
+  fs.Add({kFaultCreate | kFaultRename | kFaultRemove | kFaultSyncDir, "/d/", EIO, 0, 4});
+  EXPECT_FALSE(fs.Create("/d/g").ok());
+  EXPECT_FALSE(fs.Rename("/d/f", "/d/h").ok());
+  EXPECT_FALSE(fs.Remove("/d/f").ok());
+  EXPECT_FALSE(fs.SyncDirOf("/d/f").ok());
+  EXPECT_TRUE(fs.Exists("/d/f"));
+}
+
+// ---- the engine ----
+
+class FaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directories(dir_.Sub("db"));
+    options_ = test::SmallOptions(dir_.path());
+    options_.file_system = &fs_;
+    options_.error_log = [this](const std::string& m) { reports_.push_back(m); };
+    options_.log_full_timeout_ms = 3000;
+    Open();
+  }
+  void Open() {
+    auto db = Database::Open(options_);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    db_ = std::move(*db);
+  }
+  // Without faults: a close that may fail (a stopped engine), then recovery.
+  void Reopen() {
+    fs_.Clear();
+    if (db_) (void)db_->Close();
+    db_.reset();
+    Open();
+  }
+  Table* Create(const std::string& name) {
+    auto t = db_->CreateTable(SampleTable(name));
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? *t : nullptr;
+  }
+  static std::string Value(int64_t id, size_t n) {
+    std::string v(n, 'a');
+    for (size_t i = 0; i < n; i += 64) v[i] = static_cast<char>('a' + (id + i) % 26);
+    return v;
+  }
+  // The table's rows by id, checked against its secondary index on k.
+  std::map<int64_t, std::string> Rows(const std::string& name) {
+    std::map<int64_t, std::string> out;
+    Table* t = db_->FindTable(name);
+    EXPECT_NE(t, nullptr);
+    if (t == nullptr) return out;
+    auto txn = db_->Begin();
+    for (const Row& r : ScanAll(txn.get(), t)) {
+      out[std::get<int64_t>(r[0])] = std::get<std::string>(r[3]);
+    }
+    EXPECT_EQ(ScanAll(txn.get(), t, 1).size(), out.size()) << "index k disagrees with the table";
+    EXPECT_OK(txn->Commit());
+    return out;
+  }
+
+  test::ScratchDir dir_;
+  std::unique_ptr<FileSystem> posix_ = NewPosixFileSystem(false, 0);
+  FaultInjectingFileSystem fs_{posix_.get(), test::TestSeed()};
+  Options options_;
+  std::vector<std::string> reports_;
+  std::unique_ptr<Database> db_;
+};
+
+// A full disk appears when a page file grows (space is reserved, not
+// sparse): the statement fails with NoSpace, reads and writes that need no
+// new page go on, and once space is freed writes resume without a restart.
+TEST_F(FaultTest, DiskFullFailsTheStatementThatGrowsAFileAndWritesResume) {
+  Table* a = Create("a");
+  Table* b = Create("b");
+  ASSERT_TRUE(a && b);
+  std::map<int64_t, std::string> want_a, want_b;
+  {
+    auto txn = db_->Begin();
+    for (int64_t id = 0; id < 20; ++id) {
+      ASSERT_OK(txn->Insert(b, SampleRow(id, id % 3, std::nullopt, Value(id, 100))));
+      want_b[id] = Value(id, 100);
+    }
+    ASSERT_OK(txn->Commit());
+  }
+  fs_.Add({kFaultExtend, "", ENOSPC, 0, UINT64_MAX});
+  Status failed;
+  int64_t id = 0;
+  for (; id < 100000 && failed.ok(); ++id) {
+    auto txn = db_->Begin();
+    failed = txn->Insert(a, SampleRow(id, id % 7, std::nullopt, Value(id, 1500)));
+    if (failed.ok()) {
+      ASSERT_OK(txn->Commit());
+      want_a[id] = Value(id, 1500);
+    } else {
+      ASSERT_OK(txn->Rollback());
+    }
+  }
+  ASSERT_TRUE(failed.IsNoSpace()) << failed.ToString();
+  EXPECT_GT(want_a.size(), 0u);
+  EXPECT_EQ(Rows("a"), want_a);
+  {  // writes that need no new page: table b has room
+    auto txn = db_->Begin();
+    for (int64_t k = 0; k < 20; ++k) {
+      Row old = SampleRow(k, k % 3, std::nullopt, Value(k, 100));
+      ASSERT_OK(txn->Update(b, old, SampleRow(k, k % 3, std::nullopt, Value(k + 1, 100))));
+      want_b[k] = Value(k + 1, 100);
+    }
+    ASSERT_OK(txn->Commit());
+  }
+  fs_.Clear();  // space freed
+  for (int64_t more = id; more < id + 200; ++more) {
+    auto txn = db_->Begin();
+    ASSERT_OK(txn->Insert(a, SampleRow(more, more % 7, std::nullopt, Value(more, 1500))));
+    ASSERT_OK(txn->Commit());
+    want_a[more] = Value(more, 1500);
+  }
+  EXPECT_FALSE(db_->Stats().writes_stopped);
+  Reopen();
+  EXPECT_EQ(Rows("a"), want_a);
+  EXPECT_EQ(Rows("b"), want_b);
+}
+
+// Page writes that fail (EIO or ENOSPC, short writes included) leave the
+// pages dirty and are retried; once the log is 3/4 full the writing
+// statements fail with the write's error; when writes succeed again the
+// engine goes on without a restart, and the failed batch written again
+// before anything else keeps torn pages repairable.
+TEST_F(FaultTest, FailingPageWritesAreRetriedAndWritesResume) {
+  Table* a = Create("a");
+  ASSERT_NE(a, nullptr);
+  for (int err : {EIO, ENOSPC}) {
+    SCOPED_TRACE(err);
+    reports_.clear();
+    fs_.Add({kFaultWrite | kFaultSync, ".sbt", err, 0, UINT64_MAX, 1.0, /*short_write=*/true});
+    Status failed;
+    std::map<int64_t, std::string> want = Rows("a");
+    for (int64_t id = err * 100000; id < err * 100000 + 200000 && failed.ok(); ++id) {
+      auto txn = db_->Begin();
+      failed = txn->Insert(a, SampleRow(id, id % 5, std::nullopt, Value(id, 1200)));
+      if (failed.ok()) failed = txn->Commit();
+      if (failed.ok()) {
+        want[id] = Value(id, 1200);
+      } else {
+        (void)txn->Rollback();
+      }
+    }
+    EXPECT_EQ(failed.IsNoSpace(), err == ENOSPC) << failed.ToString();
+    EXPECT_EQ(failed.IsIOError(), err == EIO) << failed.ToString();
+    DatabaseStats s = db_->Stats();
+    EXPECT_TRUE(s.page_writes_failing);
+    EXPECT_GT(s.page_write_failures, 0u);
+    ASSERT_FALSE(reports_.empty());
+    EXPECT_NE(reports_[0].find("page writes fail"), std::string::npos) << reports_[0];
+    EXPECT_FALSE(s.writes_stopped) << s.stop_reason;
+    fs_.Clear();
+    for (int64_t id = 0; id < 300; ++id) {
+      const int64_t key = err * 100000 + 150000 + id;
+      auto txn = db_->Begin();
+      ASSERT_OK(txn->Insert(a, SampleRow(key, 1, std::nullopt, Value(key, 1200))));
+      ASSERT_OK(txn->Commit());
+      want[key] = Value(key, 1200);
+    }
+    EXPECT_EQ(Rows("a"), want);
+    EXPECT_FALSE(db_->Stats().page_writes_failing);
+    EXPECT_NE(reports_.back().find("succeed again"), std::string::npos) << reports_.back();
+  }
+  const auto want = Rows("a");
+  Reopen();
+  EXPECT_EQ(Rows("a"), want);
+}
+
+// Faults at random on every write path (page files, double-write file,
+// catalog, growth, syncs, directory syncs), ENOSPC and EIO, short writes:
+// every call returns (no hang, no crash), and after the faults stop and a
+// restart every acknowledged transaction is there and nothing else.
+TEST_F(FaultTest, RandomFaultsNeverLoseAnAcknowledgedTransaction) {
+  options_.double_write_on_pm = false;  // the double-write file is faulted too
+  Reopen();
+  Table* t = Create("r");
+  ASSERT_NE(t, nullptr);
+  std::mt19937_64 rng(test::TestSeed());
+  std::map<int64_t, std::string> want;
+  std::optional<std::map<int64_t, std::string>> maybe;  // a commit of unknown outcome
+  fs_.Add({kFaultAnyWrite, "", ENOSPC, 0, UINT64_MAX, 0.01, true});
+  fs_.Add({kFaultAnyWrite, "", EIO, 0, UINT64_MAX, 0.005, true});
+  int commits = 0, failures = 0;
+  for (int round = 0; round < 3000 && !db_->Stats().writes_stopped; ++round) {
+    auto txn = db_->Begin();
+    std::map<int64_t, std::string> next = want;
+    Status st;
+    for (int op = 0; op < 4 && st.ok(); ++op) {
+      const int64_t id = static_cast<int64_t>(rng() % 400);
+      const std::string v = Value(static_cast<int64_t>(rng() % 1000), 200 + rng() % 2500);
+      auto it = next.find(id);
+      if (it == next.end()) {
+        st = txn->Insert(t, SampleRow(id, id % 9, std::nullopt, v));
+        if (st.ok()) next[id] = v;
+      } else if (rng() % 3 == 0) {
+        st = txn->Delete(t, SampleRow(id, id % 9, std::nullopt, it->second));
+        if (st.ok()) next.erase(id);
+      } else {
+        st = txn->Update(t, SampleRow(id, id % 9, std::nullopt, it->second),
+                         SampleRow(id, id % 9, std::nullopt, v));
+        if (st.ok()) next[id] = v;
+      }
+    }
+    if (st.ok()) {
+      st = txn->Commit();
+      if (st.ok()) {
+        want = std::move(next);
+        ++commits;
+        continue;
+      }
+      if (db_->Stats().writes_stopped) {  // the commit's outcome is unknown
+        maybe = std::move(next);
+        break;
+      }
+    }
+    ++failures;
+    EXPECT_FALSE(st.IsCorruption()) << st.ToString();
+    (void)txn->Rollback();
+  }
+  EXPECT_GT(commits, 50);
+  EXPECT_GT(failures + (db_->Stats().writes_stopped ? 1 : 0), 0) << "no fault reached the engine";
+  EXPECT_GT(fs_.injected(), 0u);
+  Reopen();
+  const auto got = Rows("r");
+  if (maybe && got == *maybe) return;
+  EXPECT_EQ(got, want);
+}
+
+// A failed DROP leaves its catalog entry for the next start to finish; a
+// new table of the same name is a different table meanwhile and after.
+TEST_F(FaultTest, FailedDropDoesNotConfuseANewTableOfTheSameName) {
+  Table* t = Create("t");
+  ASSERT_NE(t, nullptr);
+  {
+    auto txn = db_->Begin();
+    ASSERT_OK(txn->Insert(t, SampleRow(1, 1, std::nullopt, "old")));
+    ASSERT_OK(txn->Commit());
+  }
+  fs_.Add({kFaultRemove, ".sbt", EIO, 0, 1});
+  EXPECT_FALSE(db_->DropTable("t").ok());
+  EXPECT_EQ(db_->FindTable("t"), nullptr);
+  t = Create("t");
+  ASSERT_NE(t, nullptr);
+  {
+    auto txn = db_->Begin();
+    ASSERT_OK(txn->Insert(t, SampleRow(2, 2, std::nullopt, "new")));
+    ASSERT_OK(txn->Commit());
+  }
+  ASSERT_OK(db_->RenameTable("t", "u"));
+  EXPECT_EQ(Rows("u"), (std::map<int64_t, std::string>{{2, "new"}}));
+  Reopen();
+  EXPECT_EQ(db_->FindTable("t"), nullptr);
+  EXPECT_EQ(Rows("u"), (std::map<int64_t, std::string>{{2, "new"}}));
+  // Again, and this time the new table is dropped before the restart.
+  fs_.Add({kFaultRemove, ".sbt", EIO, 0, 1});
+  EXPECT_FALSE(db_->DropTable("u").ok());
+  ASSERT_NE(Create("u"), nullptr);
+  ASSERT_OK(db_->DropTable("u"));
+  Reopen();
+  EXPECT_EQ(db_->FindTable("u"), nullptr);
+  EXPECT_TRUE(db_->TableNames().empty());
+}
+
+// A start that creates a new log (the PM tier was lost after a clean
+// shutdown) and then fails must not leave a log the next start refuses.
+TEST_F(FaultTest, AStartFailingAfterCreatingALogDoesNotBlockTheNextOne) {
+  ASSERT_NE(Create("t"), nullptr);
+  ASSERT_OK(db_->Close());
+  db_.reset();
+  std::filesystem::remove_all(options_.pm_dir);
+  fs_.Add({kFaultOpen, ".sbt", EIO, 0, 1});
+  auto failed = Database::Open(options_);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_TRUE(failed.status().IsIOError()) << failed.status().ToString();
+  Open();
+  EXPECT_NE(db_->FindTable("t"), nullptr);
+}
+
+// A rollback that cannot finish (its pages cannot be read) stops the
+// engine's writes with the reason, in the stats and the error log; reads go
+// on and never see the unfinished transaction; a restart undoes it.
+TEST_F(FaultTest, ARollbackThatCannotFinishStopsWritesAndRecoveryFinishesIt) {
+  Table* t = Create("t");
+  ASSERT_NE(t, nullptr);
+  {
+    auto txn = db_->Begin();
+    ASSERT_OK(txn->Insert(t, SampleRow(-1, 0, std::nullopt, "kept")));
+    ASSERT_OK(txn->Commit());
+  }
+  auto big = db_->Begin();
+  // Twice the pool: the rollback must read pages back from the file.
+  for (int64_t id = 0; id < 6000; ++id) {
+    ASSERT_OK(big->Insert(t, SampleRow(id, id % 11, std::nullopt, Value(id, 1400))));
+  }
+  fs_.Add({kFaultRead, ".sbt", EIO, 0, UINT64_MAX});
+  Status r = big->Rollback();
+  ASSERT_FALSE(r.ok());
+  DatabaseStats s = db_->Stats();
+  ASSERT_TRUE(s.writes_stopped);
+  EXPECT_NE(s.stop_reason.find("rollback failed"), std::string::npos) << s.stop_reason;
+  ASSERT_FALSE(reports_.empty());
+  EXPECT_NE(reports_.back().find("stopped accepting writes"), std::string::npos);
+  fs_.Clear();
+  {
+    auto txn = db_->Begin();
+    Status w = txn->Insert(t, SampleRow(-2, 0, std::nullopt, "refused"));
+    EXPECT_TRUE(w.IsReadOnly()) << w.ToString();
+    (void)txn->Rollback();
+  }
+  EXPECT_TRUE(db_->CreateTable(SampleTable("other")).status().IsReadOnly());
+  EXPECT_EQ(Rows("t"), (std::map<int64_t, std::string>{{-1, "kept"}}));
+  big.reset();
+  Reopen();
+  EXPECT_FALSE(db_->Stats().writes_stopped);
+  EXPECT_EQ(db_->recovery().transactions_rolled_back, 1u);
+  EXPECT_EQ(Rows("t"), (std::map<int64_t, std::string>{{-1, "kept"}}));
+  auto txn = db_->Begin();
+  ASSERT_OK(txn->Insert(t, SampleRow(-2, 0, std::nullopt, "after")));
+  ASSERT_OK(txn->Commit());
+}
+
+// Stored values never depend on settings that may change: a 2 MiB value
+// written with an 8 MiB log buffer reads back with a 1 MiB one.
+TEST_F(FaultTest, ValuesWrittenUnderOneSettingReadUnderAnother) {
+  options_.log_buffer_size = 8 << 20;
+  options_.buffer_pool_bytes = 16 << 20;
+  Reopen();
+  Table* t = Create("t");
+  ASSERT_NE(t, nullptr);
+  const std::string v = Value(7, 2 << 20);
+  {
+    auto txn = db_->Begin();
+    ASSERT_OK(txn->Insert(t, SampleRow(1, 1, std::nullopt, v)));
+    ASSERT_OK(txn->Commit());
+  }
+  options_.log_buffer_size = 1 << 20;
+  options_.buffer_pool_bytes = 4 << 20;
+  Reopen();
+  EXPECT_EQ(Rows("t"), (std::map<int64_t, std::string>{{1, v}}));
+}
+
+}  // namespace
+}  // namespace subito

@@ -18,6 +18,8 @@
 using subito::Row;
 using subito::SeekOp;
 using subito::Status;
+using subito::mariadb::Guard;
+using subito::mariadb::GuardOr;
 using subito::mariadb::SubitoShare;
 using subito::mariadb::TableLayout;
 
@@ -201,101 +203,111 @@ bool ha_subito::get_error_message(int error, String* buf) {
 // ---- DDL ----
 
 int ha_subito::create(const char* name, TABLE* form, HA_CREATE_INFO* info) {
-  subito::Database* db = subito::mariadb::engine();
-  THD* thd = ha_thd();
-  for (const Key& key : thd->lex->alter_info.key_list) {
-    if (key.type == Key::FOREIGN_KEY) {
-      my_printf_error(ER_ILLEGAL_HA_CREATE_OPTION,
-                      "Subito does not support FOREIGN KEY constraints (constraint on %s)", MYF(0),
-                      form->s->table_name.str);
+  return Guard(ha_thd(), "create", [&]() -> int {
+    subito::Database* db = subito::mariadb::engine();
+    THD* thd = ha_thd();
+    for (const Key& key : thd->lex->alter_info.key_list) {
+      if (key.type == Key::FOREIGN_KEY) {
+        my_printf_error(ER_ILLEGAL_HA_CREATE_OPTION,
+                        "Subito does not support FOREIGN KEY constraints (constraint on %s)",
+                        MYF(0), form->s->table_name.str);
+        return HA_WRONG_CREATE_OPTION;
+      }
+    }
+    subito::Result<TableLayout> layout =
+        TableLayout::Build(form->s, EngineName(name), subito::mariadb::PageSize());
+    if (!layout.ok()) {
+      my_printf_error(ER_ILLEGAL_HA_CREATE_OPTION, "%s", MYF(0), layout.status().message().c_str());
       return HA_WRONG_CREATE_OPTION;
     }
-  }
-  subito::Result<TableLayout> layout =
-      TableLayout::Build(form->s, EngineName(name), subito::mariadb::PageSize());
-  if (!layout.ok()) {
-    my_printf_error(ER_ILLEGAL_HA_CREATE_OPTION, "%s", MYF(0), layout.status().message().c_str());
-    return HA_WRONG_CREATE_OPTION;
-  }
-  subito::TableDef def = layout->def();
-  // AUTO_INCREMENT=N, also what an ALTER's copy carries over from the old
-  // table (its info(HA_STATUS_AUTO)).
-  if (form->s->found_next_number_field) def.auto_increment_start = info->auto_increment_value;
-  if (info->tmp_table()) {
-    // Private to the connection by the server's naming; the engine drops it
-    // at its next start if the server did not (a crash).
-    def.temporary = true;
-    def.data_dir = subito::mariadb::TemporaryDir();
-  } else if (info->data_file_name) {
-    // The server appends the table's name (MyISAM's layout); Subito keeps
-    // the directory and names files itself, as InnoDB does.
-    std::string dir(info->data_file_name);
-    const size_t slash = dir.rfind('/');
-    if (slash != std::string::npos) dir.erase(slash == 0 ? 1 : slash);
-    def.data_dir = dir;
-  }
-  if (thd_sql_command(thd) == SQLCOM_TRUNCATE) {
-    // TRUNCATE recreates the table (HTON_CAN_RECREATE): the old one goes,
-    // and the new one stays where it was (the server passes no directory).
-    if (subito::Table* old = db->FindTable(def.name)) {
-      if (!info->data_file_name) def.data_dir = old->def().data_dir;
-      Status st = db->DropTable(def.name);
-      if (!st.ok()) return Error(st);
+    subito::TableDef def = layout->def();
+    // AUTO_INCREMENT=N, also what an ALTER's copy carries over from the old
+    // table (its info(HA_STATUS_AUTO)).
+    if (form->s->found_next_number_field) def.auto_increment_start = info->auto_increment_value;
+    if (info->tmp_table()) {
+      // Private to the connection by the server's naming; the engine drops it
+      // at its next start if the server did not (a crash).
+      def.temporary = true;
+      def.data_dir = subito::mariadb::TemporaryDir();
+    } else if (info->data_file_name) {
+      // The server appends the table's name (MyISAM's layout); Subito keeps
+      // the directory and names files itself, as InnoDB does.
+      std::string dir(info->data_file_name);
+      const size_t slash = dir.rfind('/');
+      if (slash != std::string::npos) dir.erase(slash == 0 ? 1 : slash);
+      def.data_dir = dir;
     }
-  }
-  subito::Result<subito::Table*> t = db->CreateTable(def);
-  if (!t.ok()) {
-    if (t.status().IsAlreadyExists()) return HA_ERR_TABLE_EXIST;
-    my_printf_error(ER_CANT_CREATE_TABLE, "Subito cannot create %s: %s", MYF(0), name,
-                    t.status().message().c_str());
-    return HA_WRONG_CREATE_OPTION;
-  }
-  return 0;
+    if (thd_sql_command(thd) == SQLCOM_TRUNCATE) {
+      // TRUNCATE recreates the table (HTON_CAN_RECREATE): the old one goes,
+      // and the new one stays where it was (the server passes no directory).
+      if (subito::Table* old = db->FindTable(def.name)) {
+        if (!info->data_file_name) def.data_dir = old->def().data_dir;
+        Status st = db->DropTable(def.name);
+        if (!st.ok()) return Error(st);
+      }
+    }
+    subito::Result<subito::Table*> t = db->CreateTable(def);
+    if (!t.ok()) {
+      if (t.status().IsAlreadyExists()) return HA_ERR_TABLE_EXIST;
+      my_printf_error(ER_CANT_CREATE_TABLE, "Subito cannot create %s: %s", MYF(0), name,
+                      t.status().message().c_str());
+      return HA_WRONG_CREATE_OPTION;
+    }
+    return 0;
+  });
 }
 
 int ha_subito::delete_table(const char* name) {
-  Status st = subito::mariadb::engine()->DropTable(EngineName(name));
-  if (st.IsNotFound()) return ENOENT;
-  return st.ok() ? 0 : Error(st);
+  return Guard(ha_thd(), "delete_table", [&]() -> int {
+    Status st = subito::mariadb::engine()->DropTable(EngineName(name));
+    if (st.IsNotFound()) return ENOENT;
+    return st.ok() ? 0 : Error(st);
+  });
 }
 
 int ha_subito::rename_table(const char* from, const char* to) {
-  Status st = subito::mariadb::engine()->RenameTable(EngineName(from), EngineName(to));
-  if (st.IsNotFound()) return ENOENT;
-  if (st.IsAlreadyExists()) return HA_ERR_TABLE_EXIST;
-  return st.ok() ? 0 : Error(st);
+  return Guard(ha_thd(), "rename_table", [&]() -> int {
+    Status st = subito::mariadb::engine()->RenameTable(EngineName(from), EngineName(to));
+    if (st.IsNotFound()) return ENOENT;
+    if (st.IsAlreadyExists()) return HA_ERR_TABLE_EXIST;
+    return st.ok() ? 0 : Error(st);
+  });
 }
 
 int ha_subito::truncate() {
-  subito::Database* db = subito::mariadb::engine();
-  const subito::TableDef def = EngineTable()->def();
-  cursor_.reset();
-  if (Status st = db->DropTable(def.name); !st.ok()) return Error(st);
-  subito::Result<subito::Table*> t = db->CreateTable(def);
-  // On failure the share keeps the dropped table, which refuses every use.
-  if (!t.ok()) return Error(t.status());
-  std::lock_guard<std::mutex> g(share_->mu);
-  share_->table = *t;
-  share_->next_auto_inc = 0;
-  share_->rec_per_key_valid = false;
-  return 0;
+  return Guard(ha_thd(), "truncate", [&]() -> int {
+    subito::Database* db = subito::mariadb::engine();
+    const subito::TableDef def = EngineTable()->def();
+    cursor_.reset();
+    if (Status st = db->DropTable(def.name); !st.ok()) return Error(st);
+    subito::Result<subito::Table*> t = db->CreateTable(def);
+    // On failure the share keeps the dropped table, which refuses every use.
+    if (!t.ok()) return Error(t.status());
+    std::lock_guard<std::mutex> g(share_->mu);
+    share_->table = *t;
+    share_->next_auto_inc = 0;
+    share_->rec_per_key_valid = false;
+    return 0;
+  });
 }
 
 int ha_subito::open(const char* name, int, uint) {
-  if (subito::mariadb::engine() == nullptr) return HA_ERR_INTERNAL_ERROR;
-  share_ = GetShare();
-  {
-    std::lock_guard<std::mutex> g(share_->mu);
-    if (int err = OpenShare(name)) return err;
-  }
-  mapper_ = std::make_unique<subito::mariadb::RowMapper>(table, &*share_->layout);
-  ref_length = share_->layout->ref_length();
-  // A table scan walks the primary key (as InnoDB's): the server then reads
-  // all rows first when a statement changes the key it scans, instead of
-  // meeting moved rows again.
-  key_used_on_scan = table->s->primary_key;
-  info(HA_STATUS_VARIABLE | HA_STATUS_CONST);
-  return 0;
+  return Guard(ha_thd(), "open", [&]() -> int {
+    if (subito::mariadb::engine() == nullptr) return HA_ERR_INTERNAL_ERROR;
+    share_ = GetShare();
+    {
+      std::lock_guard<std::mutex> g(share_->mu);
+      if (int err = OpenShare(name)) return err;
+    }
+    mapper_ = std::make_unique<subito::mariadb::RowMapper>(table, &*share_->layout);
+    ref_length = share_->layout->ref_length();
+    // A table scan walks the primary key (as InnoDB's): the server then reads
+    // all rows first when a statement changes the key it scans, instead of
+    // meeting moved rows again.
+    key_used_on_scan = table->s->primary_key;
+    info(HA_STATUS_VARIABLE | HA_STATUS_CONST);
+    return 0;
+  });
 }
 
 int ha_subito::OpenShare(const char* name) {
@@ -319,54 +331,63 @@ int ha_subito::OpenShare(const char* name) {
 }
 
 int ha_subito::close() {
-  cursor_.reset();
-  mapper_.reset();
-  loader_.reset();  // unfinished: the table stays only to be dropped
-  return 0;
+  return Guard(ha_thd(), "close", [&]() -> int {
+    cursor_.reset();
+    mapper_.reset();
+    loader_.reset();  // unfinished: the table stays only to be dropped
+    return 0;
+  });
 }
 
 void ha_subito::update_create_info(HA_CREATE_INFO* create_info) {
-  // SHOW CREATE TABLE shows DATA DIRECTORY and the next AUTO_INCREMENT.
-  const std::string& dir = EngineTable()->def().data_dir;
-  if (!dir.empty() && !EngineTable()->def().temporary &&
-      !(create_info->used_fields & HA_CREATE_USED_DATADIR)) {
-    // In the server's form: the directory, then the table's name.
-    const std::string path = dir + "/" + table->s->table_name.str;
-    create_info->data_file_name = thd_strmake(ha_thd(), path.data(), path.size());
-  }
-  if (table->found_next_number_field && !(create_info->used_fields & HA_CREATE_USED_AUTO)) {
-    info(HA_STATUS_AUTO);
-    create_info->auto_increment_value = stats.auto_increment_value;
-  }
+  (void)Guard(ha_thd(), "update_create_info", [&]() -> int {
+    // SHOW CREATE TABLE shows DATA DIRECTORY and the next AUTO_INCREMENT.
+    const std::string& dir = EngineTable()->def().data_dir;
+    if (!dir.empty() && !EngineTable()->def().temporary &&
+        !(create_info->used_fields & HA_CREATE_USED_DATADIR)) {
+      // In the server's form: the directory, then the table's name.
+      const std::string path = dir + "/" + table->s->table_name.str;
+      create_info->data_file_name = thd_strmake(ha_thd(), path.data(), path.size());
+    }
+    if (table->found_next_number_field && !(create_info->used_fields & HA_CREATE_USED_AUTO)) {
+      info(HA_STATUS_AUTO);
+      create_info->auto_increment_value = stats.auto_increment_value;
+    }
+    return 0;
+  });
 }
 
 // ---- transactions ----
 
 int ha_subito::external_lock(THD* thd, int lock_type) {
-  subito::mariadb::Trx* trx = subito::mariadb::GetTrx(thd);
-  if (lock_type == F_UNLCK) {
-    cursor_.reset();
-    if (trx->tables_in_statement > 0) --trx->tables_in_statement;
+  return Guard(ha_thd(), "external_lock", [&]() -> int {
+    subito::mariadb::Trx* trx = subito::mariadb::GetTrx(thd);
+    if (lock_type == F_UNLCK) {
+      cursor_.reset();
+      if (trx->tables_in_statement > 0) --trx->tables_in_statement;
+      return 0;
+    }
+    if (trx->tables_in_statement++ == 0 || !trx->txn) {
+      if (int err = subito::mariadb::BeginStatement(thd, trx)) return err;
+    }
+    autoinc_rows_left_ = 0;
+    stmt_reserved_end_ = 0;
+    read_mode_ = ReadModeFor(thd, *trx, lock_type_);
     return 0;
-  }
-  if (trx->tables_in_statement++ == 0 || !trx->txn) {
-    if (int err = subito::mariadb::BeginStatement(thd, trx)) return err;
-  }
-  autoinc_rows_left_ = 0;
-  stmt_reserved_end_ = 0;
-  read_mode_ = ReadModeFor(thd, *trx, lock_type_);
-  return 0;
+  });
 }
 
 int ha_subito::start_stmt(THD* thd, thr_lock_type lock_type) {
-  lock_type_ = lock_type;
-  subito::mariadb::Trx* trx = subito::mariadb::GetTrx(thd);
-  autoinc_rows_left_ = 0;
-  stmt_reserved_end_ = 0;
-  // First: a statement that begins a transaction sets its isolation.
-  if (int err = subito::mariadb::BeginStatement(thd, trx)) return err;
-  read_mode_ = ReadModeFor(thd, *trx, lock_type);
-  return 0;
+  return Guard(ha_thd(), "start_stmt", [&]() -> int {
+    lock_type_ = lock_type;
+    subito::mariadb::Trx* trx = subito::mariadb::GetTrx(thd);
+    autoinc_rows_left_ = 0;
+    stmt_reserved_end_ = 0;
+    // First: a statement that begins a transaction sets its isolation.
+    if (int err = subito::mariadb::BeginStatement(thd, trx)) return err;
+    read_mode_ = ReadModeFor(thd, *trx, lock_type);
+    return 0;
+  });
 }
 
 THR_LOCK_DATA** ha_subito::store_lock(THD*, THR_LOCK_DATA** to, enum thr_lock_type lock_type) {
@@ -377,37 +398,57 @@ THR_LOCK_DATA** ha_subito::store_lock(THD*, THR_LOCK_DATA** to, enum thr_lock_ty
 
 // ---- writes ----
 
+// A row the engine cannot store is refused before ToRow copies its BLOBs:
+// its stored image (every column, BLOB bytes included) is one value of at
+// most 4 GB - 1 bytes.
+int ha_subito::CheckRowSize(const uchar* record) {
+  ulonglong bytes = table->s->reclength;
+  for (uint i = 0; i < table->s->blob_fields; ++i) {
+    const auto* f = static_cast<const Field_blob*>(table->field[table->s->blob_field[i]]);
+    bytes += f->get_length(record + (f->ptr - table->record[0]));
+  }
+  constexpr ulonglong kMaxRow = 0xffffffffull - (64u << 10);
+  if (bytes <= kMaxRow) return 0;
+  my_printf_error(ER_TOO_BIG_ROWSIZE,
+                  "Row size too large for Subito: %llu bytes; a row holds at most %llu bytes",
+                  MYF(0), bytes, kMaxRow);
+  return HA_ERR_TO_BIG_ROW;
+}
+
 int ha_subito::write_row(const uchar* buf) {
-  subito::Table* t = EngineTable();
-  const bool counted = table->next_number_field && buf == table->record[0];
-  if (counted) {
-    if (int err = update_auto_increment()) return err;
-  }
-  Row row;
-  mapper_->ToRow(buf, &row);
-  if (share_->layout->hidden_pk()) {
-    subito::Result<uint64_t> id = t->NextAutoIncrement();
-    if (!id.ok()) return Error(id.status());
-    row[share_->layout->row_id_column()] = *id;
-  }
-  int err = 0;
-  if (bulk_) {
-    err = BulkWrite(row);
-  } else if (subito::Transaction* txn = Txn(); txn == nullptr) {
-    return HA_ERR_INTERNAL_ERROR;
-  } else if (Status st = txn->Insert(t, row); !st.ok()) {
-    err = Error(st);
-  }
-  // An explicit value moves the counter once its row is in, and, as in
-  // InnoDB, when REPLACE, INSERT ... SELECT or LOAD DATA with REPLACE or
-  // IGNORE meets it as a duplicate. The table a copy fills reads its
-  // counter from its rows when it is first used.
-  if (counted && !bulk_ &&
-      (err == 0 || (err == HA_ERR_FOUND_DUPP_KEY && DuplicateMovesCounter()))) {
-    SawAutoIncrement(table->next_number_field, false);
-  }
-  if (counted && autoinc_rows_left_ > 0) --autoinc_rows_left_;
-  return err;
+  return Guard(ha_thd(), "write_row", [&]() -> int {
+    if (int err = CheckRowSize(buf)) return err;
+    subito::Table* t = EngineTable();
+    const bool counted = table->next_number_field && buf == table->record[0];
+    if (counted) {
+      if (int err = update_auto_increment()) return err;
+    }
+    Row row;
+    mapper_->ToRow(buf, &row);
+    if (share_->layout->hidden_pk()) {
+      subito::Result<uint64_t> id = t->NextAutoIncrement();
+      if (!id.ok()) return Error(id.status());
+      row[share_->layout->row_id_column()] = *id;
+    }
+    int err = 0;
+    if (bulk_) {
+      err = BulkWrite(row);
+    } else if (subito::Transaction* txn = Txn(); txn == nullptr) {
+      return HA_ERR_INTERNAL_ERROR;
+    } else if (Status st = txn->Insert(t, row); !st.ok()) {
+      err = Error(st);
+    }
+    // An explicit value moves the counter once its row is in, and, as in
+    // InnoDB, when REPLACE, INSERT ... SELECT or LOAD DATA with REPLACE or
+    // IGNORE meets it as a duplicate. The table a copy fills reads its
+    // counter from its rows when it is first used.
+    if (counted && !bulk_ &&
+        (err == 0 || (err == HA_ERR_FOUND_DUPP_KEY && DuplicateMovesCounter()))) {
+      SawAutoIncrement(table->next_number_field, false);
+    }
+    if (counted && autoinc_rows_left_ > 0) --autoinc_rows_left_;
+    return err;
+  });
 }
 
 bool ha_subito::DuplicateMovesCounter() const {
@@ -463,37 +504,42 @@ int ha_subito::EndBulk(bool commit) {
 }
 
 int ha_subito::update_row(const uchar* old_data, const uchar* new_data) {
-  Row old_row, new_row;
-  mapper_->ToRow(old_data, &old_row);
-  mapper_->ToRow(new_data, &new_row);
-  if (share_->layout->hidden_pk()) {
-    const uint32_t c = share_->layout->row_id_column();
-    old_row[c] = row_id_;
-    new_row[c] = row_id_;
-  }
-  if (table->found_next_number_field && new_data == table->record[0]) {
-    SawAutoIncrement(table->found_next_number_field, true);
-  }
-  // The server counts a row as changed when the two records' bytes differ;
-  // like InnoDB, tell it when no stored value did.
-  if (old_row == new_row) return HA_ERR_RECORD_IS_THE_SAME;
-  subito::Transaction* txn = Txn();
-  if (txn == nullptr) return HA_ERR_INTERNAL_ERROR;
-  Status st = txn->Update(EngineTable(), old_row, new_row);
-  return st.ok() ? 0 : Error(st);
+  return Guard(ha_thd(), "update_row", [&]() -> int {
+    if (int err = CheckRowSize(new_data)) return err;
+    Row old_row, new_row;
+    mapper_->ToRow(old_data, &old_row);
+    mapper_->ToRow(new_data, &new_row);
+    if (share_->layout->hidden_pk()) {
+      const uint32_t c = share_->layout->row_id_column();
+      old_row[c] = row_id_;
+      new_row[c] = row_id_;
+    }
+    if (table->found_next_number_field && new_data == table->record[0]) {
+      SawAutoIncrement(table->found_next_number_field, true);
+    }
+    // The server counts a row as changed when the two records' bytes differ;
+    // like InnoDB, tell it when no stored value did.
+    if (old_row == new_row) return HA_ERR_RECORD_IS_THE_SAME;
+    subito::Transaction* txn = Txn();
+    if (txn == nullptr) return HA_ERR_INTERNAL_ERROR;
+    Status st = txn->Update(EngineTable(), old_row, new_row);
+    return st.ok() ? 0 : Error(st);
+  });
 }
 
 int ha_subito::delete_row(const uchar* buf) {
-  Row row;
-  mapper_->ToRow(buf, &row);
-  if (share_->layout->hidden_pk()) {
-    const uint32_t c = share_->layout->row_id_column();
-    row[c] = row_id_;
-  }
-  subito::Transaction* txn = Txn();
-  if (txn == nullptr) return HA_ERR_INTERNAL_ERROR;
-  Status st = txn->Delete(EngineTable(), row);
-  return st.ok() ? 0 : Error(st);
+  return Guard(ha_thd(), "delete_row", [&]() -> int {
+    Row row;
+    mapper_->ToRow(buf, &row);
+    if (share_->layout->hidden_pk()) {
+      const uint32_t c = share_->layout->row_id_column();
+      row[c] = row_id_;
+    }
+    subito::Transaction* txn = Txn();
+    if (txn == nullptr) return HA_ERR_INTERNAL_ERROR;
+    Status st = txn->Delete(EngineTable(), row);
+    return st.ok() ? 0 : Error(st);
+  });
 }
 
 // The counter after a row with auto-increment value v (negative values
@@ -569,39 +615,43 @@ bool ha_subito::ReadCounterLocked() {
 
 void ha_subito::get_auto_increment(ulonglong offset, ulonglong increment, ulonglong nb_desired,
                                    ulonglong* first_value, ulonglong* nb_reserved) {
-  std::lock_guard<std::mutex> g(share_->mu);
-  if (share_->next_auto_inc == 0 && !ReadCounterLocked()) {
-    *first_value = ~static_cast<ulonglong>(0);  // the server reports ER_AUTOINC_READ_FAILED
-    return;
-  }
-  ulonglong v = share_->next_auto_inc;
-  if (v > table->next_number_field->get_max_int_value()) {
-    // Used up: the server reports the range error; the counter stays, as
-    // InnoDB's does.
+  *first_value = ~static_cast<ulonglong>(0);  // what an exception leaves: a read failure
+  (void)Guard(ha_thd(), "get_auto_increment", [&]() -> int {
+    std::lock_guard<std::mutex> g(share_->mu);
+    if (share_->next_auto_inc == 0 && !ReadCounterLocked()) {
+      *first_value = ~static_cast<ulonglong>(0);  // the server reports ER_AUTOINC_READ_FAILED
+      return 0;
+    }
+    ulonglong v = share_->next_auto_inc;
+    if (v > table->next_number_field->get_max_int_value()) {
+      // Used up: the server reports the range error; the counter stays, as
+      // InnoDB's does.
+      *first_value = v;
+      *nb_reserved = 0;
+      return 0;
+    }
+    if (increment > 1) {
+      // The first value >= v of the form offset + k * increment.
+      if (v <= offset)
+        v = offset;
+      else
+        v = offset + ((v - offset + increment - 1) / increment) * increment;
+    }
+    // As InnoDB: the statement's first request reserves what the server
+    // estimates the statement inserts, later ones what is left of that (not
+    // the server's doubling intervals), so the same statements leave the
+    // same gaps.
+    if (autoinc_rows_left_ == 0) autoinc_rows_left_ = std::max<ulonglong>(nb_desired, 1);
     *first_value = v;
-    *nb_reserved = 0;
-    return;
-  }
-  if (increment > 1) {
-    // The first value >= v of the form offset + k * increment.
-    if (v <= offset)
-      v = offset;
-    else
-      v = offset + ((v - offset + increment - 1) / increment) * increment;
-  }
-  // As InnoDB: the statement's first request reserves what the server
-  // estimates the statement inserts, later ones what is left of that (not
-  // the server's doubling intervals), so the same statements leave the
-  // same gaps.
-  if (autoinc_rows_left_ == 0) autoinc_rows_left_ = std::max<ulonglong>(nb_desired, 1);
-  *first_value = v;
-  *nb_reserved = autoinc_rows_left_;
-  const ulonglong span = autoinc_rows_left_ * increment;
-  share_->next_auto_inc =
-      span / increment != autoinc_rows_left_ || v > ~0ULL - span ? ~0ULL : v + span;
-  stmt_reserved_end_ = share_->next_auto_inc;
-  autoinc_increment_ = increment;
-  autoinc_offset_ = offset;
+    *nb_reserved = autoinc_rows_left_;
+    const ulonglong span = autoinc_rows_left_ * increment;
+    share_->next_auto_inc =
+        span / increment != autoinc_rows_left_ || v > ~0ULL - span ? ~0ULL : v + span;
+    stmt_reserved_end_ = share_->next_auto_inc;
+    autoinc_increment_ = increment;
+    autoinc_offset_ = offset;
+    return 0;
+  });
 }
 
 // ---- reads ----
@@ -667,64 +717,79 @@ int ha_subito::Reposition(bool forward) {
 }
 
 int ha_subito::rnd_init(bool) {
-  scan_started_ = false;
-  ForgetLastEntry();
-  return OpenCursor(0);
+  return Guard(ha_thd(), "rnd_init", [&]() -> int {
+    scan_started_ = false;
+    ForgetLastEntry();
+    return OpenCursor(0);
+  });
 }
 
 int ha_subito::rnd_end() {
-  cursor_.reset();
-  ForgetLastEntry();
-  return 0;
+  return Guard(ha_thd(), "rnd_end", [&]() -> int {
+    cursor_.reset();
+    ForgetLastEntry();
+    return 0;
+  });
 }
 
 int ha_subito::rnd_next(uchar* buf) {
-  Status st;
-  if (!cursor_ && scan_started_) {
-    if (int err = Reposition(true)) return err;
-  } else {
-    if (int err = EnsureCursor()) return err;
-    st = scan_started_ ? cursor_->Next() : cursor_->Seek(SeekOp::kFirst);
-  }
-  scan_started_ = true;
-  if (!st.ok()) return Error(st);
-  return ReadCurrent(buf, HA_ERR_END_OF_FILE);
+  return Guard(ha_thd(), "rnd_next", [&]() -> int {
+    Status st;
+    if (!cursor_ && scan_started_) {
+      if (int err = Reposition(true)) return err;
+    } else {
+      if (int err = EnsureCursor()) return err;
+      st = scan_started_ ? cursor_->Next() : cursor_->Seek(SeekOp::kFirst);
+    }
+    scan_started_ = true;
+    if (!st.ok()) return Error(st);
+    return ReadCurrent(buf, HA_ERR_END_OF_FILE);
+  });
 }
 
 void ha_subito::position(const uchar* record) {
-  if (share_->layout->hidden_pk()) {
-    int8store(ref, row_id_);
-    return;
-  }
-  Row values;
-  mapper_->KeyOfRecord(table->s->primary_key, record, &values);
-  mapper_->RefOf(values, ref);
+  (void)Guard(ha_thd(), "position", [&]() -> int {
+    if (share_->layout->hidden_pk()) {
+      int8store(ref, row_id_);
+      return 0;
+    }
+    Row values;
+    mapper_->KeyOfRecord(table->s->primary_key, record, &values);
+    mapper_->RefOf(values, ref);
+    return 0;
+  });
 }
 
 int ha_subito::rnd_pos(uchar* buf, uchar* pos) {
-  Row key;
-  mapper_->KeyOfRef(pos, &key);
-  subito::Transaction* txn = Txn();
-  if (txn == nullptr) return HA_ERR_INTERNAL_ERROR;
-  subito::Result<std::optional<Row>> r = txn->Get(EngineTable(), key, read_mode_);
-  if (!r.ok()) return Error(r.status());
-  if (!r->has_value()) return HA_ERR_KEY_NOT_FOUND;
-  row_ = std::move(**r);
-  return Load(row_, buf);
+  return Guard(ha_thd(), "rnd_pos", [&]() -> int {
+    Row key;
+    mapper_->KeyOfRef(pos, &key);
+    subito::Transaction* txn = Txn();
+    if (txn == nullptr) return HA_ERR_INTERNAL_ERROR;
+    subito::Result<std::optional<Row>> r = txn->Get(EngineTable(), key, read_mode_);
+    if (!r.ok()) return Error(r.status());
+    if (!r->has_value()) return HA_ERR_KEY_NOT_FOUND;
+    row_ = std::move(**r);
+    return Load(row_, buf);
+  });
 }
 
 int ha_subito::index_init(uint idx, bool) {
-  active_index = idx;
-  bounded_ = false;
-  mbr_search_ = false;
-  ForgetLastEntry();
-  return OpenCursor(share_->layout->key(idx).engine_index);
+  return Guard(ha_thd(), "index_init", [&]() -> int {
+    active_index = idx;
+    bounded_ = false;
+    mbr_search_ = false;
+    ForgetLastEntry();
+    return OpenCursor(share_->layout->key(idx).engine_index);
+  });
 }
 
 int ha_subito::index_end() {
-  cursor_.reset();
-  active_index = MAX_KEY;
-  return 0;
+  return Guard(ha_thd(), "index_end", [&]() -> int {
+    cursor_.reset();
+    active_index = MAX_KEY;
+    return 0;
+  });
 }
 
 int ha_subito::CheckPrefix(uchar* buf, int end) {
@@ -751,41 +816,43 @@ int ha_subito::Seek(uchar* buf, SeekOp op, const Row& prefix, bool must_match) {
 
 int ha_subito::index_read_map(uchar* buf, const uchar* key, key_part_map keypart_map,
                               enum ha_rkey_function find_flag) {
-  mbr_search_ = false;
-  switch (find_flag) {
-    case HA_READ_MBR_CONTAIN:
-    case HA_READ_MBR_INTERSECT:
-    case HA_READ_MBR_WITHIN:
-    case HA_READ_MBR_DISJOINT:
-    case HA_READ_MBR_EQUAL:
-      if (!share_->layout->key(active_index).spatial) return HA_ERR_UNSUPPORTED;
-      return MbrSearch(buf, key, find_flag);
-    default:
-      break;
-  }
-  const uint parts = PartsOf(table->key_info[active_index], keypart_map);
-  mapper_->KeyPrefix(active_index, key, parts, &search_prefix_);
-  bounded_ = false;
-  switch (find_flag) {
-    case HA_READ_KEY_EXACT:
-    case HA_READ_PREFIX:
-      bounded_ = true;
-      return Seek(buf, SeekOp::kGE, search_prefix_, true);
-    case HA_READ_KEY_OR_NEXT:
-      return Seek(buf, SeekOp::kGE, search_prefix_, false);
-    case HA_READ_AFTER_KEY:
-      return Seek(buf, SeekOp::kGT, search_prefix_, false);
-    case HA_READ_BEFORE_KEY:
-      return Seek(buf, SeekOp::kLT, search_prefix_, false);
-    case HA_READ_KEY_OR_PREV:
-    case HA_READ_PREFIX_LAST_OR_PREV:
-      return Seek(buf, SeekOp::kLE, search_prefix_, false);
-    case HA_READ_PREFIX_LAST:
-      bounded_ = true;
-      return Seek(buf, SeekOp::kLE, search_prefix_, true);
-    default:
-      return HA_ERR_UNSUPPORTED;
-  }
+  return Guard(ha_thd(), "index_read_map", [&]() -> int {
+    mbr_search_ = false;
+    switch (find_flag) {
+      case HA_READ_MBR_CONTAIN:
+      case HA_READ_MBR_INTERSECT:
+      case HA_READ_MBR_WITHIN:
+      case HA_READ_MBR_DISJOINT:
+      case HA_READ_MBR_EQUAL:
+        if (!share_->layout->key(active_index).spatial) return HA_ERR_UNSUPPORTED;
+        return MbrSearch(buf, key, find_flag);
+      default:
+        break;
+    }
+    const uint parts = PartsOf(table->key_info[active_index], keypart_map);
+    mapper_->KeyPrefix(active_index, key, parts, &search_prefix_);
+    bounded_ = false;
+    switch (find_flag) {
+      case HA_READ_KEY_EXACT:
+      case HA_READ_PREFIX:
+        bounded_ = true;
+        return Seek(buf, SeekOp::kGE, search_prefix_, true);
+      case HA_READ_KEY_OR_NEXT:
+        return Seek(buf, SeekOp::kGE, search_prefix_, false);
+      case HA_READ_AFTER_KEY:
+        return Seek(buf, SeekOp::kGT, search_prefix_, false);
+      case HA_READ_BEFORE_KEY:
+        return Seek(buf, SeekOp::kLT, search_prefix_, false);
+      case HA_READ_KEY_OR_PREV:
+      case HA_READ_PREFIX_LAST_OR_PREV:
+        return Seek(buf, SeekOp::kLE, search_prefix_, false);
+      case HA_READ_PREFIX_LAST:
+        bounded_ = true;
+        return Seek(buf, SeekOp::kLE, search_prefix_, true);
+      default:
+        return HA_ERR_UNSUPPORTED;
+    }
+  });
 }
 
 int ha_subito::MbrSearch(uchar* buf, const uchar* key, enum ha_rkey_function flag) {
@@ -850,7 +917,8 @@ bool ha_subito::MbrMatches(const std::string& image) const {
 }
 
 int ha_subito::index_read_last_map(uchar* buf, const uchar* key, key_part_map keypart_map) {
-  return index_read_map(buf, key, keypart_map, HA_READ_PREFIX_LAST);
+  return Guard(ha_thd(), "index_read_last_map",
+               [&]() -> int { return index_read_map(buf, key, keypart_map, HA_READ_PREFIX_LAST); });
 }
 
 int ha_subito::Step(uchar* buf, bool forward) {
@@ -865,109 +933,119 @@ int ha_subito::Step(uchar* buf, bool forward) {
 }
 
 int ha_subito::index_next(uchar* buf) {
-  return Step(buf, true);
+  return Guard(ha_thd(), "index_next", [&]() -> int { return Step(buf, true); });
 }
 
 int ha_subito::index_prev(uchar* buf) {
-  return Step(buf, false);
+  return Guard(ha_thd(), "index_prev", [&]() -> int { return Step(buf, false); });
 }
 
 int ha_subito::index_first(uchar* buf) {
-  bounded_ = false;
-  mbr_search_ = false;
-  if (int err = EnsureCursor()) return err;
-  Status st = cursor_->Seek(SeekOp::kFirst);
-  if (!st.ok()) return Error(st);
-  return ReadCurrent(buf, HA_ERR_END_OF_FILE);
+  return Guard(ha_thd(), "index_first", [&]() -> int {
+    bounded_ = false;
+    mbr_search_ = false;
+    if (int err = EnsureCursor()) return err;
+    Status st = cursor_->Seek(SeekOp::kFirst);
+    if (!st.ok()) return Error(st);
+    return ReadCurrent(buf, HA_ERR_END_OF_FILE);
+  });
 }
 
 int ha_subito::index_last(uchar* buf) {
-  bounded_ = false;
-  mbr_search_ = false;
-  if (int err = EnsureCursor()) return err;
-  Status st = cursor_->Seek(SeekOp::kLast);
-  if (!st.ok()) return Error(st);
-  return ReadCurrent(buf, HA_ERR_END_OF_FILE);
+  return Guard(ha_thd(), "index_last", [&]() -> int {
+    bounded_ = false;
+    mbr_search_ = false;
+    if (int err = EnsureCursor()) return err;
+    Status st = cursor_->Seek(SeekOp::kLast);
+    if (!st.ok()) return Error(st);
+    return ReadCurrent(buf, HA_ERR_END_OF_FILE);
+  });
 }
 
 int ha_subito::index_next_same(uchar* buf, const uchar* key, uint keylen) {
-  if (!cursor_ || !cursor_->Valid()) return HA_ERR_END_OF_FILE;
-  if (mbr_search_) return NextMbrMatch(buf, /*step=*/true, HA_ERR_END_OF_FILE);
-  if (!bounded_) {
-    // The parts that make up keylen.
-    uint len = 0, n = 0;
-    const KEY& ki = table->key_info[active_index];
-    while (n < ki.user_defined_key_parts && len < keylen) len += ki.key_part[n++].store_length;
-    mapper_->KeyPrefix(active_index, key, n, &search_prefix_);
-    bounded_ = true;
-  }
-  Status st = cursor_->Next();
-  if (!st.ok()) return Error(st);
-  return CheckPrefix(buf, HA_ERR_END_OF_FILE);
+  return Guard(ha_thd(), "index_next_same", [&]() -> int {
+    if (!cursor_ || !cursor_->Valid()) return HA_ERR_END_OF_FILE;
+    if (mbr_search_) return NextMbrMatch(buf, /*step=*/true, HA_ERR_END_OF_FILE);
+    if (!bounded_) {
+      // The parts that make up keylen.
+      uint len = 0, n = 0;
+      const KEY& ki = table->key_info[active_index];
+      while (n < ki.user_defined_key_parts && len < keylen) len += ki.key_part[n++].store_length;
+      mapper_->KeyPrefix(active_index, key, n, &search_prefix_);
+      bounded_ = true;
+    }
+    Status st = cursor_->Next();
+    if (!st.ok()) return Error(st);
+    return CheckPrefix(buf, HA_ERR_END_OF_FILE);
+  });
 }
 
 // ---- CHECK TABLE ----
 
 int ha_subito::check(THD* thd, HA_CHECK_OPT*) {
-  subito::Transaction* txn = Txn();
-  if (txn == nullptr) return HA_ADMIN_FAILED;
-  const TableLayout& layout = *share_->layout;
-  const size_t indexes = layout.def().indexes.size() + 1;
-  std::vector<uint64_t> counts(indexes, 0);
-  std::string storage;
-  for (uint32_t ix = 0; ix < indexes; ++ix) {
-    subito::Result<std::unique_ptr<subito::Cursor>> c =
-        txn->OpenCursor(EngineTable(), ix, subito::ReadMode::kSnapshot);
-    Status st = c.ok() ? (*c)->Seek(SeekOp::kFirst) : c.status();
-    while (st.ok() && (*c)->Valid()) {
-      if (ix == 0) st = mapper_->FromRow((*c)->row(), table->record[1], &storage);
-      if (!st.ok()) break;
-      ++counts[ix];
-      if (thd_killed(thd)) return HA_ADMIN_FAILED;
-      st = (*c)->Next();
+  return Guard(ha_thd(), "check", [&]() -> int {
+    subito::Transaction* txn = Txn();
+    if (txn == nullptr) return HA_ADMIN_FAILED;
+    const TableLayout& layout = *share_->layout;
+    const size_t indexes = layout.def().indexes.size() + 1;
+    std::vector<uint64_t> counts(indexes, 0);
+    std::string storage;
+    for (uint32_t ix = 0; ix < indexes; ++ix) {
+      subito::Result<std::unique_ptr<subito::Cursor>> c =
+          txn->OpenCursor(EngineTable(), ix, subito::ReadMode::kSnapshot);
+      Status st = c.ok() ? (*c)->Seek(SeekOp::kFirst) : c.status();
+      while (st.ok() && (*c)->Valid()) {
+        if (ix == 0) st = mapper_->FromRow((*c)->row(), table->record[1], &storage);
+        if (!st.ok()) break;
+        ++counts[ix];
+        if (thd_killed(thd)) return HA_ADMIN_FAILED;
+        st = (*c)->Next();
+      }
+      if (!st.ok()) {
+        push_warning_printf(thd, Sql_condition::WARN_LEVEL_WARN, ER_NOT_KEYFILE, "Subito: %s",
+                            st.ToString().c_str());
+        return HA_ADMIN_CORRUPT;
+      }
     }
-    if (!st.ok()) {
-      push_warning_printf(thd, Sql_condition::WARN_LEVEL_WARN, ER_NOT_KEYFILE, "Subito: %s",
-                          st.ToString().c_str());
-      return HA_ADMIN_CORRUPT;
+    for (uint32_t ix = 1; ix < indexes; ++ix) {
+      if (counts[ix] != counts[0]) {
+        push_warning_printf(thd, Sql_condition::WARN_LEVEL_WARN, ER_NOT_KEYFILE,
+                            "Subito: index %s has %llu entries for %llu rows",
+                            layout.def().indexes[ix - 1].name.c_str(),
+                            static_cast<unsigned long long>(counts[ix]),
+                            static_cast<unsigned long long>(counts[0]));
+        return HA_ADMIN_CORRUPT;
+      }
     }
-  }
-  for (uint32_t ix = 1; ix < indexes; ++ix) {
-    if (counts[ix] != counts[0]) {
-      push_warning_printf(thd, Sql_condition::WARN_LEVEL_WARN, ER_NOT_KEYFILE,
-                          "Subito: index %s has %llu entries for %llu rows",
-                          layout.def().indexes[ix - 1].name.c_str(),
-                          static_cast<unsigned long long>(counts[ix]),
-                          static_cast<unsigned long long>(counts[0]));
-      return HA_ADMIN_CORRUPT;
-    }
-  }
-  return HA_ADMIN_OK;
+    return HA_ADMIN_OK;
+  });
 }
 
 // ---- statistics ----
 
 ha_rows ha_subito::records_in_range(uint inx, const key_range* min_key, const key_range* max_key,
                                     page_range*) {
-  const KEY& key = table->key_info[inx];
-  // An MBR search reads the whole index (MbrSearch): say so.
-  if (key.flags & HA_SPATIAL) return std::max<ha_rows>(1, stats.records);
-  std::optional<subito::Table::Bound> lo, hi;
-  if (min_key) {
-    lo.emplace();
-    mapper_->KeyPrefix(inx, min_key->key, PartsOf(key, min_key->keypart_map), &lo->prefix);
-    lo->inclusive = min_key->flag != HA_READ_AFTER_KEY;
-  }
-  if (max_key) {
-    hi.emplace();
-    mapper_->KeyPrefix(inx, max_key->key, PartsOf(key, max_key->keypart_map), &hi->prefix);
-    hi->inclusive = max_key->flag != HA_READ_BEFORE_KEY;
-  }
-  subito::Result<uint64_t> n =
-      EngineTable()->EstimateRange(share_->layout->key(inx).engine_index, lo, hi);
-  if (!n.ok()) return HA_POS_ERROR;
-  // 0 would tell the optimizer that the range is certainly empty.
-  return std::max<ha_rows>(1, *n);
+  return GuardOr(ha_thd(), "records_in_range", ha_rows{HA_POS_ERROR}, [&]() -> ha_rows {
+    const KEY& key = table->key_info[inx];
+    // An MBR search reads the whole index (MbrSearch): say so.
+    if (key.flags & HA_SPATIAL) return std::max<ha_rows>(1, stats.records);
+    std::optional<subito::Table::Bound> lo, hi;
+    if (min_key) {
+      lo.emplace();
+      mapper_->KeyPrefix(inx, min_key->key, PartsOf(key, min_key->keypart_map), &lo->prefix);
+      lo->inclusive = min_key->flag != HA_READ_AFTER_KEY;
+    }
+    if (max_key) {
+      hi.emplace();
+      mapper_->KeyPrefix(inx, max_key->key, PartsOf(key, max_key->keypart_map), &hi->prefix);
+      hi->inclusive = max_key->flag != HA_READ_BEFORE_KEY;
+    }
+    subito::Result<uint64_t> n =
+        EngineTable()->EstimateRange(share_->layout->key(inx).engine_index, lo, hi);
+    if (!n.ok()) return HA_POS_ERROR;
+    // 0 would tell the optimizer that the range is certainly empty.
+    return std::max<ha_rows>(1, *n);
+  });
 }
 
 void ha_subito::UpdateRecPerKey(bool force) {
@@ -996,32 +1074,34 @@ void ha_subito::UpdateRecPerKey(bool force) {
 }
 
 int ha_subito::info(uint flag) {
-  if (flag & HA_STATUS_VARIABLE) {
-    const subito::TableStats s = EngineTable()->Stats();
-    stats.records = s.rows;
-    // InnoDB's rule: the optimizer takes a table reported empty for empty
-    // (a const table), which, without locks, other sessions may not keep;
-    // only SHOW TABLE STATUS (HA_STATUS_TIME) and opening see a 0. Plans,
-    // and the server paths they take, then follow InnoDB's.
-    if (stats.records == 0 && !(flag & (HA_STATUS_TIME | HA_STATUS_OPEN))) stats.records = 1;
-    stats.deleted = 0;
-    uint64_t pages = 0;
-    for (const auto& ix : s.indexes) pages += ix.pages;
-    const uint64_t page_bytes =
-        s.indexes.empty() ? 0 : s.indexes[0].pages * subito::mariadb::PageSize();
-    stats.data_file_length = page_bytes;
-    stats.index_file_length = pages * subito::mariadb::PageSize() - page_bytes;
-    stats.mean_rec_length = stats.records ? static_cast<ulong>(page_bytes / stats.records) : 0;
-  }
-  if (flag & (HA_STATUS_CONST | HA_STATUS_VARIABLE)) UpdateRecPerKey(flag & HA_STATUS_CONST);
-  if (flag & HA_STATUS_ERRKEY) errkey = dup_key_ >= 0 ? static_cast<uint>(dup_key_) : 0;
-  if (flag & HA_STATUS_AUTO) {
-    std::lock_guard<std::mutex> g(share_->mu);
-    stats.auto_increment_value =
-        share_->next_auto_inc ? share_->next_auto_inc
-                              : std::max<ulonglong>(1, EngineTable()->def().auto_increment_start);
-  }
-  return 0;
+  return Guard(ha_thd(), "info", [&]() -> int {
+    if (flag & HA_STATUS_VARIABLE) {
+      const subito::TableStats s = EngineTable()->Stats();
+      stats.records = s.rows;
+      // InnoDB's rule: the optimizer takes a table reported empty for empty
+      // (a const table), which, without locks, other sessions may not keep;
+      // only SHOW TABLE STATUS (HA_STATUS_TIME) and opening see a 0. Plans,
+      // and the server paths they take, then follow InnoDB's.
+      if (stats.records == 0 && !(flag & (HA_STATUS_TIME | HA_STATUS_OPEN))) stats.records = 1;
+      stats.deleted = 0;
+      uint64_t pages = 0;
+      for (const auto& ix : s.indexes) pages += ix.pages;
+      const uint64_t page_bytes =
+          s.indexes.empty() ? 0 : s.indexes[0].pages * subito::mariadb::PageSize();
+      stats.data_file_length = page_bytes;
+      stats.index_file_length = pages * subito::mariadb::PageSize() - page_bytes;
+      stats.mean_rec_length = stats.records ? static_cast<ulong>(page_bytes / stats.records) : 0;
+    }
+    if (flag & (HA_STATUS_CONST | HA_STATUS_VARIABLE)) UpdateRecPerKey(flag & HA_STATUS_CONST);
+    if (flag & HA_STATUS_ERRKEY) errkey = dup_key_ >= 0 ? static_cast<uint>(dup_key_) : 0;
+    if (flag & HA_STATUS_AUTO) {
+      std::lock_guard<std::mutex> g(share_->mu);
+      stats.auto_increment_value =
+          share_->next_auto_inc ? share_->next_auto_inc
+                                : std::max<ulonglong>(1, EngineTable()->def().auto_increment_start);
+    }
+    return 0;
+  });
 }
 
 // The optimizer's costs are InnoDB's (pages of the clustered index, at least
@@ -1040,27 +1120,31 @@ double ha_subito::read_time(uint index, uint ranges, ha_rows rows) {
 }
 
 int ha_subito::extra(enum ha_extra_function operation) {
-  switch (operation) {
-    // ALTER TABLE ... ALGORITHM=COPY and CREATE TABLE ... SELECT fill a new
-    // table that nobody else sees until the statement ends.
-    case HA_EXTRA_BEGIN_COPY:
-    case HA_EXTRA_BEGIN_ALTER_IGNORE_COPY:
-      bulk_ = true;
-      bulk_rows_ = 0;
-      return 0;
-    case HA_EXTRA_END_COPY:
-      return EndBulk(true);
-    case HA_EXTRA_ABORT_COPY:
-      return EndBulk(false);
-    default:
-      return 0;
-  }
+  return Guard(ha_thd(), "extra", [&]() -> int {
+    switch (operation) {
+      // ALTER TABLE ... ALGORITHM=COPY and CREATE TABLE ... SELECT fill a new
+      // table that nobody else sees until the statement ends.
+      case HA_EXTRA_BEGIN_COPY:
+      case HA_EXTRA_BEGIN_ALTER_IGNORE_COPY:
+        bulk_ = true;
+        bulk_rows_ = 0;
+        return 0;
+      case HA_EXTRA_END_COPY:
+        return EndBulk(true);
+      case HA_EXTRA_ABORT_COPY:
+        return EndBulk(false);
+      default:
+        return 0;
+    }
+  });
 }
 
 int ha_subito::reset() {
-  cursor_.reset();
-  bounded_ = false;
-  search_prefix_.clear();
-  dup_key_ = -1;
-  return 0;
+  return Guard(ha_thd(), "reset", [&]() -> int {
+    cursor_.reset();
+    bounded_ = false;
+    search_prefix_.clear();
+    dup_key_ = -1;
+    return 0;
+  });
 }

@@ -143,6 +143,7 @@ class ha_subito final : public handler {
   void SawAutoIncrement(Field* f, bool by_update);
   ulonglong CounterAfter(ulonglong v) const;
   bool ReadCounterLocked();
+  int CheckRowSize(const uchar* record);
   bool DuplicateMovesCounter() const;
   // Entries per key prefix for the optimizer (KEY::rec_per_key).
   void UpdateRecPerKey(bool force);

@@ -118,6 +118,7 @@ struct Exported {
   ulonglong page_file_bytes_written, page_file_bytes_read, pages_written, pages_read;
   ulonglong buffer_hits, buffer_misses, checkpoints, version_keys, undo_relocations;
   ulonglong open_files, file_closes, file_reopens, open_file_waits;
+  ulonglong page_write_failures, page_writes_failing, writes_stopped;
   double buffer_hit_ratio;
 };
 
@@ -150,6 +151,9 @@ Exported Collect() {
   e.file_closes = s.file_closes;
   e.file_reopens = s.file_reopens;
   e.open_file_waits = s.open_file_waits;
+  e.page_write_failures = s.page_write_failures;
+  e.page_writes_failing = s.page_writes_failing;
+  e.writes_stopped = s.writes_stopped;
   return e;
 }
 
@@ -183,7 +187,10 @@ constexpr StatusVar kStatusVars[] = {SUBITO_STATUS(commits, SHOW_ULONGLONG),
                                      SUBITO_STATUS(open_files, SHOW_ULONGLONG),
                                      SUBITO_STATUS(file_closes, SHOW_ULONGLONG),
                                      SUBITO_STATUS(file_reopens, SHOW_ULONGLONG),
-                                     SUBITO_STATUS(open_file_waits, SHOW_ULONGLONG)};
+                                     SUBITO_STATUS(open_file_waits, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(page_write_failures, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(page_writes_failing, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(writes_stopped, SHOW_ULONGLONG)};
 #undef SUBITO_STATUS
 
 int ShowStatus(THD*, SHOW_VAR* var, void* buff, struct system_status_var*, enum enum_var_type) {
@@ -216,14 +223,16 @@ Trx* FindTrx(THD* thd) {
 }
 
 int Commit(handlerton*, THD* thd, bool all) {
-  Trx* trx = FindTrx(thd);
-  if (trx == nullptr || !trx->txn) return 0;
-  if (all || !InTransactionBlock(thd)) {
-    std::unique_ptr<Transaction> txn = std::move(trx->txn);
-    Status st = txn->Commit();
-    if (!st.ok()) return ToHaError(thd, st);
-  }
-  return 0;
+  return Guard(thd, "commit", [&] {
+    Trx* trx = FindTrx(thd);
+    if (trx == nullptr || !trx->txn) return 0;
+    if (all || !InTransactionBlock(thd)) {
+      std::unique_ptr<Transaction> txn = std::move(trx->txn);
+      Status st = txn->Commit();
+      if (!st.ok()) return ToHaError(thd, st);
+    }
+    return 0;
+  });
 }
 
 // XA PREPARE is refused, and the server rolls the transaction back: a
@@ -242,39 +251,48 @@ int Prepare(handlerton*, THD* thd, bool) {
 }
 
 int Rollback(handlerton*, THD* thd, bool all) {
-  Trx* trx = FindTrx(thd);
-  if (trx == nullptr || !trx->txn) return 0;
-  if (all || !InTransactionBlock(thd)) {
-    std::unique_ptr<Transaction> txn = std::move(trx->txn);
-    (void)txn->Rollback();  // a victim of a deadlock has already ended
+  return Guard(thd, "rollback", [&] {
+    Trx* trx = FindTrx(thd);
+    if (trx == nullptr || !trx->txn) return 0;
+    if (all || !InTransactionBlock(thd)) {
+      std::unique_ptr<Transaction> txn = std::move(trx->txn);
+      // A deadlock victim has already ended (InvalidArgument); a rollback
+      // that could not finish has stopped the engine's writes, and says so.
+      Status st = txn->Rollback();
+      if (!st.ok() && !st.IsInvalidArgument()) return ToHaError(thd, st);
+      return 0;
+    }
+    Status st = trx->txn->RollbackTo(trx->statement_savepoint);
+    if (!st.ok() && trx->txn) {
+      // The statement could not be undone: the whole transaction goes, and
+      // the server must know (a later COMMIT would report success).
+      (void)trx->txn->Rollback();
+      trx->txn.reset();
+      thd->mark_transaction_to_rollback(true);
+      return ToHaError(thd, st);
+    }
     return 0;
-  }
-  Status st = trx->txn->RollbackTo(trx->statement_savepoint);
-  if (!st.ok() && trx->txn) {
-    // The statement could not be undone: the whole transaction goes, and
-    // the server must know (a later COMMIT would report success).
-    (void)trx->txn->Rollback();
-    trx->txn.reset();
-    thd->mark_transaction_to_rollback(true);
-    return ToHaError(thd, st);
-  }
-  return 0;
+  });
 }
 
 int SavepointSet(handlerton*, THD* thd, void* sv) {
-  Trx* trx = GetTrx(thd);
-  if (!trx->txn) {
-    if (int err = BeginStatement(thd, trx)) return err;
-  }
-  *static_cast<uint64_t*>(sv) = trx->txn->Savepoint();
-  return 0;
+  return Guard(thd, "SAVEPOINT", [&] {
+    Trx* trx = GetTrx(thd);
+    if (!trx->txn) {
+      if (int err = BeginStatement(thd, trx)) return err;
+    }
+    *static_cast<uint64_t*>(sv) = trx->txn->Savepoint();
+    return 0;
+  });
 }
 
 int SavepointRollback(handlerton*, THD* thd, void* sv) {
-  Trx* trx = FindTrx(thd);
-  if (trx == nullptr || !trx->txn) return 0;
-  Status st = trx->txn->RollbackTo(*static_cast<uint64_t*>(sv));
-  return st.ok() ? 0 : ToHaError(thd, st);
+  return Guard(thd, "ROLLBACK TO SAVEPOINT", [&] {
+    Trx* trx = FindTrx(thd);
+    if (trx == nullptr || !trx->txn) return 0;
+    Status st = trx->txn->RollbackTo(*static_cast<uint64_t*>(sv));
+    return st.ok() ? 0 : ToHaError(thd, st);
+  });
 }
 
 int SavepointRelease(handlerton*, THD*, void*) {
@@ -292,27 +310,38 @@ void KillQuery(handlerton*, THD* thd, enum thd_kill_levels) {
 }
 
 int CloseConnection(handlerton*, THD* thd) {
-  Trx* trx = FindTrx(thd);
-  if (trx != nullptr) {
-    if (trx->txn) (void)trx->txn->Rollback();
-    delete trx;
-    thd_set_ha_data(thd, subito_hton, nullptr);
-  }
-  return 0;
+  return Guard(thd, "closing a connection", [&] {
+    Trx* trx = FindTrx(thd);
+    if (trx != nullptr) {
+      thd_set_ha_data(thd, subito_hton, nullptr);
+      std::unique_ptr<Trx> owned(trx);
+      if (trx->txn) (void)trx->txn->Rollback();
+    }
+    return 0;
+  });
 }
 
 int StartConsistentSnapshot(handlerton*, THD* thd) {
-  Trx* trx = GetTrx(thd);
-  if (!trx->txn) {
-    trans_register_ha(thd, true, subito_hton, 0);
-    if (int err = BeginStatement(thd, trx)) return err;
-  }
-  trx->txn->TakeSnapshot();
-  return 0;
+  return Guard(thd, "START TRANSACTION WITH CONSISTENT SNAPSHOT", [&] {
+    Trx* trx = GetTrx(thd);
+    if (!trx->txn) {
+      trans_register_ha(thd, true, subito_hton, 0);
+      if (int err = BeginStatement(thd, trx)) return err;
+    }
+    trx->txn->TakeSnapshot();
+    return 0;
+  });
 }
+
+bool ShowEngineStatusText(THD* thd, stat_print_fn* print);
 
 bool ShowEngineStatus(handlerton*, THD* thd, stat_print_fn* print, enum ha_stat_type type) {
   if (type != HA_ENGINE_STATUS || !g_db) return false;
+  return GuardOr(thd, "SHOW ENGINE SUBITO STATUS", true,
+                 [&] { return ShowEngineStatusText(thd, print); });
+}
+
+bool ShowEngineStatusText(THD* thd, stat_print_fn* print) {
   std::string text = g_db->Describe() + "\n";
   const DatabaseStats s = g_db->Stats();
   const RecoveryInfo& r = g_db->recovery();
@@ -335,6 +364,12 @@ bool ShowEngineStatus(handlerton*, THD* thd, stat_print_fn* print, enum ha_stat_
            r.created ? "created" : "recovered", (unsigned long long)r.records_redone,
            (unsigned long long)r.transactions_rolled_back, r.seconds);
   text += line;
+  snprintf(line, sizeof line, "page writes: %llu failed batches%s\n",
+           (unsigned long long)s.page_write_failures,
+           s.page_writes_failing ? ", FAILING NOW (retried until a write succeeds)" : "");
+  text += line;
+  text += s.writes_stopped ? "writes: STOPPED (" + s.stop_reason + "); restart the server\n"
+                           : std::string("writes: accepted\n");
   return print(thd, "SUBITO", 6, "", 0, text.data(), text.size());
 }
 
@@ -342,7 +377,7 @@ handler* CreateHandler(handlerton* hton, TABLE_SHARE* table, MEM_ROOT* mem_root)
   return new (mem_root) ha_subito(hton, table);
 }
 
-int Init(void* p) {
+int InitEngine(void* p) {
   subito_hton = static_cast<handlerton*>(p);
   Options o;
   o.dir = sv_data_dir && *sv_data_dir ? std::string(sv_data_dir)
@@ -382,6 +417,7 @@ int Init(void* p) {
     if (sv_open_files > tc_size) sv_open_files = static_cast<uint>(tc_size);
   }
   o.max_open_files = sv_open_files;
+  o.error_log = [](const std::string& m) { sql_print_error("Subito: %s", m.c_str()); };
   Result<std::unique_ptr<Database>> db = Database::Open(o);
   if (!db.ok()) {
     sql_print_error("Subito: cannot open the engine in %s: %s; the engine is disabled",
@@ -421,6 +457,18 @@ int Init(void* p) {
   h->show_status = ShowEngineStatus;
   h->tablefile_extensions = ha_subito_exts;
   return 0;
+}
+
+// The server's plugin init: no exception may abort mariadbd here either.
+int Init(void* p) {
+  try {
+    return InitEngine(p);
+  } catch (const std::exception& e) {
+    sql_print_error("Subito: cannot start: %s; the engine is disabled", e.what());
+  } catch (...) {
+    sql_print_error("Subito: cannot start (an unknown exception); the engine is disabled");
+  }
+  return 1;
 }
 
 int Deinit(void*) {
@@ -484,10 +532,45 @@ const std::string& LastErrorMessage() {
   return last_error;
 }
 
+bool Killed(void* thd) {
+  return thd_kill_level(static_cast<THD*>(thd)) != THD_IS_NOT_KILLED;
+}
+
+int ReportException(THD* thd, const char* entry) noexcept {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    sql_print_error("Subito: out of memory in %s", entry);
+    my_error(ER_OUT_OF_RESOURCES, MYF(0));
+    return HA_ERR_OUT_OF_MEM;
+  } catch (const std::exception& e) {
+    sql_print_error("Subito: %s failed: %s", entry, e.what());
+    my_printf_error(ER_INTERNAL_ERROR, "Subito: %s failed: %s", MYF(0), entry, e.what());
+  } catch (...) {
+    sql_print_error("Subito: %s failed with an unknown exception", entry);
+    my_printf_error(ER_INTERNAL_ERROR, "Subito: %s failed", MYF(0), entry);
+  }
+  (void)thd;
+  return HA_ERR_INTERNAL_ERROR;
+}
+
 int ToHaError(THD* thd, const Status& st) {
   if (st.ok()) return 0;
   last_error = st.message();
   switch (st.code()) {
+    case Status::Code::kNoSpace:
+      // As InnoDB: "The table 't' is full"; the server goes on, and writes
+      // succeed again once space is freed.
+      sql_print_warning("Subito: %s", st.ToString().c_str());
+      return HA_ERR_RECORD_FILE_FULL;
+    case Status::Code::kNoMemory:
+      return HA_ERR_OUT_OF_MEM;
+    case Status::Code::kReadOnly:
+      my_printf_error(ER_OPEN_AS_READONLY, "%s", MYF(0), st.message().c_str());
+      return HA_ERR_TABLE_READONLY;
+    case Status::Code::kIOError:
+      sql_print_error("Subito: %s", st.ToString().c_str());
+      return HA_ERR_SUBITO_ENGINE;
     case Status::Code::kAlreadyExists:
       return HA_ERR_FOUND_DUPP_KEY;
     case Status::Code::kDeadlock:

@@ -10,8 +10,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "subito/database.h"
+#include "subito/interrupt.h"
 
 class THD;
 struct handlerton;
@@ -44,5 +46,36 @@ int BeginStatement(THD* thd, Trx* trx);
 int ToHaError(THD* thd, const Status& st);
 // The message of the last engine error reported through ToHaError.
 const std::string& LastErrorMessage();
+
+// The exception barrier. Every handler and handlerton entry point runs its
+// body through Guard: an exception (std::bad_alloc, a std::filesystem or
+// std::variant error, anything) never crosses into the server; it becomes
+// the statement's error (HA_ERR_OUT_OF_MEM, or HA_ERR_INTERNAL_ERROR with
+// its text, also in the error log). Guard also opens the InterruptScope
+// through which the engine's waits for log space see a KILL.
+int ReportException(THD* thd, const char* entry) noexcept;
+bool Killed(void* thd);
+
+template <typename Fn>
+auto GuardOr(THD* thd, const char* entry, decltype(std::declval<Fn&>()()) on_error,
+             Fn&& fn) noexcept -> decltype(fn()) {
+  try {
+    InterruptScope scope(&Killed, thd);
+    return fn();
+  } catch (...) {
+    (void)ReportException(thd, entry);
+    return on_error;
+  }
+}
+
+template <typename Fn>
+int Guard(THD* thd, const char* entry, Fn&& fn) noexcept {
+  try {
+    InterruptScope scope(&Killed, thd);
+    return fn();
+  } catch (...) {
+    return ReportException(thd, entry);
+  }
+}
 
 }  // namespace subito::mariadb

@@ -38,13 +38,7 @@ std::string DefaultPmDir(const std::string& dir) {
 // create entries but not replace ours.
 Status PreparePrivateDir(const std::string& dir) {
   const std::filesystem::path path = std::filesystem::absolute(dir).lexically_normal();
-  std::filesystem::path at;
-  for (const auto& part : path) {
-    at /= part;
-    if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) {
-      return Status::IOError("cannot create " + at.string() + ": " + std::strerror(errno));
-    }
-  }
+  SUBITO_RETURN_IF_ERROR(CreatePrivateDirectories(dir));
   const uid_t me = ::geteuid();
   for (std::filesystem::path d = path;; d = d.parent_path()) {
     struct stat st {};
@@ -186,11 +180,7 @@ Result<std::unique_ptr<Database>> DatabaseImpl::Open(const Options& options) {
 Status DatabaseImpl::OpenAll() {
   if (!options_.file_system) own_fs_ = NewPosixFileSystem(false, options_.max_open_files);
   fs_ = options_.file_system ? options_.file_system : own_fs_.get();
-  std::error_code ec;
-  if (!options_.file_system) {
-    std::filesystem::create_directories(options_.dir, ec);
-    if (ec) return Status::IOError("cannot create " + options_.dir + ": " + ec.message());
-  }
+  if (!options_.file_system) SUBITO_RETURN_IF_ERROR(CreatePrivateDirectories(options_.dir));
   SUBITO_RETURN_IF_ERROR(PreparePrivateDir(options_.pm_dir));
 
   Result<std::optional<Catalog>> cat = ReadCatalog(fs_, options_.dir);
@@ -221,7 +211,7 @@ Status DatabaseImpl::OpenAll() {
   lo.on_log_full = [this] {
     if (buffer::BufferPool* p = pool_for_log_.load()) p->OnLogFull();
   };
-  std::filesystem::create_directories(lo.dir, ec);
+  SUBITO_RETURN_IF_ERROR(CreatePrivateDirectories(lo.dir));
   if (recovery_.created && PosixFileSystem()->Exists(lo.dir + "/log.0")) {
     return Status::InvalidArgument("PM directory " + options_.pm_dir + " holds a log, but " +
                                    options_.dir + " holds no database: refusing to mix them");
@@ -496,11 +486,7 @@ Result<Table*> DatabaseImpl::CreateTable(const TableDef& def) {
   SUBITO_RETURN_IF_ERROR(Writable());
   if (tables_.count(def.name)) return Status::AlreadyExists("table " + def.name + " exists");
   const std::string dir = TableDir(def);
-  if (!options_.file_system) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) return Status::IOError("cannot create " + dir + ": " + ec.message());
-  }
+  if (!options_.file_system) SUBITO_RETURN_IF_ERROR(CreatePrivateDirectories(dir));
   CatalogTable ct;
   ct.id = catalog_.next_table_id++;
   ct.state = DefState::kCreating;

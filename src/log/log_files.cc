@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <random>
 
+#include "util/file_io.h"
 #include "util/strings.h"
 
 namespace subito::log {
@@ -46,9 +47,9 @@ std::string LogFiles::StreamPath(const std::string& dir, size_t i) {
 Result<std::unique_ptr<LogFiles>> LogFiles::OpenOrCreate(const LogOptions& options) {
   std::unique_ptr<LogFiles> lf(new LogFiles(options));
   std::error_code ec;
-  fs::create_directories(options.dir, ec);
-  if (ec) {
-    return Status::IOError("cannot create log directory " + options.dir + ": " + ec.message());
+  if (Status st = CreatePrivateDirectories(options.dir); !st.ok()) {
+    return Status::IOError("cannot create log directory " + options.dir + " (" + st.message() +
+                           ")");
   }
   SUBITO_RETURN_IF_ERROR(lf->Lock());
   size_t count = 0;

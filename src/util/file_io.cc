@@ -20,6 +20,19 @@ Status StatusFromErrno(int err, const std::string& what, const std::string& path
   return Status::IOError(std::move(msg));
 }
 
+Status CreatePrivateDirectories(const std::string& dir) {
+  std::filesystem::path at;
+  for (const auto& part : std::filesystem::absolute(dir).lexically_normal()) {
+    at /= part;
+    if (::mkdir(at.c_str(), 0700) == 0) {
+      if (::chmod(at.c_str(), 0700) != 0) return StatusFromErrno(errno, "cannot chmod", at);
+    } else if (errno != EEXIST) {
+      return StatusFromErrno(errno, "cannot create", at);
+    }
+  }
+  return Status::OK();
+}
+
 namespace {
 
 Status Errno(const std::string& what, const std::string& path) {

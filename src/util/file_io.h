@@ -51,6 +51,10 @@ class FileSystem {
 // that met it fails; writes resume once space is freed), IOError otherwise.
 Status StatusFromErrno(int err, const std::string& what, const std::string& path);
 
+// Creates `dir` and any missing parent, each new one with mode 0700 (the
+// umask aside: a server's umask may leave directories group-writable).
+Status CreatePrivateDirectories(const std::string& dir);
+
 // pread/pwrite/fdatasync. With direct_io, O_DIRECT is asked for and dropped
 // silently where the file system refuses it (tmpfs); buffers and offsets
 // must then be 4 KiB aligned. PosixFileSystem's descriptors have no limit;

@@ -11,6 +11,7 @@
 // clang-format on
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <mutex>
 #include <new>
@@ -558,11 +559,18 @@ int ToHaError(THD* thd, const Status& st) {
   if (st.ok()) return 0;
   last_error = st.message();
   switch (st.code()) {
-    case Status::Code::kNoSpace:
-      // As InnoDB: "The table 't' is full"; the server goes on, and writes
-      // succeed again once space is freed.
-      sql_print_warning("Subito: %s", st.ToString().c_str());
+    case Status::Code::kNoSpace: {
+      // As InnoDB: "The table 't' is full" (which the server also logs); the
+      // server goes on, and writes succeed again once space is freed. Which
+      // file and why, at most every 10 s.
+      static std::atomic<int64_t> last_report{0};
+      const int64_t now = static_cast<int64_t>(my_time(0));
+      int64_t last = last_report.load();
+      if (now - last >= 10 && last_report.compare_exchange_strong(last, now)) {
+        sql_print_warning("Subito: %s", st.ToString().c_str());
+      }
       return HA_ERR_RECORD_FILE_FULL;
+    }
     case Status::Code::kNoMemory:
       return HA_ERR_OUT_OF_MEM;
     case Status::Code::kReadOnly:

@@ -11,7 +11,8 @@
 #      (scripts/test-storage-engine.sh);
 #   5. the differential SQL test (scripts/test-differential.sh, bounded);
 #   6. many tables with few open page files (scripts/test-many-tables.sh,
-#      2,000 tables; the script's default is 10,000).
+#      2,000 tables; the script's default is 10,000);
+#   7. a full disk under sysbench (scripts/test-disk-full.sh).
 # Prints "plugin tests: N passed, M failed" and fails if any failed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -155,6 +156,9 @@ if bash scripts/test-many-tables.sh --tables 2000 --open-files 50; then
 else
   failed=$((failed + 1))
 fi
+
+step "disk full under sysbench"
+if bash scripts/test-disk-full.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 
 echo
 echo "plugin tests: $passed passed, $failed failed"

@@ -6,10 +6,13 @@
 // (docs/faults.md) and checks that nothing committed is lost.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <map>
 #include <random>
 
+#include "engine/catalog.h"
 #include "engine_util.h"
 #include "test_util.h"
 #include "util/fault_file_system.h"
@@ -434,6 +437,126 @@ TEST_F(FaultTest, ValuesWrittenUnderOneSettingReadUnderAnother) {
   options_.buffer_pool_bytes = 4 << 20;
   Reopen();
   EXPECT_EQ(Rows("t"), (std::map<int64_t, std::string>{{1, v}}));
+}
+
+// ---- files and paths ----
+
+// A catalog whose checksum is right but whose contents are not (a bug, a
+// hand edit) is refused with what is wrong; the writer never writes one
+// the reader would refuse for its size.
+TEST_F(FaultTest, CatalogContentsAreValidatedAndSizeCapped) {
+  ASSERT_NE(Create("t"), nullptr);
+  ASSERT_OK(db_->Close());
+  db_.reset();
+  const std::string dir = options_.dir;
+  auto read = engine::ReadCatalog(posix_.get(), dir);
+  ASSERT_TRUE(read.ok() && read->has_value());
+  const engine::Catalog good = **read;
+  auto refused = [&](engine::Catalog c, const std::string& words) {
+    ASSERT_OK(engine::WriteCatalog(posix_.get(), dir, c));
+    auto db = Database::Open(options_);
+    ASSERT_FALSE(db.ok());
+    EXPECT_TRUE(db.status().IsCorruption()) << db.status().ToString();
+    EXPECT_NE(db.status().message().find(words), std::string::npos) << db.status().ToString();
+  };
+  engine::Catalog twice = good;
+  twice.tables.push_back(good.tables[0]);
+  twice.tables.back().id = twice.next_table_id++;
+  for (auto& i : twice.tables.back().indexes) i.space_id = twice.next_space_id++;
+  refused(twice, "a second live table of that name");
+  engine::Catalog bad_column = good;
+  bad_column.tables[0].indexes[1].def.columns = {99};
+  refused(bad_column, "invalid contents");
+  engine::Catalog bad_space = good;
+  bad_space.tables[0].indexes[1].space_id = bad_space.tables[0].indexes[0].space_id;
+  refused(bad_space, "space id");
+  engine::Catalog relative = good;
+  relative.tables[0].def.data_dir = "../elsewhere";
+  refused(relative, "not an absolute normal path");
+
+  engine::Catalog huge = good;
+  huge.tables[0].def.data_dir = "/" + std::string(65u << 20, 'x');
+  EXPECT_TRUE(engine::WriteCatalog(posix_.get(), dir, huge).IsTooLarge());
+  ASSERT_OK(engine::WriteCatalog(posix_.get(), dir, good));
+  Open();
+  EXPECT_NE(db_->FindTable("t"), nullptr);
+}
+
+// Files are created 0660 or stricter whatever the umask (0600 in the PM
+// tier); links planted where the engine creates or opens a file are
+// refused, never followed.
+TEST_F(FaultTest, FilesArePrivateAndLinksAreNeverFollowed) {
+  ASSERT_NE(Create("t"), nullptr);
+  ASSERT_OK(db_->Close());
+  db_.reset();
+  auto mode = [](const std::string& p) {
+    struct stat st {};
+    EXPECT_EQ(::lstat(p.c_str(), &st), 0) << p;
+    return st.st_mode & 07777;
+  };
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir_.path())) {
+    const std::string p = e.path().string();
+    const bool in_pm = p.rfind(options_.pm_dir, 0) == 0;
+    if (e.is_directory()) {
+      if (p == options_.dir) continue;  // made by SetUp
+      EXPECT_EQ(mode(p) & 077, 0u) << p << " is open to others";
+    } else {
+      EXPECT_EQ(mode(p) & (in_pm ? 077u : 007u), 0u) << p;
+    }
+  }
+  // A planted link where a new table's .tmp file is made: the engine
+  // removes the link and creates its own file; the target is untouched.
+  const std::string victim = dir_.Sub("victim");
+  test::WriteFile(victim, {1, 2, 3});
+  options_.file_system = nullptr;  // the real file system, O_NOFOLLOW and all
+  Open();
+  ASSERT_NE(Create("u"), nullptr);
+  ASSERT_OK(db_->Close());
+  db_.reset();
+  std::string u_file;
+  for (const auto& e : std::filesystem::directory_iterator(options_.dir)) {
+    if (e.path().string().find("PRIMARY") != std::string::npos) u_file = e.path().string();
+  }
+  ASSERT_FALSE(u_file.empty());
+  const std::string next = options_.dir + "/t3-PRIMARY-7.sbt.tmp";  // the next table's name
+  std::filesystem::create_symlink(victim, next);
+  Open();
+  EXPECT_NE(Create("w"), nullptr);
+  EXPECT_FALSE(std::filesystem::is_symlink(next)) << "the link was not where w's file is made";
+  EXPECT_TRUE(std::filesystem::exists(options_.dir + "/t3-PRIMARY-7.sbt"));
+  EXPECT_EQ(std::filesystem::file_size(victim), 3u) << "the planted link was written through";
+  // A page file replaced by a link is refused at open.
+  ASSERT_OK(db_->Close());
+  db_.reset();
+  std::filesystem::rename(u_file, u_file + ".moved");
+  std::filesystem::create_symlink(u_file + ".moved", u_file);
+  auto db = Database::Open(options_);
+  EXPECT_FALSE(db.ok());
+  std::filesystem::remove(u_file);
+  std::filesystem::rename(u_file + ".moved", u_file);
+  Open();
+}
+
+// The PM directory holds the redo log: one that another user could write
+// to is refused with a clear error, as is a link in its place.
+TEST_F(FaultTest, APmDirectoryOthersCanWriteIsRefused) {
+  ASSERT_OK(db_->Close());
+  db_.reset();
+  ::chmod(options_.pm_dir.c_str(), 0777);
+  auto db = Database::Open(options_);
+  ASSERT_FALSE(db.ok());
+  EXPECT_NE(db.status().message().find("writable by other users"), std::string::npos)
+      << db.status().ToString();
+  ::chmod(options_.pm_dir.c_str(), 0700);
+  const std::string link = dir_.Sub("pmlink");
+  std::filesystem::create_directory_symlink(options_.pm_dir, link);
+  Options o = options_;
+  o.pm_dir = link;
+  db = Database::Open(o);
+  ASSERT_FALSE(db.ok());
+  EXPECT_NE(db.status().message().find("symbolic link"), std::string::npos)
+      << db.status().ToString();
+  Open();
 }
 
 }  // namespace

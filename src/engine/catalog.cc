@@ -1,7 +1,10 @@
 #include "engine/catalog.h"
 
 #include <cstring>
+#include <filesystem>
+#include <set>
 
+#include "engine/row_codec.h"
 #include "util/coding.h"
 #include "util/crc32c.h"
 #include "util/strings.h"
@@ -11,6 +14,7 @@ namespace {
 
 constexpr char kMagic[8] = {'S', 'U', 'B', 'I', 'T', 'O', 'C', 'A'};
 constexpr size_t kHeaderSize = 20;
+constexpr uint64_t kMaxCatalogBytes = 64u << 20;  // reader and writer alike
 
 class Writer {
  public:
@@ -167,6 +171,44 @@ bool DecodeBody(std::string_view body, uint32_t version, Catalog& c) {
   return r.done();
 }
 
+// What the bytes must mean, beyond parsing (they passed the checksum, so a
+// failure here is a bug or a hand-edited file): every definition valid as
+// CreateTable would require, ids below the next ones and never repeated,
+// live names distinct, table directories absolute and normal.
+std::string ValidateCatalog(const Catalog& c) {
+  if (c.page_size != 4096 && c.page_size != 8192 && c.page_size != 16384) {
+    return StrFormat("impossible page size %u", c.page_size);
+  }
+  std::set<uint32_t> table_ids, space_ids;
+  std::set<std::string> live_names;
+  for (const CatalogTable& t : c.tables) {
+    const std::string what = "table " + std::to_string(t.id) + " ('" + t.def.name + "')";
+    if (t.id >= c.next_table_id || !table_ids.insert(t.id).second) {
+      return what + ": id repeated or not below the next id";
+    }
+    for (const CatalogIndex& i : t.indexes) {
+      if (i.space_id >= c.next_space_id || !space_ids.insert(i.space_id).second) {
+        return what + ": space id " + std::to_string(i.space_id) +
+               " repeated or not below the next id";
+      }
+    }
+    if (!t.def.data_dir.empty()) {
+      const std::filesystem::path d(t.def.data_dir);
+      if (!d.is_absolute() || d.lexically_normal() != d) {
+        return what + ": data directory " + t.def.data_dir + " is not an absolute normal path";
+      }
+    }
+    if (t.state == DefState::kLive && !live_names.insert(t.def.name).second) {
+      return what + ": a second live table of that name";
+    }
+    TableDef def = t.def;
+    def.indexes.clear();
+    for (size_t k = 1; k < t.indexes.size(); ++k) def.indexes.push_back(t.indexes[k].def);
+    if (Status st = ValidateTableDef(def); !st.ok()) return what + ": " + st.message();
+  }
+  return "";
+}
+
 std::string Sanitize(const std::string& s) {
   std::string out;
   for (char ch : s) {
@@ -190,6 +232,12 @@ std::string SpacePath(const std::string& dir, uint32_t table_id, const std::stri
 
 Status WriteCatalog(FileSystem* fs, const std::string& dir, const Catalog& catalog) {
   const std::string body = EncodeBody(catalog);
+  if (body.size() > kMaxCatalogBytes - kHeaderSize) {
+    return Status::TooLarge(
+        StrFormat("the catalog would be %zu bytes, over the %llu its reader "
+                  "accepts: too many tables, columns or indexes",
+                  body.size() + kHeaderSize, static_cast<unsigned long long>(kMaxCatalogBytes)));
+  }
   std::string image(kHeaderSize, '\0');
   std::memcpy(image.data(), kMagic, 8);
   EncodeFixed32(image.data() + 8, kCatalogVersion);
@@ -216,7 +264,7 @@ Result<std::optional<Catalog>> ReadCatalog(FileSystem* fs, const std::string& di
   auto bad = [&](const char* what) {
     return Status::Corruption(StrFormat("catalog %s: %s", path.c_str(), what));
   };
-  if (size < kHeaderSize || size > (64u << 20)) return bad("wrong size");
+  if (size < kHeaderSize || size > kMaxCatalogBytes) return bad("wrong size");
   std::string image(size, '\0');
   SUBITO_RETURN_IF_ERROR((*f)->Read(0, image.data(), size));
   if (std::memcmp(image.data(), kMagic, 8) != 0) return bad("not a Subito catalog (bad magic)");
@@ -233,6 +281,9 @@ Result<std::optional<Catalog>> ReadCatalog(FileSystem* fs, const std::string& di
   }
   Catalog c;
   if (!DecodeBody(body, version, c)) return bad("body does not parse");
+  if (const std::string why = ValidateCatalog(c); !why.empty()) {
+    return bad(("invalid contents: " + why).c_str());
+  }
   return std::optional<Catalog>(std::move(c));
 }
 

@@ -534,7 +534,7 @@ const std::string& LastErrorMessage() {
 }
 
 bool Killed(void* thd) {
-  return thd_kill_level(static_cast<THD*>(thd)) != THD_IS_NOT_KILLED;
+  return thd != nullptr && thd_kill_level(static_cast<THD*>(thd)) != THD_IS_NOT_KILLED;
 }
 
 int ReportException(THD* thd, const char* entry) noexcept {

@@ -57,12 +57,22 @@ fallocate -l 4M "$small/filler"
 SB=(sysbench --db-driver=mysql --mysql-socket="$sock" --mysql-user=root --mysql-db=sbtest
     --mysql-storage-engine=subito --tables=2 --table-size=1000 --report-interval=0)
 "${SB[@]}" oltp_common prepare >/dev/null
-echo "filling $SIZE_MB MB with oltp_insert (4 threads, ${FILL_SECONDS:-30} s, ER_RECORD_FILE_FULL ignored)"
+echo "filling $SIZE_MB MB with oltp_insert (4 threads, ER_RECORD_FILE_FULL ignored) until it is full"
 # sysbench retries an event that met an ignored error without looking at
-# the clock, so it is stopped from outside; the server's error log counts
-# the statements that found the table full.
-(timeout -s KILL "${FILL_SECONDS:-30}" "${SB[@]}" --threads=4 --time=0 --mysql-ignore-errors=1114 \
-  oltp_insert run >/dev/null 2>&1) 2>/dev/null || true
+# the clock, so it is stopped from outside, once the server's error log
+# shows the tables full for a while (at most 5 minutes in all).
+"${SB[@]}" --threads=4 --time=0 --mysql-ignore-errors=1114 oltp_insert run >/dev/null 2>&1 &
+sb=$!
+full_since=0
+for ((s = 0; s < 300; s++)); do
+  sleep 1
+  if grep -q "The table 'sbtest[0-9]*' is full" "$dir/error.log"; then
+    full_since=$((full_since + 1))
+    [ "$full_since" -ge 5 ] && break
+  fi
+done
+kill -9 "$sb" 2>/dev/null || true
+wait "$sb" 2>/dev/null || true
 ignored="$(grep -c "The table 'sbtest[0-9]*' is full" "$dir/error.log" || true)"
 df -h "$small" | tail -1
 outcome "inserts failed with ER_RECORD_FILE_FULL once the file system was full ($ignored times)" \

@@ -10,10 +10,12 @@
 
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <random>
 
 #include "engine/catalog.h"
 #include "engine_util.h"
+#include "subito/interrupt.h"
 #include "test_util.h"
 #include "util/fault_file_system.h"
 #include "util/file_io.h"
@@ -110,7 +112,10 @@ class FaultTest : public ::testing::Test {
     std::filesystem::create_directories(dir_.Sub("db"));
     options_ = test::SmallOptions(dir_.path());
     options_.file_system = &fs_;
-    options_.error_log = [this](const std::string& m) { reports_.push_back(m); };
+    options_.error_log = [this](const std::string& m) {
+      std::lock_guard lock(reports_mu_);
+      reports_.push_back(m);
+    };
     options_.log_full_timeout_ms = 3000;
     Open();
   }
@@ -155,9 +160,23 @@ class FaultTest : public ::testing::Test {
   std::unique_ptr<FileSystem> posix_ = NewPosixFileSystem(false, 0);
   FaultInjectingFileSystem fs_{posix_.get(), test::TestSeed()};
   Options options_;
+  // The error log's messages (written by cleaner threads too).
+  std::vector<std::string> Reports() {
+    std::lock_guard lock(reports_mu_);
+    return reports_;
+  }
+  void ClearReports() {
+    std::lock_guard lock(reports_mu_);
+    reports_.clear();
+  }
+  std::mutex reports_mu_;
   std::vector<std::string> reports_;
   std::unique_ptr<Database> db_;
 };
+
+bool Always(void*) {
+  return true;
+}
 
 // A full disk appears when a page file grows (space is reserved, not
 // sparse): the statement fails with NoSpace, reads and writes that need no
@@ -219,22 +238,35 @@ TEST_F(FaultTest, DiskFullFailsTheStatementThatGrowsAFileAndWritesResume) {
 // engine goes on without a restart, and the failed batch written again
 // before anything else keeps torn pages repairable.
 TEST_F(FaultTest, FailingPageWritesAreRetriedAndWritesResume) {
+  // A pool larger than the log: the log fills to 3/4 before the pool fills
+  // with dirty pages, so writers (and rollbacks) meet the failing writes in
+  // their wait for log space.
+  options_.buffer_pool_bytes = 64 << 20;
+  Reopen();
   Table* a = Create("a");
   ASSERT_NE(a, nullptr);
   for (int err : {EIO, ENOSPC}) {
     SCOPED_TRACE(err);
-    reports_.clear();
+    ClearReports();
     fs_.Add({kFaultWrite | kFaultSync, ".sbt", err, 0, UINT64_MAX, 1.0, /*short_write=*/true});
     Status failed;
     std::map<int64_t, std::string> want = Rows("a");
-    for (int64_t id = err * 100000; id < err * 100000 + 200000 && failed.ok(); ++id) {
+    // Transactions of 20 rows: the one that meets the failure is rolled
+    // back while pages cannot be written, and with a KILL pending; neither
+    // may turn its rollback into a fail-stop.
+    for (int64_t base = err * 100000; base < err * 100000 + 200000 && failed.ok(); base += 20) {
       auto txn = db_->Begin();
-      failed = txn->Insert(a, SampleRow(id, id % 5, std::nullopt, Value(id, 1200)));
+      std::map<int64_t, std::string> mine;
+      for (int64_t id = base; id < base + 20 && failed.ok(); ++id) {
+        failed = txn->Insert(a, SampleRow(id, id % 5, std::nullopt, Value(id, 1200)));
+        mine[id] = Value(id, 1200);
+      }
       if (failed.ok()) failed = txn->Commit();
       if (failed.ok()) {
-        want[id] = Value(id, 1200);
+        want.insert(mine.begin(), mine.end());
       } else {
-        (void)txn->Rollback();
+        InterruptScope killed(&Always, nullptr);
+        EXPECT_OK(txn->Rollback());
       }
     }
     EXPECT_EQ(failed.IsNoSpace(), err == ENOSPC) << failed.ToString();
@@ -242,8 +274,9 @@ TEST_F(FaultTest, FailingPageWritesAreRetriedAndWritesResume) {
     DatabaseStats s = db_->Stats();
     EXPECT_TRUE(s.page_writes_failing);
     EXPECT_GT(s.page_write_failures, 0u);
-    ASSERT_FALSE(reports_.empty());
-    EXPECT_NE(reports_[0].find("page writes fail"), std::string::npos) << reports_[0];
+    const auto reports = Reports();
+    ASSERT_FALSE(reports.empty());
+    EXPECT_NE(reports[0].find("page writes fail"), std::string::npos) << reports[0];
     EXPECT_FALSE(s.writes_stopped) << s.stop_reason;
     fs_.Clear();
     for (int64_t id = 0; id < 300; ++id) {
@@ -255,7 +288,7 @@ TEST_F(FaultTest, FailingPageWritesAreRetriedAndWritesResume) {
     }
     EXPECT_EQ(Rows("a"), want);
     EXPECT_FALSE(db_->Stats().page_writes_failing);
-    EXPECT_NE(reports_.back().find("succeed again"), std::string::npos) << reports_.back();
+    EXPECT_NE(Reports().back().find("succeed again"), std::string::npos) << Reports().back();
   }
   const auto want = Rows("a");
   Reopen();
@@ -398,8 +431,8 @@ TEST_F(FaultTest, ARollbackThatCannotFinishStopsWritesAndRecoveryFinishesIt) {
   DatabaseStats s = db_->Stats();
   ASSERT_TRUE(s.writes_stopped);
   EXPECT_NE(s.stop_reason.find("rollback failed"), std::string::npos) << s.stop_reason;
-  ASSERT_FALSE(reports_.empty());
-  EXPECT_NE(reports_.back().find("stopped accepting writes"), std::string::npos);
+  ASSERT_FALSE(Reports().empty());
+  EXPECT_NE(Reports().back().find("stopped accepting writes"), std::string::npos);
   fs_.Clear();
   {
     auto txn = db_->Begin();

@@ -124,6 +124,10 @@ struct Options {
   // has not moved for this long (pages that cannot be written, a
   // transaction open since before the checkpoint).
   uint32_t log_full_timeout_ms = 60000;
+  // DRAM for old row versions kept for open snapshots. Past it the purge
+  // cuts the oldest snapshot, whose later reads fail with SnapshotTooOld,
+  // so memory stays bounded under a snapshot left open. 0: no limit.
+  uint64_t version_store_budget_bytes = 1ull << 30;
   // Messages for the server's error log: page writes failing (a full disk)
   // and succeeding again, the engine stopping writes. Default: stderr.
   std::function<void(const std::string&)> error_log;
@@ -161,7 +165,11 @@ struct DatabaseStats {
   uint64_t page_file_bytes_written = 0;
   uint64_t page_file_bytes_read = 0;
   uint64_t buffer_hits = 0, buffer_misses = 0, checkpoints = 0;
-  uint64_t version_keys = 0;     // keys with old versions kept for snapshots
+  uint64_t version_keys = 0;  // keys with old versions kept for snapshots
+  // Bytes those versions hold, their budget, snapshots cut to stay within it,
+  // and versions examined by snapshot reads (each finds its version by
+  // binary search: a hot row's long history costs a read log n).
+  uint64_t version_bytes = 0, version_budget = 0, snapshots_cut = 0, versions_examined = 0;
   uint64_t purge_backlog = 0;    // ended transactions whose versions and chains wait for purge
   uint64_t garbage_indexes = 0;  // indexes with overflow pages waiting to be freed
   // Retired overflow chains the purge failed to release or free (freed at

@@ -25,14 +25,15 @@ class [[nodiscard]] Status {
     kTimedOut,  // a wait exceeded its limit
     kShutdown,  // the object is closing
     kNotSupported,
-    kDeadlock,       // a transaction was chosen as a deadlock victim
-    kAlreadyExists,  // a duplicate key or name
-    kInterrupted,    // the caller asked a wait to stop (a killed statement)
-    kTooLarge,       // a value longer than the engine stores with its settings
-    kNoSpace,        // the file system is full (ENOSPC, EDQUOT); retrying after
-                     // space is freed succeeds
-    kReadOnly,       // the engine stopped accepting writes (DatabaseStats::stopped)
-    kNoMemory,       // an allocation failed
+    kDeadlock,        // a transaction was chosen as a deadlock victim
+    kAlreadyExists,   // a duplicate key or name
+    kInterrupted,     // the caller asked a wait to stop (a killed statement)
+    kTooLarge,        // a value longer than the engine stores with its settings
+    kNoSpace,         // the file system is full (ENOSPC, EDQUOT); retrying after
+                      // space is freed succeeds
+    kReadOnly,        // the engine stopped accepting writes (DatabaseStats::stopped)
+    kNoMemory,        // an allocation failed
+    kSnapshotTooOld,  // the snapshot was cut to keep versions within their budget
   };
 
   Status() = default;
@@ -54,6 +55,7 @@ class [[nodiscard]] Status {
   static Status NoSpace(std::string msg) { return {Code::kNoSpace, std::move(msg)}; }
   static Status ReadOnly(std::string msg) { return {Code::kReadOnly, std::move(msg)}; }
   static Status NoMemory(std::string msg) { return {Code::kNoMemory, std::move(msg)}; }
+  static Status SnapshotTooOld(std::string msg) { return {Code::kSnapshotTooOld, std::move(msg)}; }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
@@ -70,6 +72,7 @@ class [[nodiscard]] Status {
   bool IsTooLarge() const { return code_ == Code::kTooLarge; }
   bool IsNoSpace() const { return code_ == Code::kNoSpace; }
   bool IsReadOnly() const { return code_ == Code::kReadOnly; }
+  bool IsSnapshotTooOld() const { return code_ == Code::kSnapshotTooOld; }
 
   // "Corruption: log stream 0 (/dev/shm/x/log.0) offset 8192: bad checksum"
   std::string ToString() const;

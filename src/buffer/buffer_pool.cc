@@ -143,8 +143,13 @@ Status BufferPool::DropSpace(uint32_t space_id) {
     if (spins > 10000) return Status::Busy(StrFormat("space %u: pages still in use", space_id));
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  std::lock_guard lock(spaces_mu_);
-  spaces_.erase(space_id);
+  {
+    std::lock_guard lock(spaces_mu_);
+    spaces_.erase(space_id);
+  }
+  // After the erase no new batch finds the space; this waits out one that
+  // did, and drops the space's pages from a failed batch (P4).
+  writer_.ForgetSpace(space_id);
   return Status::OK();
 }
 
@@ -423,7 +428,7 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
     lsns.push_back(page::PageLsn(copy));
   }
   Status st = writer_.Write(batch, [this](uint32_t s) { return Space(s); });
-  NoteWriteOutcome(st);
+  if (!batch.empty()) NoteWriteOutcome(st);
   if (st.ok()) {
     for (size_t i = 0; i < frames.size(); ++i) {
       Frame& f = *frames_[frames[i]];
@@ -444,19 +449,16 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
 
 void BufferPool::NoteWriteOutcome(const Status& st) {
   if (st.ok() == !writes_failing_flag_.load(std::memory_order_relaxed)) return;
-  std::string message;
-  {
-    std::lock_guard lock(outcome_mu_);
-    if (st.ok() == !writes_failing_) return;
-    writes_failing_ = !st.ok();
-    writes_failing_flag_.store(writes_failing_, std::memory_order_relaxed);
-    message = st.ok() ? StrFormat("page writes succeed again (%llu failed batches before)",
-                                  static_cast<unsigned long long>(writer_.failures()))
-                      : "page writes fail: " + st.ToString() +
-                            "; the pages stay dirty in the buffer pool and are written again "
-                            "until a write succeeds";
-  }
-  if (options_.report) options_.report(message);
+  std::lock_guard lock(outcome_mu_);  // held while reporting: reports stay in order
+  if (st.ok() == !writes_failing_) return;
+  writes_failing_ = !st.ok();
+  writes_failing_flag_.store(writes_failing_, std::memory_order_relaxed);
+  if (!options_.report) return;
+  options_.report(st.ok() ? StrFormat("page writes succeed again (%llu failed batches before)",
+                                      static_cast<unsigned long long>(writer_.failures()))
+                          : "page writes fail: " + st.ToString() +
+                                "; the pages stay dirty in the buffer pool and are written "
+                                "again until a write succeeds");
 }
 
 Result<size_t> BufferPool::CleanBatch() {

@@ -59,6 +59,12 @@ Status PageWriter::Write(const std::vector<PageImage>& batch,
   return Status::OK();
 }
 
+void PageWriter::ForgetSpace(uint32_t space_id) {
+  std::lock_guard lock(mu_);
+  std::erase_if(pending_, [&](const Owned& p) { return p.space_id == space_id; });
+  pending_count_.store(pending_.size(), std::memory_order_relaxed);
+}
+
 namespace {
 const uint8_t* ImageData(const PageImage& p) {
   return p.data;

@@ -44,6 +44,9 @@ class PageWriter {
 
   uint64_t pages_written() const { return pages_.load(std::memory_order_relaxed); }
   uint64_t batches() const { return batches_.load(std::memory_order_relaxed); }
+  // A space is being dropped: its pages in a failed batch are not written
+  // again. Returns once no Write uses the space any more.
+  void ForgetSpace(uint32_t space_id);
   // Batches that failed, and whether a failed batch still waits (P4).
   uint64_t failures() const { return failures_.load(std::memory_order_relaxed); }
   bool retry_pending() const { return pending_count_.load(std::memory_order_relaxed) > 0; }

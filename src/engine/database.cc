@@ -45,24 +45,33 @@ Status PreparePrivateDir(const std::string& dir) {
     if (::lstat(d.c_str(), &st) != 0) {
       return Status::IOError("cannot stat " + d.string() + ": " + std::strerror(errno));
     }
-    if (S_ISLNK(st.st_mode) && d == path) {
-      return Status::InvalidArgument("PM directory " + d.string() +
-                                     " is a symbolic link: name the directory itself");
-    }
-    if (!S_ISLNK(st.st_mode)) {
+    if (S_ISLNK(st.st_mode)) {
+      if (d == path) {
+        return Status::InvalidArgument("PM directory " + d.string() +
+                                       " is a symbolic link: name the directory itself");
+      }
+      // A link above it: it and what it points to must pass the same test.
       if (st.st_uid != me && st.st_uid != 0) {
         return Status::InvalidArgument(StrFormat(
-            "PM directory %s: %s belongs to user %u, not to this server's user %u; "
-            "refusing to keep the redo log there (set subito_pm_dir to a directory of yours)",
+            "PM directory %s: the link %s belongs to user %u, not to this server's user %u",
             path.c_str(), d.c_str(), static_cast<unsigned>(st.st_uid), static_cast<unsigned>(me)));
       }
-      const bool sticky_root = (st.st_mode & S_ISVTX) != 0 && st.st_uid == 0;
-      if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !(sticky_root && d != path)) {
-        return Status::InvalidArgument(StrFormat(
-            "PM directory %s: %s is writable by other users (mode %04o); refusing to keep "
-            "the redo log there (chmod go-w, or set subito_pm_dir elsewhere)",
-            path.c_str(), d.c_str(), static_cast<unsigned>(st.st_mode & 07777)));
+      if (::stat(d.c_str(), &st) != 0) {
+        return Status::IOError("cannot stat " + d.string() + ": " + std::strerror(errno));
       }
+    }
+    if (st.st_uid != me && st.st_uid != 0) {
+      return Status::InvalidArgument(StrFormat(
+          "PM directory %s: %s belongs to user %u, not to this server's user %u; "
+          "refusing to keep the redo log there (set subito_pm_dir to a directory of yours)",
+          path.c_str(), d.c_str(), static_cast<unsigned>(st.st_uid), static_cast<unsigned>(me)));
+    }
+    const bool sticky_root = (st.st_mode & S_ISVTX) != 0 && st.st_uid == 0;
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !(sticky_root && d != path)) {
+      return Status::InvalidArgument(
+          StrFormat("PM directory %s: %s is writable by other users (mode %04o); refusing to keep "
+                    "the redo log there (chmod go-w, or set subito_pm_dir elsewhere)",
+                    path.c_str(), d.c_str(), static_cast<unsigned>(st.st_mode & 07777)));
     }
     if (d == d.parent_path()) break;
   }
@@ -289,7 +298,7 @@ Status DatabaseImpl::OpenAll() {
       ix->versions->AttachTree(ix->tree.get());
     }
   }
-  txns_ = std::make_unique<txn::TxnSystem>(rs->max_txn + 1);
+  txns_ = std::make_unique<txn::TxnSystem>(rs->max_txn + 1, version_budget_);
   catalog_.in_use = true;  // K3
   SUBITO_RETURN_IF_ERROR(Persist());
   purge_thread_ = std::thread([this] { PurgeLoop(); });
@@ -333,6 +342,7 @@ Status DatabaseImpl::Persist() {
 
 Status DatabaseImpl::OpenIndex(TableImpl* t, const CatalogIndex& ci, bool create) {
   auto ix = std::make_unique<IndexImpl>();
+  ix->versions = std::make_shared<txn::VersionStore>(version_budget_);
   ix->number = static_cast<uint32_t>(t->indexes.size());
   ix->cat = ci;
   ix->path = SpacePath(TableDir(t->cat.def), t->cat.id, ci.def.name, ci.space_id);
@@ -455,9 +465,9 @@ Status DatabaseImpl::Close() {
     std::lock_guard lock(owners_mu_);
     open_transactions = !owners_.empty();
   }
-  // With transactions still open the log is needed (recovery rolls them
-  // back): the database stays marked in use.
-  if (st.ok() && catalog_.in_use && !open_transactions) {
+  // With transactions still open, or one whose rollback failed, the log is
+  // needed (recovery rolls them back): the database stays marked in use.
+  if (st.ok() && catalog_.in_use && !open_transactions && !writes_stopped_.load()) {
     std::unique_lock ddl(ddl_mu_);
     catalog_.in_use = false;  // K3: a clean shutdown
     st = Persist();
@@ -796,10 +806,10 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.checkpoints = ps.checkpoints;
   s.page_write_failures = ps.write_failures;
   s.page_writes_failing = ps.writes_failing;
-  if (!Writable().ok()) {
+  if (writes_stopped_.load() || log_->failed()) {
     s.writes_stopped = true;
     std::lock_guard lock(stop_mu_);
-    s.stop_reason = stop_reason_;
+    s.stop_reason = writes_stopped_.load() ? stop_reason_ : "the redo log failed";
   }
   const DescriptorStats fd = fs_->descriptors();
   s.open_files = fd.open;
@@ -808,6 +818,9 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.file_reopens = fd.opens;
   s.open_file_waits = fd.waits;
   s.purge_backlog = txns_ ? txns_->purge_backlog() : 0;
+  s.version_bytes = static_cast<uint64_t>(std::max<int64_t>(0, version_budget_->bytes.load()));
+  s.version_budget = version_budget_->limit;
+  s.snapshots_cut = version_budget_->snapshots_cut.load();
   s.chain_release_failures = txns_ ? txns_->chain_release_failures() : 0;
   std::shared_lock ddl(ddl_mu_);
   for (const auto& [n, t] : tables_) {
@@ -816,6 +829,7 @@ DatabaseStats DatabaseImpl::Stats() const {
       s.page_file_bytes_written += io.bytes_written;
       s.page_file_bytes_read += io.bytes_read;
       s.version_keys += ix->versions->keys();
+      s.versions_examined += ix->versions->versions_examined();
       if (ix->tree && ix->tree->garbage_hint()) ++s.garbage_indexes;
     }
   }

@@ -56,7 +56,7 @@ struct IndexImpl {
   std::string path;
   std::unique_ptr<page::SpaceFile> file;
   std::unique_ptr<btree::BTree> tree;
-  std::shared_ptr<txn::VersionStore> versions = std::make_shared<txn::VersionStore>();
+  std::shared_ptr<txn::VersionStore> versions;  // set by OpenIndex
   // Snapshots older than this cannot read the index (it was built later).
   uint64_t created_ts = 0;
   uint32_t space() const { return cat.space_id; }
@@ -137,8 +137,12 @@ class DatabaseImpl final : public Database {
   // outcome. Reported once in the error log.
   void StopWrites(const Status& why);
   // OK, or ReadOnly with the reason once StopWrites was called.
-  Status Writable() const {
-    if (!writes_stopped_.load(std::memory_order_acquire)) return Status::OK();
+  // A failed log stops writes too.
+  Status Writable() {
+    if (!writes_stopped_.load(std::memory_order_acquire)) {
+      if (!log_->failed()) return Status::OK();
+      StopWrites(log_->error());
+    }
     return StoppedStatus();
   }
   void Report(const std::string& message) const;
@@ -148,7 +152,9 @@ class DatabaseImpl final : public Database {
   void RelieveLog();
 
  private:
-  explicit DatabaseImpl(const Options& options) : options_(options) {}
+  explicit DatabaseImpl(const Options& options)
+      : options_(options),
+        version_budget_(std::make_shared<txn::VersionBudget>(options.version_store_budget_bytes)) {}
   Status OpenAll();
   Status FinishInterruptedDdl();
   Status OpenIndex(TableImpl* t, const CatalogIndex& ci, bool create);
@@ -167,6 +173,7 @@ class DatabaseImpl final : public Database {
   Status StoppedStatus() const;
 
   Options options_;
+  const std::shared_ptr<txn::VersionBudget> version_budget_;  // V4
   std::atomic<bool> writes_stopped_{false};
   mutable std::mutex stop_mu_;
   std::string stop_reason_;  // guarded by stop_mu_

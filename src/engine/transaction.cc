@@ -5,6 +5,7 @@
 
 #include "engine/engine_impl.h"
 #include "engine/row_codec.h"
+#include "subito/interrupt.h"
 #include "txn/txn_records.h"
 #include "util/strings.h"
 
@@ -419,8 +420,14 @@ Status TransactionImpl::RollbackTo(uint64_t savepoint) {
   }
   // In chunks: between them this thread waits for log space, which a
   // long rollback may need, and the transaction may be relocated then.
+  // A rollback is never interrupted (a KILL must not turn it into a
+  // fail-stop), and a wait for log space that fails (pages that cannot be
+  // written now, a checkpoint held back) does not stop it: it goes on in
+  // the quarter of the log kept for rollbacks (ApplyUndo's exemption).
+  // Only a log that stays completely full fails it.
+  InterruptScope uninterrupted(nullptr, nullptr);
   while (undo_.size() > savepoint) {
-    SUBITO_RETURN_IF_ERROR(db_->pool()->LogFreeCheck());
+    (void)db_->pool()->LogFreeCheck();
     std::lock_guard lock(mu_);
     for (int n = 0; n < 16 && undo_.size() > savepoint; ++n) {
       const Undo& u = undo_.back();

@@ -98,6 +98,9 @@ class RedoLog {
   const LogState& recovered() const { return recovered_; }
   Status ForEachRecoveredRecord(const std::function<Status(const LogRecordView&)>& fn) const;
 
+  // Whether the log failed (every append fails with error()).
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  Status error() { return FirstError(); }
   Lsn durable_lsn() const { return durable_.load(std::memory_order_acquire); }
   Lsn reserved_lsn() const { return reserved_.load(std::memory_order_acquire); }
   Lsn checkpoint_lsn() const { return checkpoint_.load(std::memory_order_acquire); }

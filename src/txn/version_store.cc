@@ -1,6 +1,17 @@
 #include "txn/version_store.h"
 
+#include <algorithm>
+
 namespace subito::txn {
+
+VersionStore::~VersionStore() {
+  int64_t bytes = 0;
+  for (const auto& [key, chain] : chains_) {
+    bytes += KeyCost(key);
+    for (const Version& v : chain) bytes += Cost(v);
+  }
+  Charge(-bytes);
+}
 
 void VersionStore::Add(std::string_view key, const std::shared_ptr<TxnState>& writer,
                        std::optional<std::string> before, bool before_chain) {
@@ -9,30 +20,72 @@ void VersionStore::Add(std::string_view key, const std::shared_ptr<TxnState>& wr
   if (it == chains_.end()) {
     it = chains_.emplace(std::string(key), std::vector<Version>{}).first;
     chain_count_.fetch_add(1, std::memory_order_release);
+    Charge(KeyCost(key));
   }
   auto& chain = it->second;
-  if (!chain.empty() && chain.front().writer == writer) {
-    chain.front().undone_by_self = false;
+  if (!chain.empty() && chain.back().writer == writer) {
+    chain.back().undone_by_self = false;
     return;
   }
   const bool chain_ref = before && before_chain;
-  chain.insert(chain.begin(), Version{writer, std::move(before), chain_ref, false});
+  chain.push_back(Version{writer, std::move(before), chain_ref, false});
+  Charge(Cost(chain.back()));
 }
 
 Result<std::optional<std::string>> VersionStore::Visible(std::string_view key,
                                                          std::optional<std::string> latest,
                                                          const ReadView& view) const {
+  if (budget_ && view.read_ts < budget_->floor.load(std::memory_order_acquire)) {
+    return Status::SnapshotTooOld(
+        "snapshot too old: it was cut to keep old row versions within "
+        "subito_version_store_budget (a transaction or consistent snapshot was open too long "
+        "under a write load); start the transaction again");
+  }
   if (chain_count_.load(std::memory_order_acquire) == 0) return latest;
   bool chain = false;
   {
     std::shared_lock lock(mu_);
     auto it = chains_.find(key);
     if (it == chains_.end()) return latest;
-    for (const Version& v : it->second) {
-      const bool skip = v.undone_by_self && v.writer.get() == view.self;
-      if (!skip && view.Sees(*v.writer)) break;
+    const std::vector<Version>& c = it->second;
+    // From the newest: the reader's own write (seen, or undone and
+    // skipped), or a writer still active, is only ever the newest (V5).
+    size_t top = c.size();
+    uint64_t examined = 0;
+    while (top > 0) {
+      const Version& v = c[top - 1];
+      const bool self = v.writer.get() == view.self;
+      if (!self && v.writer->end_ts.load(std::memory_order_acquire) != 0) break;
+      ++examined;
+      if (self && !v.undone_by_self) {
+        examined_.fetch_add(examined, std::memory_order_relaxed);
+        return latest;  // its own write
+      }
       latest = v.before;
       chain = v.before_chain;
+      --top;
+    }
+    // Below `top` every writer has ended, in end_ts order (V5): the newest
+    // one with end_ts <= read_ts, by binary search, then past aborted ones.
+    size_t lo = 0, hi = top;  // first index with end_ts > read_ts
+    while (lo < hi) {
+      const size_t mid = (lo + hi) / 2;
+      ++examined;
+      if (c[mid].writer->end_ts.load(std::memory_order_acquire) <= view.read_ts) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    size_t seen = lo;  // versions [seen, top) are not seen
+    while (seen > 0 && !view.Sees(*c[seen - 1].writer)) {
+      ++examined;
+      --seen;
+    }
+    examined_.fetch_add(examined, std::memory_order_relaxed);
+    if (seen < top) {
+      latest = c[seen].before;
+      chain = c[seen].before_chain;
     }
   }
   if (!chain) return latest;
@@ -61,7 +114,7 @@ bool VersionStore::ChangedByActiveOther(std::string_view key, const TxnState* se
   std::shared_lock lock(mu_);
   auto it = chains_.find(key);
   if (it == chains_.end() || it->second.empty()) return false;
-  const TxnState* w = it->second.front().writer.get();
+  const TxnState* w = it->second.back().writer.get();
   return w != self && w->end_ts.load(std::memory_order_acquire) == 0;
 }
 
@@ -69,8 +122,9 @@ void VersionStore::MarkUndoneBySelf(std::string_view key, const TxnState* writer
   std::unique_lock lock(mu_);
   auto it = chains_.find(key);
   if (it == chains_.end()) return;
-  for (Version& v : it->second) {
-    if (v.writer.get() == writer) v.undone_by_self = true;
+  // The writer's version is the newest (V5).
+  if (!it->second.empty() && it->second.back().writer.get() == writer) {
+    it->second.back().undone_by_self = true;
   }
 }
 
@@ -95,22 +149,38 @@ void VersionStore::Purge(std::string_view key, uint64_t oldest_read_ts) {
   auto it = chains_.find(key);
   if (it == chains_.end()) return;
   auto& chain = it->second;
-  for (size_t i = 0; i < chain.size();) {
-    const TxnState& w = *chain[i].writer;
+  // V2: the newest committed version every snapshot sees, and all older
+  // ones, go; V3: aborted versions every snapshot postdates go.
+  size_t cut = 0;  // versions [0, cut) go
+  for (size_t i = chain.size(); i > 0; --i) {
+    const TxnState& w = *chain[i - 1].writer;
     const uint64_t ts = w.end_ts.load(std::memory_order_acquire);
-    if (ts == 0 || ts > oldest_read_ts) {
-      ++i;
-    } else if (w.aborted.load(std::memory_order_acquire)) {
-      chain.erase(chain.begin() + static_cast<ptrdiff_t>(i));  // V3
-    } else {
-      chain.resize(i);  // V2
+    if (ts != 0 && ts <= oldest_read_ts && !w.aborted.load(std::memory_order_acquire)) {
+      cut = i;
       break;
     }
   }
+  int64_t freed = 0;
+  size_t out = 0;
+  for (size_t i = 0; i < chain.size(); ++i) {
+    const TxnState& w = *chain[i].writer;
+    const uint64_t ts = w.end_ts.load(std::memory_order_acquire);
+    const bool gone =
+        i < cut || (ts != 0 && ts <= oldest_read_ts && w.aborted.load(std::memory_order_acquire));
+    if (gone) {
+      freed += Cost(chain[i]);
+    } else {
+      if (out != i) chain[out] = std::move(chain[i]);
+      ++out;
+    }
+  }
+  chain.resize(out);
   if (chain.empty()) {
+    freed += KeyCost(it->first);
     chains_.erase(it);
     chain_count_.fetch_sub(1, std::memory_order_release);
   }
+  Charge(-freed);
 }
 
 size_t VersionStore::keys() const {
@@ -145,7 +215,18 @@ void TxnSystem::End(const std::shared_ptr<TxnState>& writer, bool committed,
 }
 
 uint64_t TxnSystem::OldestReadTs() const {
-  return snapshots_.empty() ? clock_ : *snapshots_.begin();
+  uint64_t oldest = snapshots_.empty() ? clock_ : *snapshots_.begin();
+  if (budget_) oldest = std::max(oldest, std::min(clock_, budget_->floor.load()));
+  return oldest;
+}
+
+void TxnSystem::CutSnapshotsOverBudget() {
+  if (!budget_ || !budget_->over() || ended_.empty()) return;
+  // The oldest snapshot not yet cut that holds back the next purge.
+  auto it = snapshots_.lower_bound(budget_->floor.load());
+  if (it == snapshots_.end() || *it >= ended_.front().end_ts) return;
+  budget_->floor.store(*it + 1, std::memory_order_release);
+  budget_->snapshots_cut.fetch_add(1, std::memory_order_relaxed);
 }
 
 size_t TxnSystem::Purge(const std::function<bool()>& stop) {
@@ -158,6 +239,7 @@ size_t TxnSystem::Purge(const std::function<bool()>& stop) {
       // The entry stays queued (emptied) until it is done: purge_backlog
       // counts it meanwhile.
       std::lock_guard lock(mu_);
+      CutSnapshotsOverBudget();
       oldest = OldestReadTs();
       if (ended_.empty() || ended_.front().end_ts > oldest) break;
       e = std::move(ended_.front());

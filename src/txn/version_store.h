@@ -18,6 +18,18 @@
 //      after the rollback ended (a reader may have read the tree before the
 //      rollback restored it); readers skip it meanwhile.
 //
+//  V4. The versions of one database hold at most VersionBudget::limit bytes
+//      once the purge has run: past it, the purge cuts the oldest open
+//      snapshot (raises the floor above its read_ts), so the versions only
+//      it needed go, and its later reads fail with SnapshotTooOld instead
+//      of reading values it must not see. Memory never grows without bound
+//      under a snapshot left open.
+//  V5. A key's writers are serialized by its exclusive lock, so along its
+//      chain (oldest first) the writers' end timestamps never decrease and
+//      only the newest writer may still be active: a read of an old
+//      snapshot finds its version by binary search, not by walking every
+//      newer one.
+//
 // A version's `before` is the value's bytes, or for a value stored as an
 // overflow chain, the chain's reference (the write retired the chain,
 // btree.h): Visible reads such a chain from the index's tree. A chain
@@ -70,8 +82,25 @@ struct ReadView {
   }
 };
 
+// The memory the version stores of one database hold, and its limit (V4).
+struct VersionBudget {
+  explicit VersionBudget(uint64_t limit_bytes) : limit(limit_bytes) {}
+  const uint64_t limit;  // 0: none
+  std::atomic<int64_t> bytes{0};
+  std::atomic<uint64_t> floor{0};  // snapshots with a read_ts below it were cut
+  std::atomic<uint64_t> snapshots_cut{0};
+  bool over() const {
+    return limit != 0 && bytes.load(std::memory_order_relaxed) > static_cast<int64_t>(limit);
+  }
+};
+
 class VersionStore {
  public:
+  explicit VersionStore(std::shared_ptr<VersionBudget> budget = nullptr)
+      : budget_(std::move(budget)) {}
+  ~VersionStore();
+  VersionStore(const VersionStore&) = delete;
+  VersionStore& operator=(const VersionStore&) = delete;
   // The index's tree, for chains; detached before the tree goes (DROP).
   void AttachTree(btree::BTree* tree) {
     std::unique_lock lock(tree_mu_);
@@ -90,6 +119,7 @@ class VersionStore {
   void Add(std::string_view key, const std::shared_ptr<TxnState>& writer,
            std::optional<std::string> before, bool before_chain = false);
   // The value `view` sees, given the tree's value read just before (V1).
+  // SnapshotTooOld if the view's snapshot was cut (V4).
   Result<std::optional<std::string>> Visible(std::string_view key,
                                              std::optional<std::string> latest,
                                              const ReadView& view) const;
@@ -114,6 +144,8 @@ class VersionStore {
   // V2, V3 for one key, given the oldest open snapshot's read_ts.
   void Purge(std::string_view key, uint64_t oldest_read_ts);
   size_t keys() const;
+  // Versions examined by Visible since the start (V5: a test's measure).
+  uint64_t versions_examined() const { return examined_.load(std::memory_order_relaxed); }
 
  private:
   struct Version {
@@ -122,6 +154,18 @@ class VersionStore {
     bool before_chain = false;
     bool undone_by_self = false;
   };
+  // What a version and a key cost against the budget (V4).
+  static int64_t Cost(const Version& v) {
+    return static_cast<int64_t>(sizeof(Version) + (v.before ? v.before->size() : 0));
+  }
+  static int64_t KeyCost(std::string_view key) {
+    return static_cast<int64_t>(key.size() + 96);  // the map node, roughly
+  }
+  void Charge(int64_t bytes) {
+    if (budget_) budget_->bytes.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  const std::shared_ptr<VersionBudget> budget_;
+  mutable std::atomic<uint64_t> examined_{0};
   mutable std::shared_mutex tree_mu_;  // exclusive: attach, detach
   btree::BTree* tree_ = nullptr;
   std::atomic<bool> detaching_{false};
@@ -131,13 +175,14 @@ class VersionStore {
   // that saw a tree change through its page latch also sees the count
   // that the writer raised before making it (V1).
   std::atomic<size_t> chain_count_{0};
-  std::map<std::string, std::vector<Version>, std::less<>> chains_;  // newest first
+  std::map<std::string, std::vector<Version>, std::less<>> chains_;  // oldest first (V5)
 };
 
 // Timestamps, open snapshots and the purge queue shared by all transactions.
 class TxnSystem {
  public:
-  explicit TxnSystem(TxnId first_id) : next_id_(first_id) {}
+  explicit TxnSystem(TxnId first_id, std::shared_ptr<VersionBudget> budget = nullptr)
+      : budget_(std::move(budget)), next_id_(first_id) {}
   std::shared_ptr<TxnState> Begin() {
     return std::make_shared<TxnState>(next_id_.fetch_add(1, std::memory_order_relaxed));
   }
@@ -176,6 +221,10 @@ class TxnSystem {
   };
   std::atomic<uint64_t> chain_release_failures_{0};
   uint64_t OldestReadTs() const;  // caller holds mu_
+  // V4: cuts the oldest snapshots that hold back the purge while the
+  // versions are over budget. Caller holds mu_.
+  void CutSnapshotsOverBudget();
+  const std::shared_ptr<VersionBudget> budget_;
   std::atomic<TxnId> next_id_;
   mutable std::mutex mu_;
   uint64_t clock_ = 0;

@@ -52,6 +52,9 @@ std::string Status::ToString() const {
     case Code::kNoMemory:
       name = "Out of memory";
       break;
+    case Code::kSnapshotTooOld:
+      name = "Snapshot too old";
+      break;
   }
   return std::string(name) + ": " + message_;
 }

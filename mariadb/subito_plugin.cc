@@ -45,6 +45,8 @@ uint sv_log_streams = 1;
 ulonglong sv_log_file_size = 256ull << 20;
 ulonglong sv_log_buffer_size = 8ull << 20;
 ulonglong sv_buffer_pool_size = 128ull << 20;
+ulonglong sv_version_store_budget = 1ull << 30;
+ulonglong sv_lock_memory_budget = 1ull << 30;
 uint sv_write_ahead_size = 512;
 uint sv_page_size = 16384;
 uint sv_page_cleaners = 1;
@@ -75,6 +77,14 @@ MYSQL_SYSVAR_ULONGLONG(log_buffer_size, sv_log_buffer_size, PLUGIN_VAR_READONLY,
 MYSQL_SYSVAR_UINT(log_write_ahead_size, sv_write_ahead_size, PLUGIN_VAR_READONLY,
                   "Bytes a log write is padded to (NF-log: 512; a power of two, 64-8192)", nullptr,
                   nullptr, 512, 64, 8192, 0);
+MYSQL_SYSVAR_ULONGLONG(version_store_budget, sv_version_store_budget, PLUGIN_VAR_READONLY,
+                       "DRAM for old row versions kept for open snapshots; past it the oldest "
+                       "snapshot is cut (its reads fail: snapshot too old). 0: no limit",
+                       nullptr, nullptr, 1ull << 30, 0, ~0ull, 1 << 20);
+MYSQL_SYSVAR_ULONGLONG(lock_memory_budget, sv_lock_memory_budget, PLUGIN_VAR_READONLY,
+                       "DRAM for row locks (about 320 bytes plus twice the key each); past it a "
+                       "statement fails with ER_LOCK_TABLE_FULL. 0: no limit",
+                       nullptr, nullptr, 1ull << 30, 0, ~0ull, 1 << 20);
 MYSQL_SYSVAR_ULONGLONG(buffer_pool_size, sv_buffer_pool_size, PLUGIN_VAR_READONLY,
                        "Bytes of the buffer pool", nullptr, nullptr, 128ull << 20, 8ull << 20,
                        1ull << 40, 1ull << 20);
@@ -99,13 +109,14 @@ MYSQL_THDVAR_UINT(lock_wait_timeout, PLUGIN_VAR_RQCMDARG,
                   nullptr, nullptr, 50, 0, 1073741824, 0);
 
 struct st_mysql_sys_var* system_variables[] = {
-    MYSQL_SYSVAR(data_home_dir),     MYSQL_SYSVAR(pm_dir),
-    MYSQL_SYSVAR(log_write_mode),    MYSQL_SYSVAR(log_streams),
-    MYSQL_SYSVAR(log_file_size),     MYSQL_SYSVAR(log_buffer_size),
-    MYSQL_SYSVAR(buffer_pool_size),  MYSQL_SYSVAR(page_size),
-    MYSQL_SYSVAR(page_cleaners),     MYSQL_SYSVAR(double_write_on_pm),
-    MYSQL_SYSVAR(lock_wait_timeout), MYSQL_SYSVAR(log_write_ahead_size),
-    MYSQL_SYSVAR(open_files),        nullptr};
+    MYSQL_SYSVAR(data_home_dir),      MYSQL_SYSVAR(pm_dir),
+    MYSQL_SYSVAR(log_write_mode),     MYSQL_SYSVAR(log_streams),
+    MYSQL_SYSVAR(log_file_size),      MYSQL_SYSVAR(log_buffer_size),
+    MYSQL_SYSVAR(buffer_pool_size),   MYSQL_SYSVAR(page_size),
+    MYSQL_SYSVAR(page_cleaners),      MYSQL_SYSVAR(double_write_on_pm),
+    MYSQL_SYSVAR(lock_wait_timeout),  MYSQL_SYSVAR(log_write_ahead_size),
+    MYSQL_SYSVAR(open_files),         MYSQL_SYSVAR(version_store_budget),
+    MYSQL_SYSVAR(lock_memory_budget), nullptr};
 
 // ---- status variables ----
 //
@@ -120,6 +131,7 @@ struct Exported {
   ulonglong buffer_hits, buffer_misses, checkpoints, version_keys, undo_relocations;
   ulonglong open_files, file_closes, file_reopens, open_file_waits;
   ulonglong page_write_failures, page_writes_failing, writes_stopped;
+  ulonglong version_bytes, snapshots_cut, lock_bytes;
   double buffer_hit_ratio;
 };
 
@@ -155,6 +167,9 @@ Exported Collect() {
   e.page_write_failures = s.page_write_failures;
   e.page_writes_failing = s.page_writes_failing;
   e.writes_stopped = s.writes_stopped;
+  e.version_bytes = s.version_bytes;
+  e.snapshots_cut = s.snapshots_cut;
+  e.lock_bytes = s.lock_bytes;
   return e;
 }
 
@@ -191,7 +206,10 @@ constexpr StatusVar kStatusVars[] = {SUBITO_STATUS(commits, SHOW_ULONGLONG),
                                      SUBITO_STATUS(open_file_waits, SHOW_ULONGLONG),
                                      SUBITO_STATUS(page_write_failures, SHOW_ULONGLONG),
                                      SUBITO_STATUS(page_writes_failing, SHOW_ULONGLONG),
-                                     SUBITO_STATUS(writes_stopped, SHOW_ULONGLONG)};
+                                     SUBITO_STATUS(writes_stopped, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(version_bytes, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(snapshots_cut, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(lock_bytes, SHOW_ULONGLONG)};
 #undef SUBITO_STATUS
 
 int ShowStatus(THD*, SHOW_VAR* var, void* buff, struct system_status_var*, enum enum_var_type) {
@@ -418,6 +436,8 @@ int InitEngine(void* p) {
     if (sv_open_files > tc_size) sv_open_files = static_cast<uint>(tc_size);
   }
   o.max_open_files = sv_open_files;
+  o.version_store_budget_bytes = sv_version_store_budget;
+  o.lock_memory_budget_bytes = sv_lock_memory_budget;
   o.error_log = [](const std::string& m) { sql_print_error("Subito: %s", m.c_str()); };
   Result<std::unique_ptr<Database>> db = Database::Open(o);
   if (!db.ok()) {
@@ -573,6 +593,12 @@ int ToHaError(THD* thd, const Status& st) {
     }
     case Status::Code::kNoMemory:
       return HA_ERR_OUT_OF_MEM;
+    case Status::Code::kTooManyLocks:
+      return HA_ERR_LOCK_TABLE_FULL;
+    case Status::Code::kSnapshotTooOld:
+      // No MariaDB code says it: the engine's message, as the statement's error.
+      my_printf_error(ER_UNKNOWN_ERROR, "Subito: %s", MYF(0), st.message().c_str());
+      return HA_ERR_SUBITO_ENGINE;
     case Status::Code::kReadOnly:
       my_printf_error(ER_OPEN_AS_READONLY, "%s", MYF(0), st.message().c_str());
       return HA_ERR_TABLE_READONLY;

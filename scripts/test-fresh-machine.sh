@@ -267,7 +267,8 @@ for m in "${MOUNTED[@]}"; do findmnt -n -o TARGET,FSTYPE,SIZE,PROPAGATION --moun
 
 step "3/5 a clone of $REPO (committed HEAD) in /root/subito, $SHARED in /root/shared"
 REV="$(git -C "$REPO" rev-parse HEAD)"
-SUBJECT="$(git -C "$REPO" log -1 --format=%s "$REV" | cut -c1-100)"
+SUBJECT="$(git -C "$REPO" log -1 --format=%s "$REV")"
+[ ${#SUBJECT} -le 90 ] || SUBJECT="${SUBJECT:0:87}..."
 dirty="$(git -C "$REPO" status --porcelain | wc -l)"
 say "HEAD $REV: $SUBJECT"
 [ "$dirty" -eq 0 ] || say "($dirty changed or new files in $REPO's work tree are not part of the test)"
@@ -333,7 +334,8 @@ else
   T_TEST="$(sed -nE 's/^@@ test\.sh exit [0-9]+ after ([0-9]+) s$/\1/p' "$LOGS/test.log")"
   [ -n "$T_TEST" ] || T_TEST=$((SECONDS - t0))
   TESTS_LINE="$(grep -E '^tests: [0-9]+ passed, [0-9]+ failed' "$LOGS/test.log" | tail -1 || true)"
-  grep -E '^(=== |plugin tests:|storage_engine:|differential:|many tables:|sysbench |tests:|.*FAILED)' \
+  # The outline: steps, ctest totals, style checks, each plugin test's verdict.
+  grep -E '^(=== |[0-9]+% tests passed|clang-format:|clang-tidy |plugin tests:|storage_engine:|differential:|many tables:|sysbench |restart after|tests:)|: (ok|FAILED)$|^(ok|FAILED):|FAILED' \
     "$LOGS/test.log" || true
 fi
 

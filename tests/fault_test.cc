@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <thread>
 
 #include "engine/catalog.h"
 #include "engine_util.h"
@@ -470,6 +471,120 @@ TEST_F(FaultTest, ValuesWrittenUnderOneSettingReadUnderAnother) {
   options_.buffer_pool_bytes = 4 << 20;
   Reopen();
   EXPECT_EQ(Rows("t"), (std::map<int64_t, std::string>{{1, v}}));
+}
+
+// ---- memory bounds ----
+
+// A snapshot left open under a write load keeps old versions; past the
+// budget the purge cuts it (its next read fails with SnapshotTooOld) and
+// memory comes back within the budget. Newer snapshots are not affected.
+TEST_F(FaultTest, VersionsStayWithinTheirBudgetUnderALongSnapshot) {
+  options_.version_store_budget_bytes = 2 << 20;
+  options_.buffer_pool_bytes = 32 << 20;
+  Reopen();
+  Table* t = Create("t");
+  ASSERT_NE(t, nullptr);
+  {
+    auto txn = db_->Begin();
+    for (int64_t id = 0; id < 10; ++id) {
+      ASSERT_OK(txn->Insert(t, SampleRow(id, 0, std::nullopt, Value(0, 400))));
+    }
+    ASSERT_OK(txn->Commit());
+  }
+  auto old = db_->Begin(Isolation::kRepeatableRead);
+  ASSERT_EQ(ScanAll(old.get(), t).size(), 10u);  // its snapshot
+  uint64_t peak = 0;
+  // 10,000 updates of 400 bytes (inline values; a long value's version is
+  // a 9-byte chain reference): over 4 MB of versions.
+  for (int64_t n = 1; n <= 10000; ++n) {
+    auto txn = db_->Begin();
+    const int64_t id = n % 10;
+    ASSERT_OK(txn->Update(t, SampleRow(id, 0, std::nullopt, Value(n - 10 < 0 ? 0 : n - 10, 400)),
+                          SampleRow(id, 0, std::nullopt, Value(n, 400))));
+    ASSERT_OK(txn->Commit());
+    peak = std::max(peak, db_->Stats().version_bytes);
+  }
+  DatabaseStats s = db_->Stats();
+  for (int i = 0; i < 200 && s.version_bytes > s.version_budget;
+       ++i) {  // the purge runs every 10 ms
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    s = db_->Stats();
+  }
+  EXPECT_GE(s.snapshots_cut, 1u) << "peak " << peak << " now " << s.version_bytes << " keys "
+                                 << s.version_keys;
+  EXPECT_LE(s.version_bytes, s.version_budget);
+  EXPECT_LT(peak, 3 * s.version_budget) << "versions grew far past the budget before the purge";
+  auto c = old->OpenCursor(t, 0);
+  ASSERT_TRUE(c.ok());
+  Status read = (*c)->Seek(SeekOp::kFirst);
+  EXPECT_TRUE(read.IsSnapshotTooOld()) << read.ToString();
+  c->reset();
+  (void)old->Rollback();
+  auto fresh = db_->Begin(Isolation::kRepeatableRead);
+  EXPECT_EQ(ScanAll(fresh.get(), t).size(), 10u);
+  ASSERT_OK(fresh->Commit());
+}
+
+// A hot row's history behind an old snapshot: each read finds the
+// snapshot's version by binary search (V5), and sees the right one.
+TEST_F(FaultTest, OldSnapshotReadsOfAHotRowAreNotLinear) {
+  options_.version_store_budget_bytes = 0;
+  Reopen();
+  Table* t = Create("t");
+  ASSERT_NE(t, nullptr);
+  {
+    auto txn = db_->Begin();
+    ASSERT_OK(txn->Insert(t, SampleRow(1, 0, std::nullopt, "v0")));
+    ASSERT_OK(txn->Commit());
+  }
+  auto old = db_->Begin(Isolation::kRepeatableRead);
+  ASSERT_EQ(ScanAll(old.get(), t).size(), 1u);
+  std::unique_ptr<Transaction> middle;
+  for (int n = 1; n <= 20000; ++n) {
+    auto txn = db_->Begin();
+    ASSERT_OK(txn->Update(t, SampleRow(1, 0, std::nullopt, "v" + std::to_string(n - 1)),
+                          SampleRow(1, 0, std::nullopt, "v" + std::to_string(n))));
+    ASSERT_OK(txn->Commit());
+    if (n == 10000) {
+      middle = db_->Begin(Isolation::kRepeatableRead);
+      ASSERT_EQ(ScanAll(middle.get(), t).size(), 1u);
+    }
+  }
+  const uint64_t before = db_->Stats().versions_examined;
+  for (int i = 0; i < 100; ++i) {
+    auto r = old->Get(t, {int64_t{1}});
+    ASSERT_TRUE(r.ok() && r->has_value());
+    EXPECT_EQ(std::get<std::string>((**r)[3]), "v0");
+    r = middle->Get(t, {int64_t{1}});
+    ASSERT_TRUE(r.ok() && r->has_value());
+    EXPECT_EQ(std::get<std::string>((**r)[3]), "v10000");
+  }
+  const uint64_t per_read = (db_->Stats().versions_examined - before) / 200;
+  EXPECT_LT(per_read, 40u) << "a read walked the history";
+  ASSERT_OK(old->Commit());
+  ASSERT_OK(middle->Commit());
+}
+
+// Row locks past their budget fail the statement with TooManyLocks; the
+// transaction can roll back and others go on.
+TEST_F(FaultTest, RowLocksStayWithinTheirBudget) {
+  options_.lock_memory_budget_bytes = 256 << 10;
+  Reopen();
+  Table* t = Create("t");
+  ASSERT_NE(t, nullptr);
+  auto txn = db_->Begin();
+  Status st;
+  int64_t id = 0;
+  for (; id < 100000 && st.ok(); ++id) st = txn->Insert(t, SampleRow(id, 0, std::nullopt, "x"));
+  EXPECT_TRUE(st.IsTooManyLocks()) << st.ToString();
+  EXPECT_LT(id, 5000);
+  DatabaseStats s = db_->Stats();
+  EXPECT_LE(s.lock_bytes, s.lock_budget);
+  ASSERT_OK(txn->Rollback());
+  EXPECT_EQ(db_->Stats().lock_bytes, 0u);
+  auto other = db_->Begin();
+  ASSERT_OK(other->Insert(t, SampleRow(1, 0, std::nullopt, "y")));
+  ASSERT_OK(other->Commit());
 }
 
 // ---- files and paths ----

@@ -128,6 +128,10 @@ struct Options {
   // cuts the oldest snapshot, whose later reads fail with SnapshotTooOld,
   // so memory stays bounded under a snapshot left open. 0: no limit.
   uint64_t version_store_budget_bytes = 1ull << 30;
+  // DRAM for row locks (about 320 bytes plus twice the key per lock): past
+  // it, a statement that would take one more lock fails with TooManyLocks
+  // (InnoDB's "lock table full"). 0: no limit.
+  uint64_t lock_memory_budget_bytes = 1ull << 30;
   // Messages for the server's error log: page writes failing (a full disk)
   // and succeeding again, the engine stopping writes. Default: stderr.
   std::function<void(const std::string&)> error_log;
@@ -170,6 +174,8 @@ struct DatabaseStats {
   // and versions examined by snapshot reads (each finds its version by
   // binary search: a hot row's long history costs a read log n).
   uint64_t version_bytes = 0, version_budget = 0, snapshots_cut = 0, versions_examined = 0;
+  // Bytes row locks hold now (by the count above), and their budget.
+  uint64_t lock_bytes = 0, lock_budget = 0;
   uint64_t purge_backlog = 0;    // ended transactions whose versions and chains wait for purge
   uint64_t garbage_indexes = 0;  // indexes with overflow pages waiting to be freed
   // Retired overflow chains the purge failed to release or free (freed at

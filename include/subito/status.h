@@ -34,6 +34,7 @@ class [[nodiscard]] Status {
     kReadOnly,        // the engine stopped accepting writes (DatabaseStats::stopped)
     kNoMemory,        // an allocation failed
     kSnapshotTooOld,  // the snapshot was cut to keep versions within their budget
+    kTooManyLocks,    // row locks would exceed their memory budget
   };
 
   Status() = default;
@@ -73,6 +74,8 @@ class [[nodiscard]] Status {
   bool IsNoSpace() const { return code_ == Code::kNoSpace; }
   bool IsReadOnly() const { return code_ == Code::kReadOnly; }
   bool IsSnapshotTooOld() const { return code_ == Code::kSnapshotTooOld; }
+  static Status TooManyLocks(std::string msg) { return {Code::kTooManyLocks, std::move(msg)}; }
+  bool IsTooManyLocks() const { return code_ == Code::kTooManyLocks; }
 
   // "Corruption: log stream 0 (/dev/shm/x/log.0) offset 8192: bad checksum"
   std::string ToString() const;

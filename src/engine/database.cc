@@ -187,6 +187,7 @@ Result<std::unique_ptr<Database>> DatabaseImpl::Open(const Options& options) {
 }
 
 Status DatabaseImpl::OpenAll() {
+  locks_.SetMemoryBudget(options_.lock_memory_budget_bytes);
   if (!options_.file_system) own_fs_ = NewPosixFileSystem(false, options_.max_open_files);
   fs_ = options_.file_system ? options_.file_system : own_fs_.get();
   if (!options_.file_system) SUBITO_RETURN_IF_ERROR(CreatePrivateDirectories(options_.dir));
@@ -795,6 +796,8 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.deadlocks = ls.deadlocks;
   s.lock_waits = ls.waits;
   s.lock_timeouts = ls.timeouts;
+  s.lock_bytes = ls.memory_bytes;
+  s.lock_budget = ls.memory_budget;
   const log::LogStats log_stats = log_->stats();
   s.log_bytes = log_stats.persisted_bytes;
   s.log_record_bytes = log_stats.append_bytes;

@@ -162,12 +162,21 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
                          const std::function<bool()>& interrupted) {
   const std::string name = Name(space, key);
   std::unique_lock lk(mu_);
+  if (budget_ != 0 && bytes_ + Cost(name) > budget_) {
+    auto h = held_.find(txn);
+    if (h == held_.end() || h->second.count(name) == 0) {
+      ++stats_.refused_over_budget;
+      return Status::TooManyLocks(StrFormat(
+          "row locks would take more than their budget of %llu bytes (subito_lock_memory_budget)",
+          static_cast<unsigned long long>(budget_)));
+    }
+  }
   Entry& e = table_[name];
   std::vector<TxnId> blockers = Blockers(e, txn, mode);
   if (blockers.empty()) {
     auto own = e.granted.find(txn);
     if (own == e.granted.end() || mode == LockMode::kExclusive) e.granted[txn] = mode;
-    held_[txn].insert(name);
+    NoteHeld(txn, name);
     ++stats_.granted_at_once;
     return Status::OK();
   }
@@ -194,7 +203,7 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
   }
   e.granted[txn] = mode == LockMode::kExclusive ? LockMode::kExclusive
                                                 : (e.granted.count(txn) ? e.granted[txn] : mode);
-  held_[txn].insert(name);
+  NoteHeld(txn, name);
   e.cv.notify_all();  // compatible waiters behind may go too
   return Status::OK();
 }
@@ -290,6 +299,7 @@ void LockManager::ReleaseAll(TxnId txn) {
   auto h = held_.find(txn);
   if (h == held_.end()) return;
   for (const std::string& name : h->second) {
+    bytes_ -= Cost(name);
     auto it = table_.find(name);
     if (it == table_.end()) continue;
     it->second.granted.erase(txn);
@@ -315,6 +325,8 @@ LockStats LockManager::stats() const {
   std::lock_guard lk(mu_);
   LockStats s = stats_;
   s.ranges = ranges_held_.load(std::memory_order_relaxed);
+  s.memory_bytes = bytes_;
+  s.memory_budget = budget_;
   return s;
 }
 

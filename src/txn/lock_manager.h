@@ -15,6 +15,11 @@
 //  L4. A wait longer than its timeout returns TimedOut (MariaDB's
 //      innodb_lock_wait_timeout semantics: the statement fails, the
 //      transaction may go on).
+//  L9. Row locks held by all transactions take at most the memory budget
+//      (SetMemoryBudget; counted as kLockCost bytes plus twice the key per
+//      lock): a request for a lock its transaction does not hold yet fails
+//      with TooManyLocks past it (InnoDB's "lock table full"), before any
+//      entry is made.
 //  L5. A request whose `interrupted` check holds returns Interrupted instead
 //      of waiting, and a waiter re-checks it whenever Wake names its
 //      transaction (KILL of the statement): the statement fails at once.
@@ -70,8 +75,10 @@ struct LockStats {
   uint64_t granted_at_once = 0, waits = 0, deadlocks = 0, timeouts = 0;
   uint64_t refused_at_once = 0;  // busy, and the caller would not wait
   uint64_t interrupted = 0;
-  uint64_t ranges = 0;        // range locks held now (after merging)
-  uint64_t insert_waits = 0;  // inserts that waited for a range lock (L7)
+  uint64_t ranges = 0;                           // range locks held now (after merging)
+  uint64_t insert_waits = 0;                     // inserts that waited for a range lock (L7)
+  uint64_t memory_bytes = 0, memory_budget = 0;  // L9
+  uint64_t refused_over_budget = 0;
 };
 
 class LockManager {
@@ -79,6 +86,12 @@ class LockManager {
   LockManager() = default;
   LockManager(const LockManager&) = delete;
   LockManager& operator=(const LockManager&) = delete;
+  // L9. 0: no limit.
+  void SetMemoryBudget(uint64_t bytes) {
+    std::lock_guard lk(mu_);
+    budget_ = bytes;
+  }
+  static constexpr uint64_t kLockCost = 320;
 
   // Waits at most `timeout` (0: not at all, TimedOut at once if the lock is
   // busy; a year or more: no limit), and not at all once `interrupted`
@@ -153,6 +166,12 @@ class LockManager {
   std::atomic<uint64_t> ranges_held_{0};  // every space's (L8: read without mu_)
   std::condition_variable ranges_cv_;     // a range released
   LockStats stats_;
+  uint64_t budget_ = 0, bytes_ = 0;  // L9, guarded by mu_
+  static uint64_t Cost(const std::string& name) { return kLockCost + 2 * name.size(); }
+  // Records that txn holds name (L9's accounting).
+  void NoteHeld(TxnId txn, const std::string& name) {
+    if (held_[txn].insert(name).second) bytes_ += Cost(name);
+  }
 };
 
 }  // namespace subito::txn

@@ -215,9 +215,9 @@ void TxnSystem::End(const std::shared_ptr<TxnState>& writer, bool committed,
 }
 
 uint64_t TxnSystem::OldestReadTs() const {
-  uint64_t oldest = snapshots_.empty() ? clock_ : *snapshots_.begin();
-  if (budget_) oldest = std::max(oldest, std::min(clock_, budget_->floor.load()));
-  return oldest;
+  // The oldest snapshot not cut (V4): cut ones read nothing any more.
+  auto it = snapshots_.lower_bound(budget_ ? budget_->floor.load() : 0);
+  return it == snapshots_.end() ? clock_ : *it;
 }
 
 void TxnSystem::CutSnapshotsOverBudget() {

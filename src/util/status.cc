@@ -55,6 +55,9 @@ std::string Status::ToString() const {
     case Code::kSnapshotTooOld:
       name = "Snapshot too old";
       break;
+    case Code::kTooManyLocks:
+      name = "Too many locks";
+      break;
   }
   return std::string(name) + ": " + message_;
 }

@@ -235,6 +235,15 @@ int ha_subito::create(const char* name, TABLE* form, HA_CREATE_INFO* info) {
       std::string dir(info->data_file_name);
       const size_t slash = dir.rfind('/');
       if (slash != std::string::npos) dir.erase(slash == 0 ? 1 : slash);
+      // Table files go only where the server lets statements write files:
+      // under secure_file_priv when it is set (as for SELECT ... INTO
+      // OUTFILE), wherever the server's own DATA DIRECTORY rules allow
+      // otherwise.
+      std::string probe = dir + "/";
+      if (!is_secure_file_path(probe.data())) {
+        my_error(ER_OPTION_PREVENTS_STATEMENT, MYF(0), "--secure-file-priv");
+        return HA_WRONG_CREATE_OPTION;
+      }
       def.data_dir = dir;
     }
     if (thd_sql_command(thd) == SQLCOM_TRUNCATE) {

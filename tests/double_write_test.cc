@@ -6,7 +6,9 @@
 
 #include <cstring>
 
+#include "buffer/page_writer.h"
 #include "test_util.h"
+#include "util/fault_file_system.h"
 
 namespace subito::buffer {
 namespace {
@@ -139,6 +141,56 @@ TEST_P(DoubleWriteTest, GeometryMismatchAndOversizedBatchesAreRefused) {
   ASSERT_TRUE(dw.ok());
   std::vector<PageImage> nine(9, PageImage{3, 1, 1, v1_.data()});
   EXPECT_TRUE((*dw)->WriteBatch(nine).IsInvalidArgument());
+}
+
+// P4: a batch whose in-place write failed (a short write left page 2 torn)
+// keeps its double-write slots until it is written again: the next batch,
+// of other pages, first rewrites it. Without that, the next batch would
+// take the slots and a crash would find page 2 torn with no copy.
+TEST_P(DoubleWriteTest, AFailedBatchKeepsItsSlotsUntilItIsWrittenAgain) {
+  FaultInjectingFileSystem fs(PosixFileSystem());
+  auto s = page::SpaceFile::Create(&fs, dir_.Sub("f.sbt"), 3, kPs, "f");
+  ASSERT_TRUE(s.ok());
+  std::unique_ptr<page::SpaceFile> space = std::move(*s);
+  for (uint32_t i = 0; i < 9; ++i) ASSERT_TRUE(space->AllocatePage().ok());
+  std::vector<std::vector<uint8_t>> v1, v2;
+  for (uint32_t no = 1; no <= 8; ++no) {
+    v1.push_back(MakePage(no, 0, 0x10 + no));
+    v2.push_back(MakePage(no, 0, 0x20 + no));
+    ASSERT_TRUE(space->WritePage(no, v1.back().data()).ok());
+  }
+  ASSERT_TRUE(space->Sync().ok());
+  auto log = log::RedoLog::Open(test::SmallLog(dir_.Sub("log"), log::LogWriteMode::kNf, 1));
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  auto dw = Open();
+  ASSERT_TRUE(dw.ok());
+  auto space_of = [&](uint32_t id) { return id == 3 ? space.get() : nullptr; };
+  {
+    PageWriter writer(log->get(), dw->get());
+    auto batch = [&](uint32_t first) {
+      std::vector<PageImage> b;
+      for (uint32_t no = first; no < first + 4; ++no) b.push_back({3, no, 0, v2[no - 1].data()});
+      return b;
+    };
+    fs.Add({kFaultWrite, "f.sbt", EIO, /*skip=*/1, /*times=*/1, 1.0, /*short_write=*/true});
+    EXPECT_TRUE(writer.Write(batch(1), space_of).IsIOError());
+    EXPECT_TRUE(writer.retry_pending());
+    std::vector<uint8_t> buf(kPs);
+    ASSERT_TRUE(space->ReadPage(2, buf.data()).IsCorruption()) << "page 2 is not torn";
+    ASSERT_TRUE(writer.Write(batch(5), space_of).ok());
+    EXPECT_FALSE(writer.retry_pending());
+    EXPECT_EQ(writer.failures(), 1u);
+  }
+  // Page 2 as a crash now would find it: torn in the file unless written
+  // again, and the slots' copies repair what is torn.
+  auto again = Open();
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE((*again)->Repair(space_of).ok());
+  for (uint32_t no = 1; no <= 8; ++no) {
+    std::vector<uint8_t> buf(kPs);
+    ASSERT_TRUE(space->ReadPage(no, buf.data()).ok()) << "page " << no;
+    EXPECT_EQ(buf, v2[no - 1]) << "page " << no;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DoubleWriteTest, ::testing::Values(true, false),

@@ -10,6 +10,8 @@
 #include "sql_lex.h"
 // clang-format on
 
+#include <unistd.h>
+
 #include <cstring>
 #include <vector>
 
@@ -238,11 +240,19 @@ int ha_subito::create(const char* name, TABLE* form, HA_CREATE_INFO* info) {
       // Table files go only where the server lets statements write files:
       // under secure_file_priv when it is set (as for SELECT ... INTO
       // OUTFILE), wherever the server's own DATA DIRECTORY rules allow
-      // otherwise.
-      std::string probe = dir + "/";
-      if (!is_secure_file_path(probe.data())) {
-        my_error(ER_OPTION_PREVENTS_STATEMENT, MYF(0), "--secure-file-priv");
-        return HA_WRONG_CREATE_OPTION;
+      // otherwise. Checked when a table is created (a copying ALTER keeps
+      // the directory), on the nearest directory that exists.
+      if (thd_sql_command(thd) == SQLCOM_CREATE_TABLE) {
+        std::string probe = dir;
+        while (probe.size() > 1 && access(probe.c_str(), F_OK) != 0) {
+          const size_t up = probe.rfind('/');
+          probe.erase(up == 0 || up == std::string::npos ? 1 : up);
+        }
+        probe += "/";
+        if (!is_secure_file_path(probe.data())) {
+          my_error(ER_OPTION_PREVENTS_STATEMENT, MYF(0), "--secure-file-priv");
+          return HA_WRONG_CREATE_OPTION;
+        }
       }
       def.data_dir = dir;
     }
@@ -1013,7 +1023,9 @@ int ha_subito::check(THD* thd, HA_CHECK_OPT*) {
       if (!st.ok()) {
         push_warning_printf(thd, Sql_condition::WARN_LEVEL_WARN, ER_NOT_KEYFILE, "Subito: %s",
                             st.ToString().c_str());
-        return HA_ADMIN_CORRUPT;
+        // Only damaged bytes make the table corrupt: a check cut short (its
+        // snapshot cut, killed, a busy table) just failed.
+        return st.IsCorruption() ? HA_ADMIN_CORRUPT : HA_ADMIN_FAILED;
       }
     }
     for (uint32_t ix = 1; ix < indexes; ++ix) {

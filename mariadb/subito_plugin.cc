@@ -80,11 +80,11 @@ MYSQL_SYSVAR_UINT(log_write_ahead_size, sv_write_ahead_size, PLUGIN_VAR_READONLY
 MYSQL_SYSVAR_ULONGLONG(version_store_budget, sv_version_store_budget, PLUGIN_VAR_READONLY,
                        "DRAM for old row versions kept for open snapshots; past it the oldest "
                        "snapshot is cut (its reads fail: snapshot too old). 0: no limit",
-                       nullptr, nullptr, 1ull << 30, 0, ~0ull, 1 << 20);
+                       nullptr, nullptr, 1ull << 30, 0, ~0ull >> 1, 0);
 MYSQL_SYSVAR_ULONGLONG(lock_memory_budget, sv_lock_memory_budget, PLUGIN_VAR_READONLY,
                        "DRAM for row locks (about 320 bytes plus twice the key each); past it a "
-                       "statement fails with ER_LOCK_TABLE_FULL. 0: no limit",
-                       nullptr, nullptr, 1ull << 30, 0, ~0ull, 1 << 20);
+                       "transaction is rolled back with ER_LOCK_TABLE_FULL. 0: no limit",
+                       nullptr, nullptr, 1ull << 30, 0, ~0ull >> 1, 0);
 MYSQL_SYSVAR_ULONGLONG(buffer_pool_size, sv_buffer_pool_size, PLUGIN_VAR_READONLY,
                        "Bytes of the buffer pool", nullptr, nullptr, 128ull << 20, 8ull << 20,
                        1ull << 40, 1ull << 20);
@@ -387,6 +387,13 @@ bool ShowEngineStatusText(THD* thd, stat_print_fn* print) {
            (unsigned long long)s.page_write_failures,
            s.page_writes_failing ? ", FAILING NOW (retried until a write succeeds)" : "");
   text += line;
+  snprintf(line, sizeof line,
+           "old versions: %llu bytes (budget %llu), snapshots cut %llu; row locks: %llu bytes "
+           "(budget %llu)\n",
+           (unsigned long long)s.version_bytes, (unsigned long long)s.version_budget,
+           (unsigned long long)s.snapshots_cut, (unsigned long long)s.lock_bytes,
+           (unsigned long long)s.lock_budget);
+  text += line;
   text += s.writes_stopped ? "writes: STOPPED (" + s.stop_reason + "); restart the server\n"
                            : std::string("writes: accepted\n");
   return print(thd, "SUBITO", 6, "", 0, text.data(), text.size());
@@ -594,6 +601,9 @@ int ToHaError(THD* thd, const Status& st) {
     case Status::Code::kNoMemory:
       return HA_ERR_OUT_OF_MEM;
     case Status::Code::kTooManyLocks:
+      // As InnoDB's DB_LOCK_TABLE_FULL: the whole transaction goes, and
+      // its locks with it.
+      thd->mark_transaction_to_rollback(true);
       return HA_ERR_LOCK_TABLE_FULL;
     case Status::Code::kSnapshotTooOld:
       // No MariaDB code says it: the engine's message, as the statement's error.

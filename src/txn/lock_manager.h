@@ -19,7 +19,8 @@
 //      (SetMemoryBudget; counted as kLockCost bytes plus twice the key per
 //      lock): a request for a lock its transaction does not hold yet fails
 //      with TooManyLocks past it (InnoDB's "lock table full"), before any
-//      entry is made.
+//      entry is made. A request that waited is granted even past it (at
+//      most one lock per waiting transaction); range locks are not counted.
 //  L5. A request whose `interrupted` check holds returns Interrupted instead
 //      of waiting, and a waiter re-checks it whenever Wake names its
 //      transaction (KILL of the statement): the statement fails at once.

@@ -35,18 +35,14 @@ void VersionStore::Add(std::string_view key, const std::shared_ptr<TxnState>& wr
 Result<std::optional<std::string>> VersionStore::Visible(std::string_view key,
                                                          std::optional<std::string> latest,
                                                          const ReadView& view) const {
-  if (budget_ && view.read_ts < budget_->floor.load(std::memory_order_acquire)) {
-    return Status::SnapshotTooOld(
-        "snapshot too old: it was cut to keep old row versions within "
-        "subito_version_store_budget (a transaction or consistent snapshot was open too long "
-        "under a write load); start the transaction again");
-  }
-  if (chain_count_.load(std::memory_order_acquire) == 0) return latest;
+  SUBITO_RETURN_IF_ERROR(CheckSnapshot(view));
+  if (chain_count_.load(std::memory_order_acquire) == 0)
+    return CheckedValue(std::move(latest), view);
   bool chain = false;
   {
     std::shared_lock lock(mu_);
     auto it = chains_.find(key);
-    if (it == chains_.end()) return latest;
+    if (it == chains_.end()) return CheckedValue(std::move(latest), view);
     const std::vector<Version>& c = it->second;
     // From the newest: the reader's own write (seen, or undone and
     // skipped), or a writer still active, is only ever the newest (V5).
@@ -59,7 +55,7 @@ Result<std::optional<std::string>> VersionStore::Visible(std::string_view key,
       ++examined;
       if (self && !v.undone_by_self) {
         examined_.fetch_add(examined, std::memory_order_relaxed);
-        return latest;  // its own write
+        return CheckedValue(std::move(latest), view);  // its own write
       }
       latest = v.before;
       chain = v.before_chain;
@@ -88,14 +84,32 @@ Result<std::optional<std::string>> VersionStore::Visible(std::string_view key,
       chain = c[seen].before_chain;
     }
   }
-  if (!chain) return latest;
+  if (!chain) return CheckedValue(std::move(latest), view);
   // The reader's snapshot does not see the chain's retirer: it stays
-  // retired, and readable, until this reader is done (V2).
+  // retired, and readable, until this reader is done (V2), or the reader
+  // is cut (V4: then whatever was read is refused).
   std::shared_lock lock(tree_mu_);
   if (tree_ == nullptr) return Status::Busy("the index was dropped");
   Result<std::string> bytes = tree_->ReadChain(*latest);
+  SUBITO_RETURN_IF_ERROR(CheckSnapshot(view));
   if (!bytes.ok()) return bytes.status();
   return std::optional<std::string>(std::move(*bytes));
+}
+
+Status VersionStore::CheckSnapshot(const ReadView& view) const {
+  if (budget_ == nullptr || view.read_ts >= budget_->floor.load(std::memory_order_acquire)) {
+    return Status::OK();
+  }
+  return Status::SnapshotTooOld(
+      "snapshot too old: it was cut to keep old row versions within "
+      "subito_version_store_budget (a transaction or consistent snapshot was open too long "
+      "under a write load); start the transaction again");
+}
+
+Result<std::optional<std::string>> VersionStore::CheckedValue(std::optional<std::string> value,
+                                                              const ReadView& view) const {
+  SUBITO_RETURN_IF_ERROR(CheckSnapshot(view));
+  return value;
 }
 
 Status VersionStore::ReleaseChain(std::string_view ref) {

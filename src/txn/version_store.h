@@ -3,9 +3,9 @@
 // A B-tree always holds each key's newest value, committed or not (its
 // writer holds the key's exclusive lock until it ends). For each key changed
 // by a transaction that some snapshot may not see yet, a VersionStore keeps
-// a chain of versions, newest first: the writer, and the value the key had
-// before that write (nullopt: absent). A reader walks the chain from the
-// tree's value back to the newest value its ReadView sees.
+// a chain of versions, oldest first: the writer, and the value the key had
+// before that write (nullopt: absent). A reader goes from the tree's value
+// back to the newest value its ReadView sees (by binary search, V5).
 //
 // Invariants:
 //  V1. A writer adds its version before it changes the tree, and a reader
@@ -18,12 +18,14 @@
 //      after the rollback ended (a reader may have read the tree before the
 //      rollback restored it); readers skip it meanwhile.
 //
-//  V4. The versions of one database hold at most VersionBudget::limit bytes
-//      once the purge has run: past it, the purge cuts the oldest open
-//      snapshot (raises the floor above its read_ts), so the versions only
-//      it needed go, and its later reads fail with SnapshotTooOld instead
-//      of reading values it must not see. Memory never grows without bound
-//      under a snapshot left open.
+//  V4. Past VersionBudget::limit bytes of versions, the purge cuts the
+//      oldest open snapshot that holds it back (raises the floor above its
+//      read_ts; every snapshot with that read_ts goes), again while over
+//      budget, so the versions only those snapshots needed go. A cut
+//      snapshot's later consistent reads fail with SnapshotTooOld instead
+//      of reading values it must not see (CheckSnapshot). What stays over
+//      the budget is what no snapshot holds: versions of writers still
+//      active. Memory never grows without bound under a snapshot left open.
 //  V5. A key's writers are serialized by its exclusive lock, so along its
 //      chain (oldest first) the writers' end timestamps never decrease and
 //      only the newest writer may still be active: a read of an old
@@ -34,8 +36,9 @@
 // overflow chain, the chain's reference (the write retired the chain,
 // btree.h): Visible reads such a chain from the index's tree. A chain
 // retired by a transaction is released (TxnSystem::End, Purge) only once
-// every open snapshot sees that transaction's end, so no reader that may
-// pick the version meets a freed chain (V2).
+// every open snapshot not cut sees that transaction's end, so no reader
+// that may pick the version meets a freed chain (V2); a cut reader may, and
+// its read then fails with SnapshotTooOld whatever the chain held (V4).
 //
 // Nothing here is persistent. After a restart no snapshot exists and the
 // trees hold only committed values (recovery undoes the rest): restart reads
@@ -90,7 +93,8 @@ struct VersionBudget {
   std::atomic<uint64_t> floor{0};  // snapshots with a read_ts below it were cut
   std::atomic<uint64_t> snapshots_cut{0};
   bool over() const {
-    return limit != 0 && bytes.load(std::memory_order_relaxed) > static_cast<int64_t>(limit);
+    const int64_t b = bytes.load(std::memory_order_relaxed);
+    return limit != 0 && b > 0 && static_cast<uint64_t>(b) > limit;
   }
 };
 
@@ -118,8 +122,15 @@ class VersionStore {
   // newest version is already writer's.
   void Add(std::string_view key, const std::shared_ptr<TxnState>& writer,
            std::optional<std::string> before, bool before_chain = false);
+  // OK, or SnapshotTooOld once the view's snapshot was cut (V4). A read of
+  // a snapshot checks this after it has looked at the tree and the versions
+  // (as Visible does): whatever the purge removed for a cut snapshot was
+  // removed after the cut, so a read that finds its snapshot not cut at its
+  // end read nothing the purge had taken.
+  Status CheckSnapshot(const ReadView& view) const;
   // The value `view` sees, given the tree's value read just before (V1).
-  // SnapshotTooOld if the view's snapshot was cut (V4).
+  // SnapshotTooOld if the view's snapshot was cut (V4), before or during
+  // the call.
   Result<std::optional<std::string>> Visible(std::string_view key,
                                              std::optional<std::string> latest,
                                              const ReadView& view) const;
@@ -158,6 +169,9 @@ class VersionStore {
   static int64_t Cost(const Version& v) {
     return static_cast<int64_t>(sizeof(Version) + (v.before ? v.before->size() : 0));
   }
+  // `value`, unless the view was cut meanwhile (V4).
+  Result<std::optional<std::string>> CheckedValue(std::optional<std::string> value,
+                                                  const ReadView& view) const;
   static int64_t KeyCost(std::string_view key) {
     return static_cast<int64_t>(key.size() + 96);  // the map node, roughly
   }

@@ -1,5 +1,6 @@
 #include "page/space_file.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -44,7 +45,7 @@ Result<std::unique_ptr<SpaceFile>> SpaceFile::Create(FileSystem* fs, const std::
   EncodeFixed32(hdr + 48, space_id);
   // A label for people reading the file; nothing identifies a space by it.
   const std::string label = name.substr(0, kSpaceLabelMax);
-  std::memcpy(hdr + 56, label.data(), label.size());
+  std::copy(label.begin(), label.end(), hdr + 56);
   EncodeFixed64(hdr + 120, static_cast<uint64_t>(::time(nullptr)));
   SealPage(hdr, page_size);
   SUBITO_RETURN_IF_ERROR((*f)->Extend(uint64_t{page_size} * kExtendPages));

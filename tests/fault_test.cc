@@ -525,7 +525,8 @@ TEST_F(FaultTest, ValuesWrittenUnderOneSettingReadUnderAnother) {
 
 // A snapshot left open under a write load keeps old versions; past the
 // budget the purge cuts it (its next read fails with SnapshotTooOld) and
-// memory comes back within the budget. Newer snapshots are not affected.
+// memory comes back within the budget. A snapshot taken afterwards reads
+// as usual.
 TEST_F(FaultTest, VersionsStayWithinTheirBudgetUnderALongSnapshot) {
   options_.version_store_budget_bytes = 1 << 20;
   options_.buffer_pool_bytes = 32 << 20;

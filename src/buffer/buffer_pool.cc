@@ -448,11 +448,10 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
 }
 
 void BufferPool::NoteWriteOutcome(const Status& st) {
-  if (st.ok() == !writes_failing_flag_.load(std::memory_order_relaxed)) return;
+  if (st.ok() == !writes_failing_.load(std::memory_order_relaxed)) return;
   std::lock_guard lock(outcome_mu_);  // held while reporting: reports stay in order
-  if (st.ok() == !writes_failing_) return;
-  writes_failing_ = !st.ok();
-  writes_failing_flag_.store(writes_failing_, std::memory_order_relaxed);
+  if (st.ok() == !writes_failing_.load(std::memory_order_relaxed)) return;
+  writes_failing_.store(!st.ok(), std::memory_order_relaxed);
   if (!options_.report) return;
   options_.report(st.ok() ? StrFormat("page writes succeed again (%llu failed batches before)",
                                       static_cast<unsigned long long>(writer_.failures()))
@@ -580,7 +579,7 @@ BufferPoolStats BufferPool::stats() const {
   s.pages_written = writer_.pages_written();
   s.write_batches = writer_.batches();
   s.write_failures = writer_.failures();
-  s.writes_failing = writes_failing_flag_.load(std::memory_order_relaxed);
+  s.writes_failing = writes_failing_.load(std::memory_order_relaxed);
   std::lock_guard lock(spaces_mu_);
   for (auto& [id, sp] : spaces_) s.pages_read += sp->stats().pages_read;
   return s;

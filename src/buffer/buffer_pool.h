@@ -205,9 +205,8 @@ class BufferPool {
   PageWriter writer_;
   std::vector<std::unique_ptr<Frame>> frames_;
   uint8_t* memory_ = nullptr;
-  std::mutex outcome_mu_;
-  bool writes_failing_ = false;  // guarded by outcome_mu_
-  std::atomic<bool> writes_failing_flag_{false};
+  std::mutex outcome_mu_;  // changes of writes_failing_, and their reports
+  std::atomic<bool> writes_failing_{false};
 
   mutable std::mutex mu_;  // table_, frame bookkeeping, flush_list_, free_, hand_
   std::condition_variable load_cv_;

@@ -21,7 +21,6 @@ Status PageWriter::Write(const std::vector<PageImage>& batch,
       return st;
     }
     pending_.clear();
-    pending_count_.store(0, std::memory_order_relaxed);
   }
   uint64_t max_lsn = 0;
   for (const PageImage& p : batch) max_lsn = std::max(max_lsn, p.page_lsn);
@@ -50,7 +49,6 @@ Status PageWriter::Write(const std::vector<PageImage>& batch,
       for (const PageImage& p : batch) {
         pending_.push_back({p.space_id, p.page_no, std::vector<uint8_t>(p.data, p.data + ps)});
       }
-      pending_count_.store(pending_.size(), std::memory_order_relaxed);
     }
     return st;
   }
@@ -62,7 +60,6 @@ Status PageWriter::Write(const std::vector<PageImage>& batch,
 void PageWriter::ForgetSpace(uint32_t space_id) {
   std::lock_guard lock(mu_);
   std::erase_if(pending_, [&](const Owned& p) { return p.space_id == space_id; });
-  pending_count_.store(pending_.size(), std::memory_order_relaxed);
 }
 
 namespace {

@@ -49,7 +49,10 @@ class PageWriter {
   void ForgetSpace(uint32_t space_id);
   // Batches that failed, and whether a failed batch still waits (P4).
   uint64_t failures() const { return failures_.load(std::memory_order_relaxed); }
-  bool retry_pending() const { return pending_count_.load(std::memory_order_relaxed) > 0; }
+  bool retry_pending() {
+    std::lock_guard lock(mu_);
+    return !pending_.empty();
+  }
 
  private:
   struct Owned {
@@ -65,7 +68,6 @@ class PageWriter {
   DoubleWrite* const dwb_;
   std::mutex mu_;
   std::vector<Owned> pending_;  // guarded by mu_: the failed batch (P4)
-  std::atomic<size_t> pending_count_{0};
   std::atomic<uint64_t> pages_{0}, batches_{0}, failures_{0};
 };
 

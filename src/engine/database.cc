@@ -4,7 +4,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 
 #include "btree/key_encoding.h"
@@ -43,7 +42,7 @@ Status PreparePrivateDir(const std::string& dir) {
   for (std::filesystem::path d = path;; d = d.parent_path()) {
     struct stat st {};
     if (::lstat(d.c_str(), &st) != 0) {
-      return Status::IOError("cannot stat " + d.string() + ": " + std::strerror(errno));
+      return StatusFromErrno(errno, "cannot stat", d.string());
     }
     if (S_ISLNK(st.st_mode)) {
       if (d == path) {
@@ -57,7 +56,7 @@ Status PreparePrivateDir(const std::string& dir) {
             path.c_str(), d.c_str(), static_cast<unsigned>(st.st_uid), static_cast<unsigned>(me)));
       }
       if (::stat(d.c_str(), &st) != 0) {
-        return Status::IOError("cannot stat " + d.string() + ": " + std::strerror(errno));
+        return StatusFromErrno(errno, "cannot stat", d.string());
       }
     }
     if (st.st_uid != me && st.st_uid != 0) {
@@ -221,7 +220,6 @@ Status DatabaseImpl::OpenAll() {
   lo.on_log_full = [this] {
     if (buffer::BufferPool* p = pool_for_log_.load()) p->OnLogFull();
   };
-  SUBITO_RETURN_IF_ERROR(CreatePrivateDirectories(lo.dir));
   if (recovery_.created && PosixFileSystem()->Exists(lo.dir + "/log.0")) {
     return Status::InvalidArgument("PM directory " + options_.pm_dir + " holds a log, but " +
                                    options_.dir + " holds no database: refusing to mix them");

@@ -30,7 +30,7 @@ step "mtr suite subito"
 ln -sfn "$ROOT/mariadb/mysql-test/subito" /usr/share/mysql/mysql-test/suite/subito
 log="$(mktemp)"
 if (cd /usr/share/mysql/mysql-test && ./mtr --mem --suite=subito --parallel=1 --force \
-      --max-test-fail=0 --retry=0) >"$log" 2>&1; then
+      --max-test-fail=0 --retry=0 --big-test) >"$log" 2>&1; then
   :
 fi
 # mtr prints each result twice (progress, then summary): count tests once.

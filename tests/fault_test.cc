@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -458,6 +459,61 @@ TEST_F(FaultTest, ARollbackThatCannotFinishStopsWritesAndRecoveryFinishesIt) {
   auto txn = db_->Begin();
   ASSERT_OK(txn->Insert(t, SampleRow(-2, 0, std::nullopt, "after")));
   ASSERT_OK(txn->Commit());
+}
+
+// The classic log (pwrite + fdatasync, InnoDB's way) meets a failing
+// write (EIO, or a short write as a full device leaves) or fdatasync: the
+// commit waiting for it cannot know whether its record is durable, so the
+// engine stops accepting writes and says why; reads go on, and after a
+// restart every acknowledged transaction is there.
+TEST_F(FaultTest, AFailingClassicLogStopsWritesAndLosesNoAcknowledgedCommit) {
+  options_.log_write_mode = "classic";
+  options_.log_file_system = &fs_;
+  const FaultRule faults[] = {
+      {kFaultSync, "/log.", EIO, 3, 1},
+      {kFaultWrite, "/log.", ENOSPC, 5, 1, 1.0, /*short_write=*/true},
+  };
+  int64_t id = 0;
+  std::map<int64_t, std::string> acknowledged;
+  for (const FaultRule& fault : faults) {
+    SCOPED_TRACE(fault.ops == kFaultSync ? "fdatasync fails" : "pwrite writes short");
+    Reopen();
+    Table* t = db_->FindTable("t") ? db_->FindTable("t") : Create("t");
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(Rows("t"), acknowledged);
+    const uint64_t injected_before = fs_.injected();
+    fs_.Add(fault);
+    Status failed;
+    std::optional<int64_t> uncertain;
+    for (int n = 0; n < 100 && failed.ok(); ++n, ++id) {
+      auto txn = db_->Begin();
+      ASSERT_OK(txn->Insert(t, SampleRow(id, id % 5, std::nullopt, Value(id, 300))));
+      failed = txn->Commit();
+      if (failed.ok()) {
+        acknowledged[id] = Value(id, 300);
+      } else {
+        uncertain = id;
+      }
+    }
+    ASSERT_FALSE(failed.ok()) << "no commit met the fault";
+    EXPECT_EQ(fs_.injected(), injected_before + 1);
+    DatabaseStats s = db_->Stats();
+    ASSERT_TRUE(s.writes_stopped);
+    EXPECT_NE(s.stop_reason.find("/log."), std::string::npos) << s.stop_reason;
+    {
+      auto txn = db_->Begin();
+      Status w = txn->Insert(t, SampleRow(-1, 0, std::nullopt, "refused"));
+      EXPECT_TRUE(w.IsReadOnly()) << w.ToString();
+      (void)txn->Rollback();
+    }
+    std::map<int64_t, std::string> seen = Rows("t");  // reads go on
+    for (const auto& [k, v] : acknowledged) EXPECT_EQ(seen[k], v) << k;
+    Reopen();
+    EXPECT_FALSE(db_->Stats().writes_stopped);
+    seen = Rows("t");
+    if (uncertain && seen.count(*uncertain)) acknowledged[*uncertain] = seen[*uncertain];
+    EXPECT_EQ(seen, acknowledged);
+  }
 }
 
 // A write waiting for log space whose checkpoint cannot move (held here, as

@@ -135,9 +135,11 @@ struct Options {
   // Messages for the server's error log: page writes failing (a full disk)
   // and succeeding again, the engine stopping writes. Default: stderr.
   std::function<void(const std::string&)> error_log;
-  // Tests only: where page files and PM bytes go.
+  // Tests only: where page files and PM bytes go, and what the classic
+  // log's pwrites and fdatasyncs go through (its files are in pm_dir).
   FileSystem* file_system = nullptr;
   pmem::Persistence* persistence = nullptr;
+  FileSystem* log_file_system = nullptr;
 };
 
 // Counters since Open (bytes to the PM tier: redo records and double-write

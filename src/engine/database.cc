@@ -216,6 +216,7 @@ Status DatabaseImpl::OpenAll() {
   lo.buffer_size = options_.log_buffer_size;
   lo.write_ahead_size = options_.log_write_ahead_size;
   lo.persistence = options_.persistence;
+  lo.file_system = options_.log_file_system;
   lo.full_timeout_ms = options_.log_full_timeout_ms;
   lo.on_log_full = [this] {
     if (buffer::BufferPool* p = pool_for_log_.load()) p->OnLogFull();

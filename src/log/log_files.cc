@@ -63,10 +63,11 @@ Result<std::unique_ptr<LogFiles>> LogFiles::OpenOrCreate(const LogOptions& optio
     SUBITO_RETURN_IF_ERROR(lf->OpenExisting(count));
   }
   if (options.write_mode == LogWriteMode::kClassic) {
-    for (size_t i = 0; i < lf->files_.size(); ++i) {
-      int fd = ::open(lf->files_[i]->path().c_str(), O_RDWR | O_CLOEXEC);
-      if (fd < 0) return Status::IOError(Errno("cannot open " + lf->files_[i]->path()));
-      lf->fds_.push_back(fd);
+    FileSystem* fs = options.file_system ? options.file_system : PosixFileSystem();
+    for (auto& f : lf->files_) {
+      Result<std::unique_ptr<File>> w = fs->Open(f->path());
+      if (!w.ok()) return w.status();
+      lf->writers_.push_back(std::move(*w));
     }
   }
   return lf;
@@ -169,7 +170,6 @@ LogFiles::~LogFiles() {
   for (auto& f : files_) {
     if (persistence_) persistence_->OnUnmap(f->data());
   }
-  for (int fd : fds_) ::close(fd);
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
 }
 
@@ -180,7 +180,7 @@ std::vector<StreamView> LogFiles::Views() const {
 }
 
 Status LogFiles::WriteDurably(size_t i, uint64_t offset, const void* src, size_t n) {
-  if (fds_.empty()) {
+  if (writers_.empty()) {
     uint8_t* dst = files_[i]->data() + offset;
     if (src) {
       persistence_->CopyNoDrain(dst, src, n);
@@ -195,15 +195,8 @@ Status LogFiles::WriteDurably(size_t i, uint64_t offset, const void* src, size_t
     zeros.assign(n, 0);
     src = zeros.data();
   }
-  const auto* p = static_cast<const uint8_t*>(src);
-  for (size_t done = 0; done < n;) {
-    ssize_t w = ::pwrite(fds_[i], p + done, n - done, static_cast<off_t>(offset + done));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return Status::IOError(Errno("pwrite to " + files_[i]->path()));
-    done += static_cast<size_t>(w);
-  }
-  if (::fdatasync(fds_[i]) != 0) return Status::IOError(Errno("fdatasync " + files_[i]->path()));
-  return Status::OK();
+  SUBITO_RETURN_IF_ERROR(writers_[i]->Write(offset, src, n));
+  return writers_[i]->Sync();
 }
 
 }  // namespace subito::log

@@ -13,6 +13,7 @@
 #include "log/log_reader.h"
 #include "pmem/pm_file.h"
 #include "subito/status.h"
+#include "util/file_io.h"
 
 namespace subito::log {
 
@@ -27,7 +28,8 @@ class LogFiles {
 
   size_t count() const { return files_.size(); }
   pmem::PmFile& file(size_t i) const { return *files_[i]; }
-  int fd(size_t i) const { return fds_[i]; }
+  // Classic mode: the handle stream i's pwrites and fdatasyncs go through.
+  File& writer(size_t i) const { return *writers_[i]; }
   pmem::Persistence* persistence() const { return persistence_; }
   bool created() const { return created_; }
   std::vector<StreamView> Views() const;
@@ -47,7 +49,7 @@ class LogFiles {
   int lock_fd_ = -1;
   bool created_ = false;
   std::vector<std::unique_ptr<pmem::PmFile>> files_;
-  std::vector<int> fds_;  // classic mode: O_RDWR descriptors for pwrite/fdatasync
+  std::vector<std::unique_ptr<File>> writers_;  // classic mode only
   pmem::Persistence* persistence_ = nullptr;
 };
 

@@ -8,6 +8,9 @@
 
 #include "subito/status.h"
 
+namespace subito {
+class FileSystem;
+}
 namespace subito::pmem {
 class Persistence;
 }
@@ -57,6 +60,9 @@ struct LogOptions {
   uint64_t expected_salt = 0;
   // Tests: replaces the persistence chosen from the mapping (nf mode).
   pmem::Persistence* persistence = nullptr;
+  // Tests: classic mode's writes and syncs of the stream files go through
+  // this file system (one that injects faults). Null: POSIX.
+  FileSystem* file_system = nullptr;
 };
 
 // Checks every setting; the message names the setting and the allowed range.

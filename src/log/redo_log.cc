@@ -374,7 +374,7 @@ void RedoLog::NfWrite(Stream& s, Lsn target) {
 Status RedoLog::ClassicWrite(Stream& s, Lsn target) {
   const Lsn w = s.written.load(std::memory_order_relaxed);
   const uint64_t stripe = geometry_.stripe_size;
-  const int fd = files_->fd(s.id);
+  File& file = files_->writer(s.id);
   const Lsn limit = checkpoint_.load(std::memory_order_acquire) + geometry_.capacity();
   bool wrote = false;
   for (Lsn pos = geometry_.NextOwnedBy(s.id, w); pos < target;) {
@@ -388,17 +388,8 @@ Status RedoLog::ClassicWrite(Stream& s, Lsn target) {
     const Lsn to = std::max(end, std::min({AlignUp(end, write_ahead_), stripe_end, limit}));
     s.staging.assign(to - from, 0);
     CopyFromRing(s.staging.data(), from, end - from);
-    const off_t off = static_cast<off_t>(geometry_.FileOffsetOf(from));
-    for (size_t done = 0; done < s.staging.size();) {
-      ssize_t n = ::pwrite(fd, s.staging.data() + done, s.staging.size() - done,
-                           off + static_cast<off_t>(done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        return Status::IOError(
-            StrFormat("pwrite to log stream %u: %s", s.id, std::strerror(errno)));
-      }
-      done += static_cast<size_t>(n);
-    }
+    SUBITO_RETURN_IF_ERROR(
+        file.Write(geometry_.FileOffsetOf(from), s.staging.data(), s.staging.size()));
     wrote = true;
     Bump(s.writes, 1);
     Bump(s.persisted_bytes, to - from);
@@ -438,14 +429,13 @@ void RedoLog::ClassicWriterLoop(Stream& s) {
 
 void RedoLog::ClassicFlusherLoop(Stream& s) {
   if (options_.numa_pin) pmem::PinCurrentThreadToNode(numa_node_);
-  const int fd = files_->fd(s.id);
+  File& file = files_->writer(s.id);
   for (;;) {
     uint64_t events = s.flush_events.load(std::memory_order_acquire);
     Lsn w = s.written.load(std::memory_order_acquire);
     if (w > s.durable.load(std::memory_order_relaxed) && !failed_.load()) {
-      if (::fdatasync(fd) != 0) {
-        Fail(Status::IOError(
-            StrFormat("fdatasync of log stream %u: %s", s.id, std::strerror(errno))));
+      if (Status st = file.Sync(); !st.ok()) {
+        Fail(st);
         continue;
       }
       Bump(s.syncs, 1);  // the flusher is the only one counting syncs in classic mode

@@ -233,13 +233,19 @@ Status DatabaseImpl::OpenAll() {
         "so committed transactions may be missing. Refusing to open; restore from a backup "
         "or point pm_dir at the log");
   }
-  lo.expected_salt = catalog_.log_salt;  // K5
+  if (!PosixFileSystem()->Exists(lo.dir + "/log.0")) {
+    // K5: the salt of the log about to be made reaches the catalog first, so
+    // that no failure or power cut can leave a log every later start refuses
+    // (a catalog naming a log that was never made is harmless: none is there).
+    lo.new_salt = log::NewLogSalt();
+    catalog_.log_salt = lo.new_salt;
+    SUBITO_RETURN_IF_ERROR(Persist());
+  }
+  lo.expected_salt = catalog_.log_salt;
   Result<std::unique_ptr<log::RedoLog>> l = log::RedoLog::Open(lo);
   if (!l.ok()) return l.status();
   log_ = std::move(*l);
-  if (catalog_.log_salt != log_->salt()) {
-    // K5: a new log is bound to the catalog at once, so that a start failing
-    // after this point does not leave a log every later start refuses.
+  if (catalog_.log_salt != log_->salt()) {  // a catalog of version 1 names no log
     catalog_.log_salt = log_->salt();
     SUBITO_RETURN_IF_ERROR(Persist());
   }

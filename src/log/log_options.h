@@ -56,8 +56,10 @@ struct LogOptions {
   uint32_t full_timeout_ms = 60000;
   // An existing log must carry this salt (its file header's), else Open
   // refuses it before writing anything: the log of another database. 0: any.
-  // A log this Open creates gets a new salt.
   uint64_t expected_salt = 0;
+  // The salt of a log this Open creates (its owner may record it first, so
+  // that no instant has a log its owner does not know). 0: a random one.
+  uint64_t new_salt = 0;
   // Tests: replaces the persistence chosen from the mapping (nf mode).
   pmem::Persistence* persistence = nullptr;
   // Tests: classic mode's writes and syncs of the stream files go through

@@ -82,6 +82,35 @@ class Server:
         out = self.sql("SHOW GLOBAL STATUS")
         return {k: v for k, v in (line.split("\t", 1) for line in out.splitlines() if "\t" in line)}
 
+    def pid(self):
+        with open(os.path.join(self.dir, "mysqld.pid")) as f:
+            return int(f.read().strip())
+
+    def disk_io(self):
+        """(read_bytes, write_bytes) of the server process from /proc/PID/io: what
+        reached or came from a block device (tmpfs, and so the PM tier, counts
+        in neither; page-cache hits are not reads)."""
+        with open(f"/proc/{self.pid()}/io") as f:
+            io = dict(line.split(": ") for line in f.read().splitlines())
+        return int(io["read_bytes"]), int(io["write_bytes"])
+
+    def caching(self):
+        """What caches this engine's data files, from the server itself."""
+        s = self.status()
+        if self.engine == "subito":
+            v = self.sql("SELECT @@subito_direct_io, @@subito_buffer_pool_size").split()
+            buffered = int(s.get("Subito_page_files_cached_by_os", "0"))
+            if v[0] != "1" or buffered:
+                return {"direct_io": False, "pool": int(v[1]),
+                        "text": f"page files cached by the OS ({buffered} files on a file system "
+                                "in memory or without O_DIRECT)"}
+            return {"direct_io": True, "pool": int(v[1]),
+                    "text": "page files O_DIRECT: the buffer pool is their only cache"}
+        v = self.sql("SELECT @@innodb_flush_method, @@innodb_buffer_pool_size").split()
+        return {"direct_io": v[0].startswith("O_DIRECT"), "pool": int(v[1]),
+                "text": f"innodb_flush_method={v[0]}: the buffer pool is the data files' only cache"
+                if v[0].startswith("O_DIRECT") else f"innodb_flush_method={v[0]}"}
+
     def written(self):
         """(bytes to the PM tier / redo, bytes to data files) since start."""
         s = self.status()
@@ -124,15 +153,27 @@ def run_sysbench_regime(args, name, engine, tables, rows, pool, workloads, resul
         result.setdefault("bulk_load", {})[engine] = {"seconds": round(load_s, 2),
                                                       "rows": tables * rows}
         log(f"(d) {engine}: bulk load {load_s:.1f} s")
+    cache = srv.caching()
+    result.setdefault("caching", {})[engine] = cache
+    log(f"({name}) {engine}: {cache['text']}, pool {cache['pool'] >> 20} MiB")
+    if not cache["direct_io"]:
+        log(f"({name}) WARNING: {engine}'s data files are cached by the OS: not an equal comparison")
     for w in workloads:
         pm0, data0 = srv.written()
+        rd0, wr0 = srv.disk_io()
         r = sysbench(srv, args, tables, rows, w, args.seconds)
         pm1, data1 = srv.written()
-        r["pm_bytes_per_txn"] = round((pm1 - pm0) / max(r["transactions"], 1))
-        r["data_bytes_per_txn"] = round((data1 - data0) / max(r["transactions"], 1))
+        rd1, wr1 = srv.disk_io()
+        n = max(r["transactions"], 1)
+        r["pm_bytes_per_txn"] = round((pm1 - pm0) / n)
+        r["data_bytes_per_txn"] = round((data1 - data0) / n)
+        r["disk_read_bytes_per_txn"] = round((rd1 - rd0) / n)
+        r["disk_write_bytes_per_txn"] = round((wr1 - wr0) / n)
         result.setdefault(w, {})[engine] = r
         log(f"({name}) {engine} {w}: {r['tps']:.0f} tps, p95 {r['p95_ms']} ms, "
-            f"{r['pm_bytes_per_txn']} B redo/PM + {r['data_bytes_per_txn']} B data per txn")
+            f"{r['pm_bytes_per_txn']} B redo/PM + {r['data_bytes_per_txn']} B data per txn; "
+            f"process disk I/O per txn: read {r['disk_read_bytes_per_txn']} B, "
+            f"written {r['disk_write_bytes_per_txn']} B")
     if restart:
         log(f"(e) {engine}: oltp_write_only, SIGKILL after {args.kill_after} s")
         load = subprocess.Popen(["sysbench", "--db-driver=mysql", f"--mysql-socket={srv.sock}",
@@ -169,16 +210,21 @@ def run_tpcc(args, engine, result):
             break
     p.wait()
     log(f"(c) {engine}: loaded in {time.time() - t0:.0f} s; running {args.tpcc_seconds} s")
+    result.setdefault("caching", {})[engine] = srv.caching()
     pm0, data0 = srv.written()
+    rd0, wr0 = srv.disk_io()
     out = sh(tpcc + ["run", "-T", str(args.threads), "--time", f"{args.tpcc_seconds}s",
                      "--interval", "10000s"]).stdout
     pm1, data1 = srv.written()
+    rd1, wr1 = srv.disk_io()
     m = re.search(r"tpmC: ([\d.]+), tpmTotal: ([\d.]+)", out)
     errs = sum(int(x) for x in re.findall(r"_ERR - Takes\(s\): [\d.]+, Count: (\d+)", out))
     total = float(m.group(2)) * args.tpcc_seconds / 60
     r = {"tpmC": float(m.group(1)), "tpmTotal": float(m.group(2)), "errors": errs,
          "pm_bytes_per_txn": round((pm1 - pm0) / max(total, 1)),
-         "data_bytes_per_txn": round((data1 - data0) / max(total, 1))}
+         "data_bytes_per_txn": round((data1 - data0) / max(total, 1)),
+         "disk_read_bytes_per_txn": round((rd1 - rd0) / max(total, 1)),
+         "disk_write_bytes_per_txn": round((wr1 - wr0) / max(total, 1))}
     result.setdefault("tpcc", {})[engine] = r
     log(f"(c) {engine}: tpmC {r['tpmC']:.0f}, {errs} errors (deadlocks/timeouts), "
         f"{r['pm_bytes_per_txn']} B redo/PM + {r['data_bytes_per_txn']} B data per txn")
@@ -206,6 +252,11 @@ def print_table(res):
                     v["innodb"]["data_bytes_per_txn"])
                 row(f"({regime}) {w} redo (PM) bytes / txn", v["subito"]["pm_bytes_per_txn"],
                     v["innodb"]["pm_bytes_per_txn"])
+                row(f"({regime}) {w} process disk reads / txn", v["subito"]["disk_read_bytes_per_txn"],
+                    v["innodb"]["disk_read_bytes_per_txn"], False)
+                row(f"({regime}) {w} process disk writes / txn",
+                    v["subito"]["disk_write_bytes_per_txn"], v["innodb"]["disk_write_bytes_per_txn"],
+                    False)
     t = res.get("c", {}).get("tpcc", {})
     if "subito" in t and "innodb" in t:
         row("(c) TPC-C tpmC", t["subito"]["tpmC"], t["innodb"]["tpmC"])
@@ -300,6 +351,9 @@ def main():
         if "c" in args.regimes:
             run_tpcc(args, engine, res["c"])
     print_table(res)
+    for regime in ("a", "b", "c"):
+        for engine, c in res[regime].get("caching", {}).items():
+            print(f"({regime}) {engine}: {c['text']}, pool {c['pool'] >> 20} MiB")
     with open(os.path.join(args.out, "compare.json"), "w") as f:
         json.dump(res, f, indent=2)
     plot(res, os.path.join(args.out, "compare.png"))

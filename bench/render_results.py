@@ -122,6 +122,13 @@ def compare_section(data, png):
                f"(c) TPC-C (go-tpc 1.0.9): {c['warehouses']} warehouse(s), {c['seconds']} s, "
                f"{c['buffer_pool']} pools; (d) loading (b)'s data with sysbench prepare; "
                f"(e) SIGKILL during oltp_write_only on (b)'s data, to the first answered query")
+    for regime in ("a", "b", "c"):
+        for engine, c in data[regime].get("caching", {}).items():
+            out.append(f"- ({regime}) {'Subito' if engine == 'subito' else 'InnoDB'}: {c['text']}, "
+                       f"buffer pool {c['pool'] >> 20} MiB")
+    out.append("- disk reads and writes per transaction: the server process's `read_bytes` and "
+               "`write_bytes` from `/proc/PID/io` (block-device I/O of both engines, the binary "
+               "and error logs included; the PM tier on tmpfs counts in neither)")
     out.append("")
     out.append("| figure | Subito | InnoDB | Subito / InnoDB |")
     out.append("|---|---:|---:|---:|")
@@ -140,6 +147,11 @@ def compare_section(data, png):
                     iv["pm_bytes_per_txn"])
                 row(f"({regime}) {w}: data-file bytes per transaction", sv["data_bytes_per_txn"],
                     iv["data_bytes_per_txn"])
+                if "disk_read_bytes_per_txn" in sv and "disk_read_bytes_per_txn" in iv:
+                    row(f"({regime}) {w}: server process disk reads, bytes per transaction",
+                        sv["disk_read_bytes_per_txn"], iv["disk_read_bytes_per_txn"])
+                    row(f"({regime}) {w}: server process disk writes, bytes per transaction",
+                        sv["disk_write_bytes_per_txn"], iv["disk_write_bytes_per_txn"])
     t = data.get("c", {}).get("tpcc", {})
     if "subito" in t and "innodb" in t:
         row("(c) TPC-C tpmC", t["subito"]["tpmC"], t["innodb"]["tpmC"])

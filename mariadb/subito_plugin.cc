@@ -51,6 +51,7 @@ uint sv_write_ahead_size = 512;
 uint sv_page_size = 16384;
 uint sv_page_cleaners = 1;
 my_bool sv_double_write_on_pm = 1;
+my_bool sv_direct_io = 1;
 uint sv_open_files = 0;
 
 MYSQL_SYSVAR_STR(
@@ -96,6 +97,12 @@ MYSQL_SYSVAR_UINT(page_cleaners, sv_page_cleaners, PLUGIN_VAR_READONLY,
 MYSQL_SYSVAR_BOOL(double_write_on_pm, sv_double_write_on_pm, PLUGIN_VAR_READONLY,
                   "Keep the double-write area on the PM tier (OFF: a file in data_home_dir)",
                   nullptr, nullptr, 1);
+MYSQL_SYSVAR_BOOL(direct_io, sv_direct_io, PLUGIN_VAR_READONLY,
+                  "Read and write page files with O_DIRECT, so the buffer pool is their only "
+                  "cache (as innodb_flush_method=O_DIRECT); OFF: through the OS page cache. "
+                  "Files the OS caches all the same (on tmpfs, or a file system without "
+                  "O_DIRECT) are counted in Subito_page_files_cached_by_os",
+                  nullptr, nullptr, 1);
 MYSQL_SYSVAR_UINT(open_files, sv_open_files, PLUGIN_VAR_READONLY,
                   "Page-file descriptors Subito keeps open at once, closing the least recently "
                   "used past it (0: as innodb_open_files, 300 or table_open_cache when that is "
@@ -108,15 +115,23 @@ MYSQL_THDVAR_UINT(lock_wait_timeout, PLUGIN_VAR_RQCMDARG,
                   "once); a statement also waits no longer than lock_wait_timeout",
                   nullptr, nullptr, 50, 0, 1073741824, 0);
 
-struct st_mysql_sys_var* system_variables[] = {
-    MYSQL_SYSVAR(data_home_dir),      MYSQL_SYSVAR(pm_dir),
-    MYSQL_SYSVAR(log_write_mode),     MYSQL_SYSVAR(log_streams),
-    MYSQL_SYSVAR(log_file_size),      MYSQL_SYSVAR(log_buffer_size),
-    MYSQL_SYSVAR(buffer_pool_size),   MYSQL_SYSVAR(page_size),
-    MYSQL_SYSVAR(page_cleaners),      MYSQL_SYSVAR(double_write_on_pm),
-    MYSQL_SYSVAR(lock_wait_timeout),  MYSQL_SYSVAR(log_write_ahead_size),
-    MYSQL_SYSVAR(open_files),         MYSQL_SYSVAR(version_store_budget),
-    MYSQL_SYSVAR(lock_memory_budget), nullptr};
+struct st_mysql_sys_var* system_variables[] = {MYSQL_SYSVAR(data_home_dir),
+                                               MYSQL_SYSVAR(pm_dir),
+                                               MYSQL_SYSVAR(log_write_mode),
+                                               MYSQL_SYSVAR(log_streams),
+                                               MYSQL_SYSVAR(log_file_size),
+                                               MYSQL_SYSVAR(log_buffer_size),
+                                               MYSQL_SYSVAR(buffer_pool_size),
+                                               MYSQL_SYSVAR(page_size),
+                                               MYSQL_SYSVAR(page_cleaners),
+                                               MYSQL_SYSVAR(double_write_on_pm),
+                                               MYSQL_SYSVAR(lock_wait_timeout),
+                                               MYSQL_SYSVAR(log_write_ahead_size),
+                                               MYSQL_SYSVAR(open_files),
+                                               MYSQL_SYSVAR(version_store_budget),
+                                               MYSQL_SYSVAR(lock_memory_budget),
+                                               MYSQL_SYSVAR(direct_io),
+                                               nullptr};
 
 // ---- status variables ----
 //
@@ -131,7 +146,7 @@ struct Exported {
   ulonglong buffer_hits, buffer_misses, checkpoints, version_keys, undo_relocations;
   ulonglong open_files, file_closes, file_reopens, open_file_waits;
   ulonglong page_write_failures, page_writes_failing, writes_stopped;
-  ulonglong version_bytes, snapshots_cut, lock_bytes;
+  ulonglong version_bytes, snapshots_cut, lock_bytes, page_files_cached_by_os;
   double buffer_hit_ratio;
 };
 
@@ -170,6 +185,7 @@ Exported Collect() {
   e.version_bytes = s.version_bytes;
   e.snapshots_cut = s.snapshots_cut;
   e.lock_bytes = s.lock_bytes;
+  e.page_files_cached_by_os = s.page_files_cached_by_os;
   return e;
 }
 
@@ -209,7 +225,8 @@ constexpr StatusVar kStatusVars[] = {SUBITO_STATUS(commits, SHOW_ULONGLONG),
                                      SUBITO_STATUS(writes_stopped, SHOW_ULONGLONG),
                                      SUBITO_STATUS(version_bytes, SHOW_ULONGLONG),
                                      SUBITO_STATUS(snapshots_cut, SHOW_ULONGLONG),
-                                     SUBITO_STATUS(lock_bytes, SHOW_ULONGLONG)};
+                                     SUBITO_STATUS(lock_bytes, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(page_files_cached_by_os, SHOW_ULONGLONG)};
 #undef SUBITO_STATUS
 
 int ShowStatus(THD*, SHOW_VAR* var, void* buff, struct system_status_var*, enum enum_var_type) {
@@ -443,6 +460,7 @@ int InitEngine(void* p) {
     if (sv_open_files > tc_size) sv_open_files = static_cast<uint>(tc_size);
   }
   o.max_open_files = sv_open_files;
+  o.direct_io = sv_direct_io;
   o.version_store_budget_bytes = sv_version_store_budget;
   o.lock_memory_budget_bytes = sv_lock_memory_budget;
   o.error_log = [](const std::string& m) { sql_print_error("Subito: %s", m.c_str()); };

@@ -21,9 +21,11 @@ extern char** environ;
 
 namespace subito::test {
 
-ScratchDir::ScratchDir() {
-  const char* base = std::getenv("SUBITO_TEST_DIR");
-  std::string tmpl = std::string(base ? base : "/dev/shm") + "/subito-test-XXXXXX";
+ScratchDir::ScratchDir()
+    : ScratchDir(std::getenv("SUBITO_TEST_DIR") ? std::getenv("SUBITO_TEST_DIR") : "/dev/shm") {}
+
+ScratchDir::ScratchDir(const std::string& base) {
+  std::string tmpl = base + "/subito-test-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
   path_ = tmpl;
 }

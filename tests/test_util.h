@@ -17,6 +17,9 @@ namespace subito::test {
 class ScratchDir {
  public:
   ScratchDir();
+  // Under `base` instead of $SUBITO_TEST_DIR or /dev/shm (a disk file
+  // system, for tests of O_DIRECT, which tmpfs refuses).
+  explicit ScratchDir(const std::string& base);
   ~ScratchDir();
   const std::string& path() const { return path_; }
   std::string Sub(const std::string& name) const { return path_ + "/" + name; }

@@ -120,6 +120,11 @@ struct Options {
   // innodb_open_files): past it the least recently used one is closed, and
   // opened again when next needed. 0: no limit.
   uint32_t max_open_files = 300;
+  // Page files are read and written with O_DIRECT, so the buffer pool is
+  // their only cache (InnoDB's innodb_flush_method=O_DIRECT). Files the OS
+  // caches all the same (tmpfs, a file system without O_DIRECT) are counted
+  // in DatabaseStats::page_files_cached_by_os. false: the OS caches them.
+  bool direct_io = true;
   // A write waiting for log space gives up with Busy once the checkpoint
   // has not moved for this long (pages that cannot be written, a
   // transaction open since before the checkpoint).
@@ -140,6 +145,9 @@ struct Options {
   FileSystem* file_system = nullptr;
   pmem::Persistence* persistence = nullptr;
   FileSystem* log_file_system = nullptr;
+  // Tests only: the catalog's and the double-write file's (default:
+  // file_system if set, else POSIX without O_DIRECT).
+  FileSystem* meta_file_system = nullptr;
 };
 
 // Counters since Open (bytes to the PM tier: redo records and double-write
@@ -189,6 +197,10 @@ struct DatabaseStats {
   // make room, opened again after that, opens that waited for a free one.
   uint64_t open_files = 0, open_files_limit = 0, file_closes = 0, file_reopens = 0;
   uint64_t open_file_waits = 0;
+  // Page files open now that the OS caches although Options::direct_io
+  // asked for O_DIRECT: their file system keeps files in memory (tmpfs) or
+  // refused O_DIRECT. 0 with direct_io: the buffer pool is their only cache.
+  uint64_t page_files_cached_by_os = 0;
   // Page-write batches that failed (a full disk, an I/O error; retried until
   // one succeeds), and whether the last one failed.
   uint64_t page_write_failures = 0;

@@ -1,6 +1,7 @@
 #include "buffer/page_writer.h"
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "util/strings.h"
@@ -15,6 +16,11 @@ Status PageWriter::Write(const std::vector<PageImage>& batch,
         StrFormat("page write batch of %zu pages exceeds %u", batch.size(), max_batch()));
   }
   std::lock_guard lock(mu_);
+  if (dwb_ && !retry_images_) {
+    Result<AlignedBuffer> b = AlignedBuffer::Allocate(size_t{dwb_->slots()} * dwb_->page_size());
+    if (!b.ok()) return b.status();
+    retry_images_ = std::move(*b);
+  }
   if (!pending_.empty()) {  // P4: the failed batch first, the slots hold it
     if (Status st = WriteInPlace(pending_, space_of); !st.ok()) {
       failures_.fetch_add(1, std::memory_order_relaxed);
@@ -46,8 +52,11 @@ Status PageWriter::Write(const std::vector<PageImage>& batch,
     failures_.fetch_add(1, std::memory_order_relaxed);
     if (dwb_) {
       const uint32_t ps = dwb_->page_size();
+      uint8_t* copy = retry_images_->get();
       for (const PageImage& p : batch) {
-        pending_.push_back({p.space_id, p.page_no, std::vector<uint8_t>(p.data, p.data + ps)});
+        std::memcpy(copy, p.data, ps);
+        pending_.push_back({p.space_id, p.page_no, copy});
+        copy += ps;
       }
     }
     return st;
@@ -62,16 +71,6 @@ void PageWriter::ForgetSpace(uint32_t space_id) {
   std::erase_if(pending_, [&](const Owned& p) { return p.space_id == space_id; });
 }
 
-namespace {
-const uint8_t* ImageData(const PageImage& p) {
-  return p.data;
-}
-template <typename Owned>
-const uint8_t* ImageData(const Owned& p) {
-  return p.data.data();
-}
-}  // namespace
-
 template <typename Images>
 Status PageWriter::WriteInPlace(const Images& images,
                                 const std::function<page::SpaceFile*(uint32_t)>& space_of) {
@@ -79,7 +78,7 @@ Status PageWriter::WriteInPlace(const Images& images,
   for (const auto& p : images) {
     page::SpaceFile* space = space_of(p.space_id);
     if (space == nullptr) continue;  // dropped meanwhile
-    SUBITO_RETURN_IF_ERROR(space->WritePage(p.page_no, ImageData(p)));
+    SUBITO_RETURN_IF_ERROR(space->WritePage(p.page_no, p.data));
     touched.insert(space);
   }
   for (page::SpaceFile* s : touched) SUBITO_RETURN_IF_ERROR(s->Sync());

@@ -25,11 +25,13 @@
 #include <atomic>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "buffer/double_write.h"
 #include "log/redo_log.h"
 #include "page/space_file.h"
+#include "util/aligned_buffer.h"
 
 namespace subito::buffer {
 
@@ -57,7 +59,7 @@ class PageWriter {
  private:
   struct Owned {
     uint32_t space_id, page_no;
-    std::vector<uint8_t> data;
+    const uint8_t* data;  // in retry_images_
   };
   // Writes the images in place, then syncs every space touched.
   template <typename Images>
@@ -68,6 +70,10 @@ class PageWriter {
   DoubleWrite* const dwb_;
   std::mutex mu_;
   std::vector<Owned> pending_;  // guarded by mu_: the failed batch (P4)
+  // Guarded by mu_: room for a failed batch's images, one slot per
+  // double-write slot, 4 KiB aligned as O_DIRECT wants. Made before the
+  // first batch is written, so keeping a failed batch never needs memory.
+  std::optional<AlignedBuffer> retry_images_;
   std::atomic<uint64_t> pages_{0}, batches_{0}, failures_{0};
 };
 

@@ -187,12 +187,17 @@ Result<std::unique_ptr<Database>> DatabaseImpl::Open(const Options& options) {
 
 Status DatabaseImpl::OpenAll() {
   locks_.SetMemoryBudget(options_.lock_memory_budget_bytes);
-  if (!options_.file_system) own_fs_ = NewPosixFileSystem(false, options_.max_open_files);
+  if (!options_.file_system) {
+    own_fs_ = NewPosixFileSystem(options_.direct_io, options_.max_open_files);
+  }
   fs_ = options_.file_system ? options_.file_system : own_fs_.get();
+  meta_fs_ = options_.meta_file_system ? options_.meta_file_system
+             : options_.file_system    ? options_.file_system
+                                       : PosixFileSystem(false);
   if (!options_.file_system) SUBITO_RETURN_IF_ERROR(CreatePrivateDirectories(options_.dir));
   SUBITO_RETURN_IF_ERROR(PreparePrivateDir(options_.pm_dir));
 
-  Result<std::optional<Catalog>> cat = ReadCatalog(fs_, options_.dir);
+  Result<std::optional<Catalog>> cat = ReadCatalog(meta_fs_, options_.dir);
   if (!cat.ok()) return cat.status();
   if (*cat) {
     catalog_ = std::move(**cat);
@@ -202,7 +207,7 @@ Status DatabaseImpl::OpenAll() {
     }
     catalog_.page_size = options_.page_size;
     recovery_.created = true;
-    SUBITO_RETURN_IF_ERROR(WriteCatalog(fs_, options_.dir, catalog_));
+    SUBITO_RETURN_IF_ERROR(WriteCatalog(meta_fs_, options_.dir, catalog_));
   }
   const uint32_t ps = catalog_.page_size;
 
@@ -233,15 +238,15 @@ Status DatabaseImpl::OpenAll() {
         "so committed transactions may be missing. Refusing to open; restore from a backup "
         "or point pm_dir at the log");
   }
-  if (!PosixFileSystem()->Exists(lo.dir + "/log.0")) {
-    // K5: the salt of the log about to be made reaches the catalog first, so
-    // that no failure or power cut can leave a log every later start refuses
-    // (a catalog naming a log that was never made is harmless: none is there).
-    lo.new_salt = log::NewLogSalt();
-    catalog_.log_salt = lo.new_salt;
-    SUBITO_RETURN_IF_ERROR(Persist());
-  }
   lo.expected_salt = catalog_.log_salt;
+  // K5: the salt of a log about to be made reaches the catalog first (under
+  // the log's lock, so a start that loses the race for it writes nothing):
+  // no failure or power cut leaves a log every later start refuses, and a
+  // catalog naming a log that was never made is harmless (none is there).
+  lo.on_create = [this](uint64_t salt) {
+    catalog_.log_salt = salt;
+    return Persist();
+  };
   Result<std::unique_ptr<log::RedoLog>> l = log::RedoLog::Open(lo);
   if (!l.ok()) return l.status();
   log_ = std::move(*l);
@@ -254,7 +259,7 @@ Status DatabaseImpl::OpenAll() {
       options_.double_write_on_pm
           ? buffer::DoubleWrite::OpenPm(options_.pm_dir + "/doublewrite", ps,
                                         options_.double_write_pages, options_.persistence)
-          : buffer::DoubleWrite::OpenFile(fs_, options_.dir + "/doublewrite", ps,
+          : buffer::DoubleWrite::OpenFile(meta_fs_, options_.dir + "/doublewrite", ps,
                                           options_.double_write_pages);
   if (!d.ok()) return d.status();
   dwb_ = std::move(*d);
@@ -343,7 +348,7 @@ std::string DatabaseImpl::TableDir(const TableDef& def) const {
 }
 
 Status DatabaseImpl::Persist() {
-  return WriteCatalog(fs_, options_.dir, catalog_);
+  return WriteCatalog(meta_fs_, options_.dir, catalog_);
 }
 
 Status DatabaseImpl::OpenIndex(TableImpl* t, const CatalogIndex& ci, bool create) {
@@ -825,6 +830,7 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.file_closes = fd.closes;
   s.file_reopens = fd.opens;
   s.open_file_waits = fd.waits;
+  s.page_files_cached_by_os = fs_->cached_files();
   s.purge_backlog = txns_ ? txns_->purge_backlog() : 0;
   s.version_bytes = static_cast<uint64_t>(std::max<int64_t>(0, version_budget_->bytes.load()));
   s.version_budget = version_budget_->limit;
@@ -869,12 +875,23 @@ Status DatabaseImpl::StoppedStatus() const {
                           "); restart the server");
 }
 
+std::string DatabaseImpl::PageFileCaching() const {
+  if (!options_.direct_io) return "through the OS page cache (direct_io off)";
+  const uint64_t cached = fs_->cached_files();
+  if (cached == 0) return "O_DIRECT (the buffer pool is their only cache)";
+  return StrFormat(
+      "O_DIRECT asked, yet the OS caches %llu of them (a file system in memory, "
+      "or one without O_DIRECT)",
+      static_cast<unsigned long long>(cached));
+}
+
 std::string DatabaseImpl::Describe() const {
   return log_->Describe() + "\ndouble-write: " +
          (options_.double_write_on_pm ? "PM tier, " + options_.pm_dir + "/doublewrite"
                                       : "file " + options_.dir + "/doublewrite") +
          StrFormat("\npages: %u bytes, buffer pool %llu MiB", catalog_.page_size,
-                   static_cast<unsigned long long>(options_.buffer_pool_bytes >> 20));
+                   static_cast<unsigned long long>(options_.buffer_pool_bytes >> 20)) +
+         "\npage files: " + PageFileCaching();
 }
 
 }  // namespace engine

@@ -110,6 +110,8 @@ class DatabaseImpl final : public Database {
   DatabaseStats Stats() const override;
   const RecoveryInfo& recovery() const override { return recovery_; }
   std::string Describe() const override;
+  // What caches the page files: "O_DIRECT (...)" or the OS page cache.
+  std::string PageFileCaching() const;
 
   // Used by transactions.
   log::RedoLog* log() const { return log_.get(); }
@@ -179,7 +181,10 @@ class DatabaseImpl final : public Database {
   std::string stop_reason_;  // guarded by stop_mu_
   // Declared first: it outlives every file opened through it.
   std::unique_ptr<FileSystem> own_fs_;  // when options_.file_system is unset
-  FileSystem* fs_ = nullptr;
+  FileSystem* fs_ = nullptr;            // page files (O_DIRECT if options_.direct_io)
+  // The catalog and the double-write file: small writes at any offset, so
+  // never O_DIRECT.
+  FileSystem* meta_fs_ = nullptr;
   std::unique_ptr<log::RedoLog> log_;
   std::unique_ptr<buffer::DoubleWrite> dwb_;
   std::unique_ptr<buffer::BufferPool> pool_;

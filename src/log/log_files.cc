@@ -31,14 +31,14 @@ Status SyncDir(const std::string& dir) {
   return Status::OK();
 }
 
-}  // namespace
-
 uint64_t NewLogSalt() {
   std::random_device rd;
   uint64_t salt = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   salt ^= static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   return salt == 0 ? 1 : salt;
 }
+
+}  // namespace
 
 std::string LogFiles::StreamPath(const std::string& dir, size_t i) {
   return dir + "/log." + std::to_string(i);
@@ -85,7 +85,8 @@ Status LogFiles::Lock() {
 
 Status LogFiles::Create() {
   const uint32_t n = options_.streams;
-  const uint64_t salt = options_.new_salt != 0 ? options_.new_salt : NewLogSalt();
+  const uint64_t salt = NewLogSalt();
+  if (options_.on_create) SUBITO_RETURN_IF_ERROR(options_.on_create(salt));
   std::vector<std::string> tmp(n);
   for (uint32_t i = 0; i < n; ++i) {
     tmp[i] = StreamPath(options_.dir, i) + ".tmp";

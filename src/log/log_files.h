@@ -17,9 +17,6 @@
 
 namespace subito::log {
 
-// A random nonzero salt for a new log.
-uint64_t NewLogSalt();
-
 class LogFiles {
  public:
   // Opens the log in options.dir, creating it if there is none. Holds the

@@ -57,9 +57,11 @@ struct LogOptions {
   // An existing log must carry this salt (its file header's), else Open
   // refuses it before writing anything: the log of another database. 0: any.
   uint64_t expected_salt = 0;
-  // The salt of a log this Open creates (its owner may record it first, so
-  // that no instant has a log its owner does not know). 0: a random one.
-  uint64_t new_salt = 0;
+  // Called when Open is about to create a log (none is there), under the
+  // directory's lock and before any stream file exists, with the new log's
+  // salt: its owner records the salt first, so that no instant has a log
+  // its owner does not know. An error stops the creation.
+  std::function<Status(uint64_t salt)> on_create;
   // Tests: replaces the persistence chosen from the mapping (nf mode).
   pmem::Persistence* persistence = nullptr;
   // Tests: classic mode's writes and syncs of the stream files go through

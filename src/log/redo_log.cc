@@ -140,7 +140,10 @@ uint32_t RedoLog::max_payload() const {
 
 void RedoLog::Fail(const Status& s) {
   std::lock_guard lock(error_mu_);
-  if (error_.ok()) error_ = s;
+  // A failed log stays failed until a restart: a full disk is reported as
+  // an I/O error, not as NoSpace, whose callers expect writes to resume
+  // once space is freed.
+  if (error_.ok()) error_ = s.IsNoSpace() ? Status::IOError(s.message()) : s;
   failed_.store(true);
   WakeWaiters();
 }

@@ -62,6 +62,7 @@ class FaultInjectingFileSystem final : public FileSystem {
   Status Rename(const std::string& from, const std::string& to) override;
   Status Remove(const std::string& path) override;
   DescriptorStats descriptors() const override { return base_->descriptors(); }
+  uint64_t cached_files() const override { return base_->cached_files(); }
 
   // The errno a call of `op` on `path` is to fail with, or 0 (and whether
   // a failing write is short).

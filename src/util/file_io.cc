@@ -1,7 +1,9 @@
 #include "util/file_io.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -42,15 +44,44 @@ Status Errno(const std::string& what, const std::string& path) {
 // Files hold table data: no access for other users, whatever the umask.
 constexpr mode_t kFileMode = 0660;
 
+// How a file was opened: set by its first open, read by later ones (the
+// descriptor cache may close and reopen it).
+struct OpenState {
+  int extra;    // O_CREAT | O_EXCL until the first open succeeds
+  bool direct;  // O_DIRECT asked and not (yet) refused
+  // O_DIRECT was asked, yet the OS caches the file: the file system refused
+  // O_DIRECT, or keeps its files in memory (tmpfs). Counted in cached_files.
+  bool cached = false;
+  bool opened = false;
+};
+
+bool InMemoryFileSystem(int fd) {
+  struct statfs st {};
+  if (::fstatfs(fd, &st) != 0) return false;
+  const auto type = static_cast<unsigned long>(st.f_type);  // NOLINT(google-runtime-int)
+  return type == TMPFS_MAGIC || type == RAMFS_MAGIC;
+}
+
 class PosixFile final : public File {
  public:
-  PosixFile(DescriptorCache* cache, uint64_t id, std::string path, uint64_t size)
-      : cache_(cache), id_(id), path_(std::move(path)), size_(size) {}
+  PosixFile(DescriptorCache* cache, uint64_t id, std::string path, uint64_t size, bool direct,
+            std::shared_ptr<OpenState> state, std::atomic<uint64_t>* cached_files)
+      : cache_(cache),
+        id_(id),
+        path_(std::move(path)),
+        size_(size),
+        direct_(direct),
+        state_(std::move(state)),
+        cached_files_(cached_files) {}
   PosixFile(const PosixFile&) = delete;
   PosixFile& operator=(const PosixFile&) = delete;
-  ~PosixFile() override { cache_->Unregister(id_); }
+  ~PosixFile() override {
+    cache_->Unregister(id_);
+    if (state_->cached) cached_files_->fetch_sub(1, std::memory_order_relaxed);
+  }
 
   Status Read(uint64_t offset, void* dst, size_t n) override {
+    SUBITO_RETURN_IF_ERROR(CheckAligned("read", offset, dst, n));
     return cache_->Use(id_, false, [&](int fd) {
       auto* p = static_cast<uint8_t*>(dst);
       for (size_t done = 0; done < n;) {
@@ -70,6 +101,7 @@ class PosixFile final : public File {
     });
   }
   Status Write(uint64_t offset, const void* src, size_t n) override {
+    SUBITO_RETURN_IF_ERROR(CheckAligned("write", offset, src, n));
     SUBITO_RETURN_IF_ERROR(cache_->Use(id_, true, [&](int fd) {
       const auto* p = static_cast<const uint8_t*>(src);
       for (size_t done = 0; done < n;) {
@@ -104,6 +136,19 @@ class PosixFile final : public File {
   const std::string& path() const override { return path_; }
 
  private:
+  // A file opened for O_DIRECT takes only 4 KiB aligned buffers, offsets and
+  // lengths, whatever its device accepts (a 512-byte disk, tmpfs), so that
+  // a misaligned caller fails in every test rather than on 4K-native disks.
+  Status CheckAligned(const char* what, uint64_t offset, const void* p, size_t n) const {
+    constexpr uint64_t kAlign = 4096;
+    if (!direct_ ||
+        ((offset | n | reinterpret_cast<uintptr_t>(p)) & (kAlign - 1)) == 0) {  // NOLINT
+      return Status::OK();
+    }
+    return Status::InvalidArgument(
+        StrFormat("%s: O_DIRECT %s of %zu bytes at offset %llu from %p is not 4 KiB aligned",
+                  path_.c_str(), what, n, static_cast<unsigned long long>(offset), p));
+  }
   void GrowTo(uint64_t size) {
     uint64_t cur = size_.load(std::memory_order_relaxed);
     while (size > cur && !size_.compare_exchange_weak(cur, size)) {
@@ -113,6 +158,9 @@ class PosixFile final : public File {
   const uint64_t id_;
   const std::string path_;
   std::atomic<uint64_t> size_;  // read by readers while writers grow the file
+  const bool direct_;           // O_DIRECT asked for
+  const std::shared_ptr<OpenState> state_;
+  std::atomic<uint64_t>* const cached_files_;
 };
 
 class PosixFs final : public FileSystem {
@@ -142,18 +190,15 @@ class PosixFs final : public FileSystem {
     return Status::OK();
   }
   DescriptorStats descriptors() const override { return cache_.stats(); }
+  uint64_t cached_files() const override { return cached_files_.load(std::memory_order_relaxed); }
 
  private:
   // The first open creates the file if asked (`extra`); later ones, after
   // the cache closed the descriptor for room, open it as it is. O_DIRECT is
   // dropped for good once the file system refuses it.
   Result<std::unique_ptr<File>> OpenWith(const std::string& path, int extra) {
-    struct State {
-      int extra;
-      bool direct;
-    };
-    auto state = std::make_shared<State>(State{extra, direct_});
-    const uint64_t id = cache_.Register([path, state]() -> Result<int> {
+    auto state = std::make_shared<OpenState>(OpenState{extra, direct_});
+    const uint64_t id = cache_.Register([this, path, state]() -> Result<int> {
       // O_NOFOLLOW: a link planted where a Subito file belongs is refused,
       // never written through.
       const int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | state->extra;
@@ -161,11 +206,20 @@ class PosixFs final : public FileSystem {
       if (fd < 0 && state->direct && errno != EINVAL) {
         return Errno(state->extra ? "cannot create" : "cannot open", path);
       }
-      if (fd < 0) {
+      int plain = flags;
+      if (fd < 0 && state->direct) {
+        // Refused: a file system that checks O_DIRECT at open (tmpfs before
+        // Linux 6.6) has created the file by then.
         state->direct = false;
-        fd = ::open(path.c_str(), flags, kFileMode);
+        plain &= ~O_EXCL;
       }
+      if (fd < 0) fd = ::open(path.c_str(), plain, kFileMode);
       if (fd < 0) return Errno(state->extra ? "cannot create" : "cannot open", path);
+      if (!state->opened) {
+        state->opened = true;
+        state->cached = direct_ && (!state->direct || InMemoryFileSystem(fd));
+        if (state->cached) cached_files_.fetch_add(1, std::memory_order_relaxed);
+      }
       state->extra = 0;
       return fd;
     });
@@ -180,9 +234,11 @@ class PosixFs final : public FileSystem {
       cache_.Unregister(id);
       return s;
     }
-    return std::unique_ptr<File>(new PosixFile(&cache_, id, path, size));
+    return std::unique_ptr<File>(
+        new PosixFile(&cache_, id, path, size, direct_, std::move(state), &cached_files_));
   }
   const bool direct_;
+  std::atomic<uint64_t> cached_files_{0};  // see OpenState::cached
   DescriptorCache cache_;
 };
 

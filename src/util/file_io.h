@@ -45,6 +45,10 @@ class FileSystem {
   virtual Status Remove(const std::string& path) = 0;
   // Descriptors open for its files, and its limit (util/descriptor_cache.h).
   virtual DescriptorStats descriptors() const { return {}; }
+  // Files open now that asked for O_DIRECT and are cached by the OS all the
+  // same: their file system refused O_DIRECT, or keeps its files in memory
+  // (tmpfs, which accepts O_DIRECT since Linux 6.6).
+  virtual uint64_t cached_files() const { return 0; }
 };
 
 // "<what> <path>: <strerror>": NoSpace for ENOSPC and EDQUOT (the statement
@@ -56,11 +60,13 @@ Status StatusFromErrno(int err, const std::string& what, const std::string& path
 Status CreatePrivateDirectories(const std::string& dir);
 
 // pread/pwrite/fdatasync. With direct_io, O_DIRECT is asked for and dropped
-// silently where the file system refuses it (tmpfs); buffers and offsets
-// must then be 4 KiB aligned. PosixFileSystem's descriptors have no limit;
-// NewPosixFileSystem's keep at most max_open_files open at once (0: no
-// limit), closing the least recently used (util/descriptor_cache.h); a
-// File's path must therefore not change while it is open (D4).
+// where the file system refuses it (tmpfs before Linux 6.6; cached_files
+// counts such files and those on tmpfs); buffers, offsets and lengths must
+// then be 4 KiB aligned, or the call fails with InvalidArgument.
+// PosixFileSystem's descriptors have no limit; NewPosixFileSystem's keep at
+// most max_open_files open at once (0: no limit), closing the least
+// recently used (util/descriptor_cache.h); a File's path must therefore not
+// change while it is open (D4).
 FileSystem* PosixFileSystem(bool direct_io = false);
 std::unique_ptr<FileSystem> NewPosixFileSystem(bool direct_io, size_t max_open_files);
 

@@ -115,6 +115,14 @@ struct Options {
   uint32_t log_write_ahead_size = 512;  // padding unit of a log write, power of two
   bool double_write_on_pm = true;       // false: a file in `dir` (classic)
   uint32_t double_write_pages = 64;
+  // NV-PPL (docs/formats/ppl.md): bytes of the per-page log region on the
+  // PM tier (pm_dir/ppl); 0: off. A dirty page whose changes since it was
+  // last written take at most ppl_threshold bytes of page-log entries is not
+  // written: its changes go to the region, durably, and the page is clean.
+  // The region's block size follows ppl_threshold when it is created; a
+  // larger threshold later is capped at what its blocks hold.
+  uint64_t ppl_bytes = 0;
+  uint32_t ppl_threshold = 256;
   uint32_t lock_wait_timeout_ms = 50000;
   // Page-file descriptors open at once, at most (InnoDB's
   // innodb_open_files): past it the least recently used one is closed, and
@@ -201,6 +209,11 @@ struct DatabaseStats {
   // asked for O_DIRECT: their file system keeps files in memory (tmpfs) or
   // refused O_DIRECT. 0 with direct_io: the buffer pool is their only cache.
   uint64_t page_files_cached_by_os = 0;
+  // NV-PPL: pages whose changes went to the per-page log region instead of
+  // their file, the bytes of those entries, pages written because the
+  // region had no room for them, and the region's blocks in use / in all.
+  uint64_t ppl_pages_logged = 0, ppl_bytes = 0, ppl_full = 0;
+  uint64_t ppl_blocks_used = 0, ppl_blocks = 0;
   // Page-write batches that failed (a full disk, an I/O error; retried until
   // one succeeds), and whether the last one failed.
   uint64_t page_write_failures = 0;

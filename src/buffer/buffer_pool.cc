@@ -8,6 +8,7 @@
 #include "page/page_format.h"
 #include "subito/interrupt.h"
 #include "util/aligned_buffer.h"
+#include "util/coding.h"
 #include "util/strings.h"
 
 namespace subito::buffer {
@@ -29,7 +30,33 @@ struct BufferPool::Frame {
   // marked clean, and a later read would see the older one.
   bool flushing = false;
   std::atomic<bool> verified{false};  // see PageHandle::verified
+  // NV-PPL (options_.page_log set). Changed by Mtrs under the exclusive
+  // latch, and by the frame's one flush (flushing) under the shared latch.
+  // Changes not yet in the page log, oldest first, as u64 end_lsn, u32 n,
+  // then n edit bytes; those up to log_done_lsn are durable already (in the
+  // page log or the file) and are dropped when next seen.
+  std::vector<uint8_t> log_pending;
+  // Page-log bytes of the page's changes since its file image: in the page
+  // log and pending. Past the threshold, log_off.
+  uint32_t log_bytes = 0;
+  // The page's next write goes to its file: its changes outgrew the
+  // threshold, or its file holds no image of it yet, or recovery changed it.
+  bool log_off = true;
+  std::atomic<log::Lsn> log_done_lsn{0};
 };
+
+namespace {
+
+// Drops the pending page-log entries up to `done`.
+void TrimPending(std::vector<uint8_t>& pending, log::Lsn done) {
+  size_t off = 0;
+  while (off < pending.size() && DecodeFixed64(pending.data() + off) <= done) {
+    off += 12 + DecodeFixed32(pending.data() + off + 8);
+  }
+  pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(off));
+}
+
+}  // namespace
 
 bool PageHandle::verified() const {
   return pool_->frames_[frame_]->verified.load(std::memory_order_acquire);
@@ -150,6 +177,7 @@ Status BufferPool::DropSpace(uint32_t space_id) {
   // After the erase no new batch finds the space; this waits out one that
   // did, and drops the space's pages from a failed batch (P4).
   writer_.ForgetSpace(space_id);
+  if (options_.page_log != nullptr) options_.page_log->FreeSpace(space_id);
   return Status::OK();
 }
 
@@ -234,6 +262,7 @@ Result<PageHandle> BufferPool::Fetch(PageId id, Latch latch) {
   table_[id] = idx;
   lk.unlock();
   Status st = space->ReadPage(id.page_no, f.data);
+  if (st.ok()) st = ApplyPageLog(f, id);
   lk.lock();
   f.loading = false;
   if (!st.ok()) {
@@ -311,6 +340,62 @@ Result<uint32_t> BufferPool::FindVictim(std::unique_lock<std::mutex>& lk) {
       if (!st.ok()) return st;
     }
   }
+}
+
+Status BufferPool::ApplyPageLog(Frame& f, PageId id) {
+  // The frame is loading: no one else reads or changes it.
+  f.log_pending.clear();
+  f.log_bytes = 0;
+  f.log_off = true;
+  log::Lsn lsn = page::PageLsn(f.data);
+  PageLogStore* store = options_.page_log;
+  if (store != nullptr) {
+    const uint32_t used = store->Used(id.space, id.page_no);
+    if (used != 0) {
+      SUBITO_RETURN_IF_ERROR(store->ForEachEntry(
+          id.space, id.page_no, [&](uint64_t end, const uint8_t* edits, size_t n) -> Status {
+            if (end <= lsn) return Status::OK();  // the file's image holds it
+            Status st = ApplyPageEdits(f.data, options_.page_size, edits, n);
+            if (!st.ok()) {
+              return Status::Corruption(
+                  StrFormat("page %u of space %u: %s", id.page_no, id.space, st.message().c_str()));
+            }
+            page::SetPageLsn(f.data, end);
+            lsn = end;
+            return Status::OK();
+          }));
+    }
+    f.log_bytes = used;
+    // A page with no image in its file (never written: page LSN 0) is
+    // written before its changes may go to the page log.
+    f.log_off = used > options_.page_log_threshold || lsn == 0;
+  }
+  f.log_done_lsn.store(lsn, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+void BufferPool::NotePageLogEdits(uint32_t frame, log::Lsn end, const uint8_t* edits, size_t n) {
+  Frame& f = *frames_[frame];
+  if (f.log_off) return;
+  TrimPending(f.log_pending, f.log_done_lsn.load(std::memory_order_relaxed));
+  const uint32_t add = options_.page_log->EntrySize(n);
+  if (n == 0 || n > UINT16_MAX || f.log_bytes + add > options_.page_log_threshold) {
+    f.log_off = true;
+    f.log_pending.clear();
+    return;
+  }
+  f.log_bytes += add;
+  uint8_t h[12];
+  EncodeFixed64(h, end);
+  EncodeFixed32(h + 8, static_cast<uint32_t>(n));
+  f.log_pending.insert(f.log_pending.end(), h, h + sizeof h);
+  f.log_pending.insert(f.log_pending.end(), edits, edits + n);
+}
+
+void BufferPool::StopPageLogging(PageHandle& page) {
+  Frame& f = *frames_[page.frame_];
+  f.log_off = true;
+  f.log_pending.clear();
 }
 
 Result<PageHandle> BufferPool::Allocate(uint32_t space_id) {
@@ -400,12 +485,18 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
   // cleaner holding pins must never wait for a latch whose holder may be
   // waiting for a free frame.
   const uint32_t ps = options_.page_size;
+  PageLogStore* const store = options_.page_log;
   Result<AlignedBuffer> copies = AlignedBuffer::Allocate(candidates.size() * ps);
   if (!copies.ok()) return copies.status();
   uint8_t* const buf = copies->get();
   std::vector<PageImage> batch;
   std::vector<log::Lsn> lsns;
   std::vector<uint32_t> frames;
+  struct ToLog {
+    size_t i;  // in batch
+    std::vector<uint8_t> edits;
+  };
+  std::vector<ToLog> to_log;
   for (uint32_t idx : candidates) {
     Frame& f = *frames_[idx];
     std::shared_lock latch(f.latch, std::defer_lock);
@@ -426,22 +517,83 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
     }
     batch.push_back({id.space, id.page_no, page::PageLsn(copy), copy});
     lsns.push_back(page::PageLsn(copy));
-  }
-  Status st = writer_.Write(batch, [this](uint32_t s) { return Space(s); });
-  if (!batch.empty()) NoteWriteOutcome(st);
-  if (st.ok()) {
-    for (size_t i = 0; i < frames.size(); ++i) {
-      Frame& f = *frames_[frames[i]];
-      // Never wait here either (the caller may hold latches). A page whose
-      // latch is busy stays dirty and is written again later.
-      std::shared_lock latch(f.latch, std::try_to_lock);
-      if (!latch.owns_lock()) continue;
-      if (page::PageLsn(f.data) != lsns[i]) continue;  // changed since the copy: still dirty
-      std::lock_guard lock(mu_);
-      if (f.dirty) {
-        flush_list_.erase({f.oldest_lsn, frames[i]});
-        f.dirty = false;
+    if (store != nullptr && !f.log_off && f.log_bytes <= options_.page_log_threshold) {
+      // NV-PPL: the changes since the page log's last entry, as one entry.
+      const log::Lsn done = f.log_done_lsn.load(std::memory_order_relaxed);
+      std::vector<uint8_t> edits;
+      log::Lsn last = 0;
+      for (size_t off = 0; off < f.log_pending.size();) {
+        const uint8_t* e = f.log_pending.data() + off;
+        const uint32_t n = DecodeFixed32(e + 8);
+        if (DecodeFixed64(e) > done) {
+          edits.insert(edits.end(), e + 12, e + 12 + n);
+          last = DecodeFixed64(e);
+        }
+        off += 12 + n;
       }
+      if (!edits.empty() && edits.size() <= UINT16_MAX && last == lsns.back()) {
+        to_log.push_back({i, std::move(edits)});
+      }
+    }
+  }
+  std::vector<bool> logged(batch.size(), false);
+  if (!to_log.empty()) {
+    // WAL, as for a page write (P2): the log holds every change first.
+    log::Lsn max_lsn = 0;
+    for (const ToLog& t : to_log) max_lsn = std::max(max_lsn, lsns[t.i]);
+    SUBITO_RETURN_IF_ERROR(log_->WaitDurable(std::min(max_lsn, log_->reserved_lsn())));
+    if (max_lsn > log_->durable_lsn()) {
+      return Status::Corruption(StrFormat("page LSN %llu is past the log's end %llu",
+                                          static_cast<unsigned long long>(max_lsn),
+                                          static_cast<unsigned long long>(log_->durable_lsn())));
+    }
+    for (const ToLog& t : to_log) {
+      const PageImage& p = batch[t.i];
+      Status a = store->Append(p.space_id, p.page_no, lsns[t.i], t.edits.data(), t.edits.size());
+      if (a.ok()) {
+        logged[t.i] = true;
+        pages_logged_.fetch_add(1, std::memory_order_relaxed);
+        page_log_bytes_.fetch_add(store->EntrySize(t.edits.size()), std::memory_order_relaxed);
+      } else if (a.IsNoSpace()) {
+        page_log_full_.fetch_add(1, std::memory_order_relaxed);  // written instead
+      } else {
+        return a;
+      }
+    }
+  }
+  std::vector<PageImage> writes;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!logged[i]) writes.push_back(batch[i]);
+  }
+  Status st = writer_.Write(writes, [this](uint32_t s) { return Space(s); });
+  if (!writes.empty()) NoteWriteOutcome(st);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (!logged[i] && !st.ok()) continue;
+    Frame& f = *frames_[frames[i]];
+    // The image or its page-log entries are durable: pending entries up to
+    // it are done. A written page's entries are all in its file (G4).
+    if (!logged[i] && store != nullptr) store->Free(batch[i].space_id, batch[i].page_no);
+    log::Lsn done = f.log_done_lsn.load(std::memory_order_relaxed);
+    while (done < lsns[i] && !f.log_done_lsn.compare_exchange_weak(done, lsns[i])) {
+    }
+    // Never wait here either (the caller may hold latches). A page whose
+    // latch is busy stays dirty and is written again later.
+    std::shared_lock latch(f.latch, std::try_to_lock);
+    if (!latch.owns_lock()) continue;
+    if (page::PageLsn(f.data) != lsns[i]) continue;  // changed since the copy: still dirty
+    if (store != nullptr) {
+      f.log_pending.clear();
+      if (logged[i]) {
+        f.log_bytes = store->Used(batch[i].space_id, batch[i].page_no);
+      } else {
+        f.log_bytes = 0;
+        f.log_off = false;  // the file holds this image now
+      }
+    }
+    std::lock_guard lock(mu_);
+    if (f.dirty) {
+      flush_list_.erase({f.oldest_lsn, frames[i]});
+      f.dirty = false;
     }
   }
   return st;
@@ -524,6 +676,19 @@ Status BufferPool::FlushAll() {
   return Checkpoint();
 }
 
+Status BufferPool::WriteLoggedPages() {
+  if (options_.page_log == nullptr) return Status::OK();
+  for (const auto& [space, page_no] : options_.page_log->LoggedPages()) {
+    if (Space(space) == nullptr) continue;  // dropped: DropSpace frees its entries
+    Result<PageHandle> page = Fetch({space, page_no}, Latch::kExclusive);
+    if (!page.ok()) return page.status();
+    StopPageLogging(*page);
+    const log::Lsn lsn = page::PageLsn(page->data());
+    MarkDirty(*page, lsn, lsn);
+  }
+  return FlushAll();
+}
+
 void BufferPool::CleanerLoop() {
   const uint64_t frames = frames_.size();
   for (;;) {
@@ -579,6 +744,9 @@ BufferPoolStats BufferPool::stats() const {
   s.pages_written = writer_.pages_written();
   s.write_batches = writer_.batches();
   s.write_failures = writer_.failures();
+  s.pages_logged = pages_logged_.load(std::memory_order_relaxed);
+  s.page_log_bytes = page_log_bytes_.load(std::memory_order_relaxed);
+  s.page_log_full = page_log_full_.load(std::memory_order_relaxed);
   s.writes_failing = writes_failing_.load(std::memory_order_relaxed);
   std::lock_guard lock(spaces_mu_);
   for (auto& [id, sp] : spaces_) s.pages_read += sp->stats().pages_read;

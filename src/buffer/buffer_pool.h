@@ -36,6 +36,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "buffer/page_log.h"
 #include "buffer/page_writer.h"
 #include "log/redo_log.h"
 #include "page/space_file.h"
@@ -67,6 +68,12 @@ struct BufferPoolOptions {
   uint32_t log_full_timeout_ms = 60000;
   // Messages for the error log: page writes failing, and writing again.
   std::function<void(const std::string&)> report;
+  // NV-PPL: a dirty page whose changes since it was last written take at
+  // most page_log_threshold bytes of page-log entries is not written: its
+  // changes go to this store (buffer/page_log.h) and the page is clean. Null:
+  // every page is written.
+  PageLogStore* page_log = nullptr;
+  uint32_t page_log_threshold = 256;
 };
 
 struct BufferPoolStats {
@@ -74,6 +81,9 @@ struct BufferPoolStats {
   uint64_t hits = 0, misses = 0;
   uint64_t pages_read = 0, pages_written = 0, write_batches = 0;
   uint64_t evictions = 0, foreground_flushes = 0, checkpoints = 0;
+  // NV-PPL: pages whose changes went to the page log instead of their file,
+  // and the bytes of those entries; pages the page log had no room for.
+  uint64_t pages_logged = 0, page_log_bytes = 0, page_log_full = 0;
   uint64_t write_failures = 0;  // page-write batches that failed (PageWriter P4)
   bool writes_failing = false;  // the last batch failed; retried until one succeeds
 };
@@ -138,6 +148,13 @@ class BufferPool {
     MarkDirtyFrame(page.frame_, page.data(), start, end);
   }
   void MarkDirtyFrame(uint32_t frame, uint8_t* data, log::Lsn start, log::Lsn end);
+  // Used by Mtr with a page log: the page (exclusively latched) changed by
+  // these edit bytes, its page LSN now `end`.
+  void NotePageLogEdits(uint32_t frame, log::Lsn end, const uint8_t* edits, size_t n);
+  bool page_logging() const { return options_.page_log != nullptr; }
+  // Recovery: the page changed other than through a Mtr; its next write
+  // goes to its file.
+  void StopPageLogging(PageHandle& page);
   uint64_t BeginChange();
   // Keeps the checkpoint at or before `lsn` (a record's start) until
   // EndChange(token). Used for log records that must outlive the changes'
@@ -172,6 +189,9 @@ class BufferPool {
   // Writes every dirty page and checkpoints at the durable LSN. The caller
   // must hold no page latch.
   Status FlushAll();
+  // NV-PPL: writes every page that has page-log entries to its file, and
+  // frees them (de-PPLizes every page). The caller holds no page latch.
+  Status WriteLoggedPages();
   // Advances the log checkpoint as far as C1 allows.
   Status Checkpoint();
   // While held, the checkpoint does not move (recovery: pages being redone
@@ -191,6 +211,9 @@ class BufferPool {
   void Unpin(uint32_t frame, Latch latch);
   Result<uint32_t> FindVictim(std::unique_lock<std::mutex>& lk);
   Status FlushFrames(const std::vector<uint32_t>& candidates, bool skip_busy);
+  // After a page's image is read from its file: applies its page-log entries
+  // newer than the image and sets up the frame's page-log state.
+  Status ApplyPageLog(Frame& f, PageId id);
   // Reports the first failure of a run of failed page writes, and the first
   // success after one.
   void NoteWriteOutcome(const Status& st);
@@ -232,6 +255,7 @@ class BufferPool {
   std::function<void()> relief_;  // set before use, then read-only
   std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, foreground_flushes_{0},
       checkpoints_{0};
+  std::atomic<uint64_t> pages_logged_{0}, page_log_bytes_{0}, page_log_full_{0};
 };
 
 }  // namespace subito::buffer

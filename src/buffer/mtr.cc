@@ -50,7 +50,7 @@ void Mtr::Record(PageHandle& page, uint32_t offset, uint16_t kind, const uint8_t
   }
   if (std::none_of(edits_.begin(), edits_.end(),
                    [&](const PageRef& r) { return r.frame == page.frame_; })) {
-    edits_.push_back({page.frame_, data});
+    edits_.push_back({page.frame_, data, page.id()});
   }
 }
 
@@ -178,6 +178,7 @@ Result<log::AppendResult> Mtr::Commit() {
                                                      static_cast<uint32_t>(payload_.size()));
   if (r.ok()) {
     for (const PageRef& p : edits_) pool_->MarkDirtyFrame(p.frame, p.data, r->start, r->end);
+    if (pool_->page_logging()) NotePageLog(r->end);
     if (page::SpaceFile* s = pool_->Space(DecodeFixed32(payload_.data()))) {
       s->CountPmBytes(r->end - r->start);
     }
@@ -189,6 +190,27 @@ Result<log::AppendResult> Mtr::Commit() {
   }
   pool_->EndChange(token);
   return r;
+}
+
+void Mtr::NotePageLog(log::Lsn end) {
+  std::vector<std::vector<uint8_t>> per_page(edits_.size());
+  for (size_t off = 0; off < payload_.size();) {
+    const uint8_t* h = payload_.data() + off;
+    const PageId id{DecodeFixed32(h), DecodeFixed32(h + 4)};
+    const uint16_t raw = DecodeFixed16(h + 10);
+    const size_t size =
+        ((raw & kEditKindMask) == kEditMove ? 14 : 12) + ((raw & kEditZeroFill) == 0 ? raw : 0);
+    for (size_t i = 0; i < edits_.size(); ++i) {
+      if (edits_[i].id == id) {
+        per_page[i].insert(per_page[i].end(), h + 8, h + size);  // without the ids
+        break;
+      }
+    }
+    off += size;
+  }
+  for (size_t i = 0; i < edits_.size(); ++i) {
+    pool_->NotePageLogEdits(edits_[i].frame, end, per_page[i].data(), per_page[i].size());
+  }
 }
 
 void Mtr::Abort() {
@@ -263,6 +285,7 @@ Status RedoPageEdits(BufferPool* pool, const log::LogRecordView& rec,
     }
     page->set_verified(false);
     pool->MarkDirty(*page, rec.lsn, rec.end);
+    pool->StopPageLogging(*page);
   }
   return Status::OK();
 }

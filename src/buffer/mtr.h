@@ -89,9 +89,12 @@ class Mtr {
   // What the Mtr keeps of a page: its frame and bytes, which stay put while
   // the caller holds the latch, even if the PageHandle object itself moves.
   struct PageRef {
-    uint32_t frame;
-    uint8_t* data;
+    uint32_t frame = 0;
+    uint8_t* data = nullptr;
+    PageId id;
   };
+  // With a page log: hands each page its part of the committed record.
+  void NotePageLog(log::Lsn end);
   struct Before {
     uint8_t* data;
     uint32_t offset;

@@ -264,6 +264,19 @@ Status DatabaseImpl::OpenAll() {
   if (!d.ok()) return d.status();
   dwb_ = std::move(*d);
 
+  if (options_.ppl_bytes > 0) {
+    ppl::PplOptions pp;
+    pp.path = options_.pm_dir + "/ppl";
+    pp.size = options_.ppl_bytes;
+    pp.block_size = static_cast<uint32_t>(std::max<uint64_t>(
+        128, (ppl::kBlockHeaderSize + uint64_t{options_.ppl_threshold} + 63) / 64 * 64));
+    pp.salt = catalog_.log_salt;
+    pp.persistence = options_.persistence;
+    Result<std::unique_ptr<ppl::PplRegion>> r = ppl::PplRegion::Open(pp);
+    if (!r.ok()) return r.status();
+    ppl_ = std::move(*r);
+  }
+
   buffer::BufferPoolOptions po;
   po.capacity_bytes = options_.buffer_pool_bytes;
   po.page_size = ps;
@@ -271,6 +284,10 @@ Status DatabaseImpl::OpenAll() {
   po.cleaner_threads = options_.page_cleaners;
   po.log_full_timeout_ms = options_.log_full_timeout_ms;
   po.report = [this](const std::string& m) { Report(m); };
+  if (ppl_) {
+    po.page_log = ppl_.get();
+    po.page_log_threshold = std::min(options_.ppl_threshold, ppl_->Capacity());
+  }
   Result<std::unique_ptr<buffer::BufferPool>> p =
       buffer::BufferPool::Create(po, log_.get(), dwb_.get());
   if (!p.ok()) return p.status();
@@ -466,7 +483,10 @@ Status DatabaseImpl::Close() {
   if (closed_) return Status::OK();
   closed_ = true;
   StopPurge();
-  Status st = pool_ ? pool_->FlushAll() : Status::OK();
+  // Per-page logs live on the PM tier, which a reboot clears when it is
+  // emulated (tmpfs): a clean shutdown writes every page that has them.
+  Status st = pool_ && ppl_ ? pool_->WriteLoggedPages() : Status::OK();
+  if (st.ok() && pool_) st = pool_->FlushAll();
   if (log_) {
     Status c = log_->Close();
     if (st.ok()) st = c;
@@ -818,6 +838,14 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.buffer_misses = ps.misses;
   s.checkpoints = ps.checkpoints;
   s.page_write_failures = ps.write_failures;
+  s.ppl_pages_logged = ps.pages_logged;
+  s.ppl_bytes = ps.page_log_bytes;
+  s.ppl_full = ps.page_log_full;
+  if (ppl_) {
+    const ppl::PplStats r = ppl_->stats();
+    s.ppl_blocks_used = r.blocks_used;
+    s.ppl_blocks = r.blocks;
+  }
   s.page_writes_failing = ps.writes_failing;
   if (writes_stopped_.load() || log_->failed()) {
     s.writes_stopped = true;

@@ -29,6 +29,7 @@
 #include "engine/catalog.h"
 #include "log/redo_log.h"
 #include "page/space_file.h"
+#include "ppl/ppl_region.h"
 #include "subito/database.h"
 #include "txn/lock_manager.h"
 #include "txn/txn_records.h"
@@ -187,6 +188,7 @@ class DatabaseImpl final : public Database {
   FileSystem* meta_fs_ = nullptr;
   std::unique_ptr<log::RedoLog> log_;
   std::unique_ptr<buffer::DoubleWrite> dwb_;
+  std::unique_ptr<ppl::PplRegion> ppl_;  // NV-PPL, when options_.ppl_bytes > 0
   std::unique_ptr<buffer::BufferPool> pool_;
   std::atomic<buffer::BufferPool*> pool_for_log_{nullptr};
   txn::LockManager locks_;

@@ -1,0 +1,49 @@
+// PageLogStore: where the buffer pool may keep a page's small changes
+// instead of writing the page (NV-PPL's per-page logs). The pool sees only
+// this interface; ppl/ implements it on the PM tier (ppl/ppl_region.h), so
+// the layers stay in order (buffer/ before ppl/).
+//
+// Entries of a page hold the page's part of redo records (buffer/mtr.h edit
+// bytes without space and page ids), each tagged with the LSN the page has
+// once it is applied. Reading a page from its file applies the entries whose
+// LSN is past the image's page LSN.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "subito/status.h"
+
+namespace subito::buffer {
+
+class PageLogStore {
+ public:
+  virtual ~PageLogStore() = default;
+  // Bytes the page's entries use (entry headers included); 0: none.
+  virtual uint32_t Used(uint32_t space, uint32_t page_no) const = 0;
+  // The most bytes one page's entries may use.
+  virtual uint32_t Capacity() const = 0;
+  // Bytes an entry of n edit bytes uses.
+  virtual uint32_t EntrySize(size_t n) const = 0;
+  virtual Status ForEachEntry(
+      uint32_t space, uint32_t page_no,
+      const std::function<Status(uint64_t end_lsn, const uint8_t* edits, size_t n)>& fn) const = 0;
+  // Durable on return; NoSpace when there is no room (write the page).
+  virtual Status Append(uint32_t space, uint32_t page_no, uint64_t end_lsn, const uint8_t* edits,
+                        size_t n) = 0;
+  // Only once an image holding every entry is durable in the page's file.
+  virtual void Free(uint32_t space, uint32_t page_no) = 0;
+  virtual void FreeSpace(uint32_t space) = 0;
+  // Pages that have entries, as (space, page number).
+  virtual std::vector<std::pair<uint32_t, uint32_t>> LoggedPages() const = 0;
+};
+
+// Applies page-log edit bytes (buffer/mtr.h's edits without space and page
+// ids: u16 offset, u16 kind and length, [u16 source], literal bytes) to a
+// page of `page_size` bytes. Corruption if they do not parse or fit.
+Status ApplyPageEdits(uint8_t* page, uint32_t page_size, const uint8_t* edits, size_t n);
+
+}  // namespace subito::buffer

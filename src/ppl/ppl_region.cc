@@ -1,0 +1,328 @@
+#include "ppl/ppl_region.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "util/coding.h"
+#include "util/crc32c.h"
+#include "util/file_io.h"
+#include "util/strings.h"
+
+namespace subito::ppl {
+namespace {
+
+constexpr char kRegionMagic[8] = {'S', 'U', 'B', 'I', 'T', 'O', 'P', 'L'};
+constexpr uint32_t kRegionVersion = 1;
+constexpr char kBlockMagic[4] = {'S', 'P', 'P', 'L'};
+constexpr uint16_t kBlockVersion = 1;
+// Block header: magic, u16 version, u16 reserved, u32 space, u32 page_no,
+// u64 generation, reserved, u32 used at 56, u32 crc of [0, 56) at 60.
+constexpr uint32_t kUsedOffset = 56;
+// The generation floor (G5) is one aligned u64 (a failure-atomic store) at
+// this offset of the region header, raised this much at a time.
+constexpr uint32_t kFloorOffset = 64;
+constexpr uint64_t kFloorStep = 1 << 16;
+
+uint32_t EntryCrc(uint64_t generation, const uint8_t* entry_from_length, size_t n) {
+  uint8_t g[8];
+  EncodeFixed64(g, generation);
+  return crc32c::Extend(crc32c::Value(g, sizeof g), entry_from_length, n);
+}
+
+}  // namespace
+
+PplRegion::PplRegion(std::unique_ptr<pmem::PmFile> file, pmem::Persistence* p, uint32_t block_size,
+                     uint64_t block_count)
+    : file_(std::move(file)), p_(p), block_size_(block_size), block_count_(block_count) {
+  p_->OnMap(file_->path(), file_->data(), file_->size());
+  stats_.blocks = block_count;
+}
+
+PplRegion::~PplRegion() {
+  p_->OnUnmap(file_->data());
+}
+
+uint8_t* PplRegion::BlockAt(uint32_t index) const {
+  return file_->data() + kRegionHeaderSize + uint64_t{index} * block_size_;
+}
+
+Result<std::unique_ptr<PplRegion>> PplRegion::Open(const PplOptions& options) {
+  if (options.block_size % 64 != 0 || options.block_size < 128 || options.block_size > 65536) {
+    return Status::InvalidArgument(
+        StrFormat("PPL block size %u: a multiple of 64 from 128 to 65536", options.block_size));
+  }
+  const uint64_t blocks =
+      (options.size - std::min<uint64_t>(options.size, kRegionHeaderSize)) / options.block_size;
+  if (blocks == 0 || blocks > UINT32_MAX) {
+    return Status::InvalidArgument(StrFormat(
+        "PPL region of %llu bytes: room for 1 .. 2^32-1 blocks of %u bytes after its header",
+        static_cast<unsigned long long>(options.size), options.block_size));
+  }
+  FileSystem* fs = PosixFileSystem();
+  if (!fs->Exists(options.path)) {
+    const std::string tmp = options.path + ".tmp";
+    SUBITO_RETURN_IF_ERROR(fs->Remove(tmp));
+    {
+      auto f = pmem::PmFile::Create(tmp, kRegionHeaderSize + blocks * options.block_size);
+      if (!f.ok()) return f.status();
+      uint8_t h[64] = {};
+      std::memcpy(h, kRegionMagic, sizeof kRegionMagic);
+      EncodeFixed32(h + 8, kRegionVersion);
+      EncodeFixed32(h + 12, options.block_size);
+      EncodeFixed64(h + 16, blocks);
+      EncodeFixed64(h + 24, options.salt);
+      EncodeFixed32(h + 60, crc32c::Value(h, 60));
+      // Creation is not a crash point: the region is renamed into place.
+      pmem::Persistence* p = (*f)->DefaultPersistence();
+      p->CopyNoDrain((*f)->data(), h, sizeof h);
+      p->Drain();
+    }
+    SUBITO_RETURN_IF_ERROR(fs->Rename(tmp, options.path));
+    SUBITO_RETURN_IF_ERROR(fs->SyncDirOf(options.path));
+  }
+  auto f = pmem::PmFile::Open(options.path);
+  if (!f.ok()) return f.status();
+  const uint8_t* h = (*f)->data();
+  if ((*f)->size() < kRegionHeaderSize || std::memcmp(h, kRegionMagic, 8) != 0 ||
+      crc32c::Value(h, 60) != DecodeFixed32(h + 60)) {
+    return Status::Corruption(options.path + " offset 0: not a valid PPL region header");
+  }
+  if (DecodeFixed32(h + 8) != kRegionVersion) {
+    return Status::Corruption(StrFormat("%s offset 8: PPL region version %u, this build reads %u",
+                                        options.path.c_str(), DecodeFixed32(h + 8),
+                                        kRegionVersion));
+  }
+  const uint32_t block_size = DecodeFixed32(h + 12);
+  const uint64_t count = DecodeFixed64(h + 16);
+  const uint64_t salt = DecodeFixed64(h + 24);
+  if (block_size % 64 != 0 || block_size < 128 || count == 0 || count > UINT32_MAX ||
+      (*f)->size() != kRegionHeaderSize + count * block_size) {
+    return Status::Corruption(StrFormat(
+        "%s: %zu bytes, its header says %llu blocks of %u bytes (truncated?)", options.path.c_str(),
+        (*f)->size(), static_cast<unsigned long long>(count), block_size));
+  }
+  if (options.salt != 0 && salt != 0 && salt != options.salt) {
+    return Status::InvalidArgument(StrFormat(
+        "%s belongs to another database (salt %016llx, expected %016llx)", options.path.c_str(),
+        static_cast<unsigned long long>(salt), static_cast<unsigned long long>(options.salt)));
+  }
+  pmem::Persistence* p = options.persistence ? options.persistence : (*f)->DefaultPersistence();
+  std::unique_ptr<PplRegion> r(new PplRegion(std::move(*f), p, block_size, count));
+  SUBITO_RETURN_IF_ERROR(r->Analyze());
+  return r;
+}
+
+Status PplRegion::Analyze() {
+  std::lock_guard lock(mu_);
+  uint64_t max_generation = 0;
+  for (uint32_t i = 0; i < block_count_; ++i) {
+    uint8_t* b = BlockAt(i);
+    const uint32_t used = DecodeFixed32(b + kUsedOffset);
+    if (used == 0) {
+      free_.push_back(i);
+      continue;
+    }
+    const uint64_t at = kRegionHeaderSize + uint64_t{i} * block_size_;
+    if (std::memcmp(b, kBlockMagic, 4) != 0 || DecodeFixed16(b + 4) != kBlockVersion ||
+        crc32c::Value(b, kUsedOffset) != DecodeFixed32(b + 60) ||
+        used > block_size_ - kBlockHeaderSize) {
+      return Status::Corruption(
+          StrFormat("%s offset %llu: PPL block %u has a bad header (checksum, magic, version or "
+                    "length %u)",
+                    file_->path().c_str(), static_cast<unsigned long long>(at), i, used));
+    }
+    const PageKey key{DecodeFixed32(b + 8), DecodeFixed32(b + 12)};
+    const uint64_t generation = DecodeFixed64(b + 16);
+    max_generation = std::max(max_generation, generation);
+    uint32_t off = kBlockHeaderSize;
+    uint64_t last = 0;
+    while (off + kEntryHeaderSize <= block_size_) {
+      const uint8_t* e = b + off;
+      const uint32_t len = DecodeFixed16(e + 4);
+      const uint64_t lsn = DecodeFixed64(e + 8);
+      if (len == 0 || off + kEntryHeaderSize + len > block_size_ || lsn <= last ||
+          EntryCrc(generation, e + 4, 12 + len) != DecodeFixed32(e)) {
+        break;
+      }
+      last = lsn;
+      off += kEntryHeaderSize + len;
+    }
+    const uint32_t valid = off - kBlockHeaderSize;
+    if (valid < used) {  // G1: a committed entry fails its checks
+      return Status::Corruption(StrFormat(
+          "%s offset %llu: PPL entry of page %u:%u (block %u) fails its checksum or order",
+          file_->path().c_str(), static_cast<unsigned long long>(at) + off, key.space, key.page_no,
+          i));
+    }
+    if (valid > used) StoreUsed(i, valid);  // G2: a complete entry cut before its commit
+    auto [it, inserted] = table_.try_emplace(key, Block{i, generation, valid, last});
+    if (!inserted) {
+      // Two blocks of one page (not made by this code, which frees a page's
+      // block before it can take another): the newer generation wins.
+      uint32_t loser = i;
+      if (generation > it->second.generation) {
+        loser = it->second.index;
+        it->second = Block{i, generation, valid, last};
+      }
+      StoreUsed(loser, 0);
+      free_.push_back(loser);
+    }
+  }
+  // G5: past every generation handed out before, found or not.
+  next_generation_ = std::max(DecodeFixed64(file_->data() + kFloorOffset), max_generation + 1);
+  RaiseFloor(next_generation_ + kFloorStep);
+  std::reverse(free_.begin(), free_.end());  // low blocks first
+  stats_.blocks_used = table_.size();
+  return Status::OK();
+}
+
+void PplRegion::StoreUsed(uint32_t index, uint32_t used) {
+  auto* field = reinterpret_cast<std::atomic<uint32_t>*>(BlockAt(index) + kUsedOffset);
+  field->store(used, std::memory_order_relaxed);  // one aligned 4-byte store (G1)
+  p_->Persist(field, sizeof used);
+}
+
+void PplRegion::RaiseFloor(uint64_t floor) {
+  auto* field = reinterpret_cast<std::atomic<uint64_t>*>(file_->data() + kFloorOffset);
+  field->store(floor, std::memory_order_relaxed);  // one aligned 8-byte store (G5)
+  p_->Persist(field, sizeof floor);
+  generation_floor_ = floor;
+}
+
+uint32_t PplRegion::Used(uint32_t space, uint32_t page_no) const {
+  const PageKey page{space, page_no};
+  std::lock_guard lock(mu_);
+  auto it = table_.find(page);
+  return it == table_.end() ? 0 : it->second.used;
+}
+
+Status PplRegion::ForEachEntry(
+    uint32_t space, uint32_t page_no,
+    const std::function<Status(uint64_t end_lsn, const uint8_t* edits, size_t n)>& fn) const {
+  const PageKey page{space, page_no};
+  std::lock_guard lock(mu_);
+  auto it = table_.find(page);
+  if (it == table_.end()) return Status::OK();
+  const uint8_t* b = BlockAt(it->second.index);
+  for (uint32_t off = kBlockHeaderSize; off < kBlockHeaderSize + it->second.used;) {
+    const uint8_t* e = b + off;
+    const uint32_t len = DecodeFixed16(e + 4);
+    SUBITO_RETURN_IF_ERROR(fn(DecodeFixed64(e + 8), e + kEntryHeaderSize, len));
+    off += kEntryHeaderSize + len;
+  }
+  return Status::OK();
+}
+
+void PplRegion::WriteBlockHeader(uint32_t index, PageKey page, uint64_t generation) {
+  uint8_t h[kBlockHeaderSize] = {};
+  std::memcpy(h, kBlockMagic, 4);
+  EncodeFixed16(h + 4, kBlockVersion);
+  EncodeFixed32(h + 8, page.space);
+  EncodeFixed32(h + 12, page.page_no);
+  EncodeFixed64(h + 16, generation);
+  EncodeFixed32(h + 60, crc32c::Value(h, kUsedOffset));
+  p_->CopyNoDrain(BlockAt(index), h, sizeof h);  // used = 0: not owned until StoreUsed
+}
+
+Status PplRegion::Append(uint32_t space, uint32_t page_no, uint64_t end_lsn, const uint8_t* edits,
+                         size_t n) {
+  const PageKey page{space, page_no};
+  const size_t size = EntrySizeOf(n);
+  if (n == 0 || n > UINT16_MAX) {
+    return Status::InvalidArgument(StrFormat("PPL entry of %zu edit bytes", n));
+  }
+  std::lock_guard lock(mu_);
+  auto it = table_.find(page);
+  if (it == table_.end()) {
+    if (free_.empty() || size > block_capacity()) {
+      ++stats_.full;
+      return Status::NoSpace("no free PPL block");
+    }
+    if (next_generation_ >= generation_floor_) RaiseFloor(generation_floor_ + kFloorStep);
+    const uint32_t index = free_.back();
+    free_.pop_back();
+    const uint64_t generation = next_generation_++;
+    WriteBlockHeader(index, page, generation);  // made durable with the entry below
+    it = table_.emplace(page, Block{index, generation, 0, 0}).first;
+    ++stats_.allocations;
+    stats_.blocks_used = table_.size();
+  } else if (kBlockHeaderSize + it->second.used + size > block_size_) {
+    ++stats_.full;
+    return Status::NoSpace("the page's PPL block is full");
+  }
+  Block& blk = it->second;
+  if (end_lsn <= blk.last_lsn) {
+    return Status::InvalidArgument(StrFormat("PPL entry at LSN %llu after one at %llu",
+                                             static_cast<unsigned long long>(end_lsn),
+                                             static_cast<unsigned long long>(blk.last_lsn)));
+  }
+  uint8_t hdr[kEntryHeaderSize];
+  EncodeFixed16(hdr + 4, static_cast<uint16_t>(n));
+  EncodeFixed16(hdr + 6, 0);
+  EncodeFixed64(hdr + 8, end_lsn);
+  uint32_t crc = EntryCrc(blk.generation, hdr + 4, 12);
+  crc = crc32c::Extend(crc, edits, n);
+  EncodeFixed32(hdr, crc);
+  uint8_t* dst = BlockAt(blk.index) + kBlockHeaderSize + blk.used;
+  p_->CopyNoDrain(dst, hdr, sizeof hdr);
+  p_->CopyNoDrain(dst + sizeof hdr, edits, n);
+  p_->Drain();  // G2: the entry, and a new block's header, before the commit
+  blk.used += static_cast<uint32_t>(size);
+  StoreUsed(blk.index, blk.used);  // G3
+  blk.last_lsn = end_lsn;
+  ++stats_.appends;
+  stats_.append_bytes += size;
+  return Status::OK();
+}
+
+void PplRegion::Free(uint32_t space, uint32_t page_no) {
+  const PageKey page{space, page_no};
+  std::lock_guard lock(mu_);
+  auto it = table_.find(page);
+  if (it == table_.end()) return;
+  StoreUsed(it->second.index, 0);  // G4
+  free_.push_back(it->second.index);
+  table_.erase(it);
+  ++stats_.frees;
+  stats_.blocks_used = table_.size();
+}
+
+void PplRegion::FreeSpace(uint32_t space) {
+  std::vector<PageKey> pages;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, blk] : table_) {
+      if (key.space == space) pages.push_back(key);
+    }
+  }
+  for (PageKey k : pages) Free(k.space, k.page_no);
+}
+
+std::vector<std::pair<PageKey, uint32_t>> PplRegion::Pages() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<PageKey, uint32_t>> out;
+  out.reserve(table_.size());
+  for (const auto& [key, blk] : table_) out.emplace_back(key, blk.used);
+  return out;
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> PplRegion::LoggedPages() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<uint32_t, uint32_t>> out;
+  out.reserve(table_.size());
+  for (const auto& [key, blk] : table_) out.emplace_back(key.space, key.page_no);
+  return out;
+}
+
+PplStats PplRegion::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+std::string PplRegion::Describe() const {
+  return StrFormat("per-page logs: %s, %llu blocks of %u bytes", file_->Describe().c_str(),
+                   static_cast<unsigned long long>(block_count_), block_size_);
+}
+
+}  // namespace subito::ppl

@@ -43,6 +43,10 @@ struct BufferPool::Frame {
   // threshold, or its file holds no image of it yet, or recovery changed it.
   bool log_off = true;
   std::atomic<log::Lsn> log_done_lsn{0};
+  // A write of the page failed: its file (or the double-write area, or the
+  // writer's retry copy) may hold an image newer than the one its page-log
+  // entries would build on. No append until a write of it succeeds.
+  std::atomic<bool> log_blocked{false};
 };
 
 namespace {
@@ -517,7 +521,9 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
     }
     batch.push_back({id.space, id.page_no, page::PageLsn(copy), copy});
     lsns.push_back(page::PageLsn(copy));
-    if (store != nullptr && !f.log_off && f.log_bytes <= options_.page_log_threshold) {
+    if (store != nullptr && !f.log_off && f.log_bytes <= options_.page_log_threshold &&
+        !f.log_blocked.load(std::memory_order_relaxed) &&
+        !no_appends_.load(std::memory_order_relaxed)) {
       // NV-PPL: the changes since the page log's last entry, as one entry.
       const log::Lsn done = f.log_done_lsn.load(std::memory_order_relaxed);
       std::vector<uint8_t> edits;
@@ -537,6 +543,7 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
     }
   }
   std::vector<bool> logged(batch.size(), false);
+  Status append_error;
   if (!to_log.empty()) {
     // WAL, as for a page write (P2): the log holds every change first.
     log::Lsn max_lsn = 0;
@@ -557,7 +564,8 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
       } else if (a.IsNoSpace()) {
         page_log_full_.fetch_add(1, std::memory_order_relaxed);  // written instead
       } else {
-        return a;
+        append_error = a;  // this page and the rest are written instead
+        break;
       }
     }
   }
@@ -568,8 +576,11 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
   Status st = writer_.Write(writes, [this](uint32_t s) { return Space(s); });
   if (!writes.empty()) NoteWriteOutcome(st);
   for (size_t i = 0; i < frames.size(); ++i) {
-    if (!logged[i] && !st.ok()) continue;
     Frame& f = *frames_[frames[i]];
+    if (!logged[i] && !st.ok()) {
+      f.log_blocked.store(true, std::memory_order_relaxed);
+      continue;
+    }
     // The image or its page-log entries are durable: pending entries up to
     // it are done. A written page's entries are all in its file (G4).
     if (!logged[i] && store != nullptr) store->Free(batch[i].space_id, batch[i].page_no);
@@ -588,6 +599,7 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
       } else {
         f.log_bytes = 0;
         f.log_off = false;  // the file holds this image now
+        f.log_blocked.store(false, std::memory_order_relaxed);
       }
     }
     std::lock_guard lock(mu_);
@@ -596,7 +608,7 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
       f.dirty = false;
     }
   }
-  return st;
+  return st.ok() ? append_error : st;
 }
 
 void BufferPool::NoteWriteOutcome(const Status& st) {
@@ -677,8 +689,12 @@ Status BufferPool::FlushAll() {
 }
 
 Status BufferPool::WriteLoggedPages() {
-  if (options_.page_log == nullptr) return Status::OK();
-  for (const auto& [space, page_no] : options_.page_log->LoggedPages()) {
+  PageLogStore* const store = options_.page_log;
+  if (store == nullptr) return Status::OK();
+  // From here on every flush writes pages to their files.
+  no_appends_.store(true);
+  SUBITO_RETURN_IF_ERROR(FlushAll());
+  for (const auto& [space, page_no] : store->LoggedPages()) {
     if (Space(space) == nullptr) continue;  // dropped: DropSpace frees its entries
     Result<PageHandle> page = Fetch({space, page_no}, Latch::kExclusive);
     if (!page.ok()) return page.status();
@@ -686,7 +702,15 @@ Status BufferPool::WriteLoggedPages() {
     const log::Lsn lsn = page::PageLsn(page->data());
     MarkDirty(*page, lsn, lsn);
   }
-  return FlushAll();
+  SUBITO_RETURN_IF_ERROR(FlushAll());
+  for (const auto& [space, page_no] : store->LoggedPages()) {
+    if (Space(space) != nullptr) {
+      return Status::IOError(StrFormat(
+          "page %u of space %u still has per-page log entries after every page was written",
+          page_no, space));
+    }
+  }
+  return Status::OK();
 }
 
 void BufferPool::CleanerLoop() {

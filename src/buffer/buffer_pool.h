@@ -189,8 +189,10 @@ class BufferPool {
   // Writes every dirty page and checkpoints at the durable LSN. The caller
   // must hold no page latch.
   Status FlushAll();
-  // NV-PPL: writes every page that has page-log entries to its file, and
-  // frees them (de-PPLizes every page). The caller holds no page latch.
+  // NV-PPL: from now on pages are written, never logged; writes every dirty
+  // page and every page that has page-log entries to its file, and frees
+  // them (de-PPLizes every page). The caller holds no page latch. For a
+  // clean shutdown: the page log may be on tmpfs, which a reboot clears.
   Status WriteLoggedPages();
   // Advances the log checkpoint as far as C1 allows.
   Status Checkpoint();
@@ -256,6 +258,7 @@ class BufferPool {
   std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, foreground_flushes_{0},
       checkpoints_{0};
   std::atomic<uint64_t> pages_logged_{0}, page_log_bytes_{0}, page_log_full_{0};
+  std::atomic<bool> no_appends_{false};  // WriteLoggedPages: every flush writes
 };
 
 }  // namespace subito::buffer

@@ -264,12 +264,16 @@ Status DatabaseImpl::OpenAll() {
   if (!d.ok()) return d.status();
   dwb_ = std::move(*d);
 
-  if (options_.ppl_bytes > 0) {
+  // A region left by an earlier run is opened whatever the setting: its
+  // entries hold changes the checkpoint has passed. With ppl_bytes 0 it is
+  // only read (threshold 0: nothing is appended) and emptied at Close.
+  const std::string ppl_path = options_.pm_dir + "/ppl";
+  if (options_.ppl_bytes > 0 || PosixFileSystem()->Exists(ppl_path)) {
     ppl::PplOptions pp;
-    pp.path = options_.pm_dir + "/ppl";
+    pp.path = ppl_path;
     pp.size = options_.ppl_bytes;
-    pp.block_size = static_cast<uint32_t>(std::max<uint64_t>(
-        128, (ppl::kBlockHeaderSize + uint64_t{options_.ppl_threshold} + 63) / 64 * 64));
+    pp.block_size = static_cast<uint32_t>(std::clamp<uint64_t>(
+        (ppl::kBlockHeaderSize + uint64_t{options_.ppl_threshold} + 63) / 64 * 64, 128, 65536));
     pp.salt = catalog_.log_salt;
     pp.persistence = options_.persistence;
     Result<std::unique_ptr<ppl::PplRegion>> r = ppl::PplRegion::Open(pp);
@@ -286,7 +290,8 @@ Status DatabaseImpl::OpenAll() {
   po.report = [this](const std::string& m) { Report(m); };
   if (ppl_) {
     po.page_log = ppl_.get();
-    po.page_log_threshold = std::min(options_.ppl_threshold, ppl_->Capacity());
+    po.page_log_threshold =
+        options_.ppl_bytes > 0 ? std::min(options_.ppl_threshold, ppl_->Capacity()) : 0;
   }
   Result<std::unique_ptr<buffer::BufferPool>> p =
       buffer::BufferPool::Create(po, log_.get(), dwb_.get());
@@ -303,6 +308,14 @@ Status DatabaseImpl::OpenAll() {
     }
     t->RebuildDef();
     tables_.emplace(ct.def.name, std::move(t));
+  }
+
+  if (ppl_) {
+    // Entries of spaces no table uses any more (a DROP cut short by a crash,
+    // finished above) are freed.
+    for (const auto& [space, page_no] : ppl_->LoggedPages()) {
+      if (pool_->Space(space) == nullptr) ppl_->FreeSpace(space);
+    }
   }
 
   Result<recovery::RecoveryStats> rs = recovery::Recover(

@@ -52,15 +52,15 @@ Result<std::unique_ptr<PplRegion>> PplRegion::Open(const PplOptions& options) {
     return Status::InvalidArgument(
         StrFormat("PPL block size %u: a multiple of 64 from 128 to 65536", options.block_size));
   }
-  const uint64_t blocks =
-      (options.size - std::min<uint64_t>(options.size, kRegionHeaderSize)) / options.block_size;
-  if (blocks == 0 || blocks > UINT32_MAX) {
-    return Status::InvalidArgument(StrFormat(
-        "PPL region of %llu bytes: room for 1 .. 2^32-1 blocks of %u bytes after its header",
-        static_cast<unsigned long long>(options.size), options.block_size));
-  }
   FileSystem* fs = PosixFileSystem();
   if (!fs->Exists(options.path)) {
+    const uint64_t blocks =
+        (options.size - std::min<uint64_t>(options.size, kRegionHeaderSize)) / options.block_size;
+    if (blocks == 0 || blocks > UINT32_MAX) {
+      return Status::InvalidArgument(StrFormat(
+          "PPL region of %llu bytes: room for 1 .. 2^32-1 blocks of %u bytes after its header",
+          static_cast<unsigned long long>(options.size), options.block_size));
+    }
     const std::string tmp = options.path + ".tmp";
     SUBITO_RETURN_IF_ERROR(fs->Remove(tmp));
     {
@@ -96,8 +96,8 @@ Result<std::unique_ptr<PplRegion>> PplRegion::Open(const PplOptions& options) {
   const uint32_t block_size = DecodeFixed32(h + 12);
   const uint64_t count = DecodeFixed64(h + 16);
   const uint64_t salt = DecodeFixed64(h + 24);
-  if (block_size % 64 != 0 || block_size < 128 || count == 0 || count > UINT32_MAX ||
-      (*f)->size() != kRegionHeaderSize + count * block_size) {
+  if (block_size % 64 != 0 || block_size < 128 || block_size > 65536 || count == 0 ||
+      count > UINT32_MAX || (*f)->size() != kRegionHeaderSize + count * block_size) {
     return Status::Corruption(StrFormat(
         "%s: %zu bytes, its header says %llu blocks of %u bytes (truncated?)", options.path.c_str(),
         (*f)->size(), static_cast<unsigned long long>(count), block_size));
@@ -234,6 +234,12 @@ Status PplRegion::Append(uint32_t space, uint32_t page_no, uint64_t end_lsn, con
   }
   std::lock_guard lock(mu_);
   auto it = table_.find(page);
+  const uint64_t last_lsn = it == table_.end() ? 0 : it->second.last_lsn;
+  if (end_lsn <= last_lsn) {
+    return Status::InvalidArgument(StrFormat("PPL entry at LSN %llu after one at %llu",
+                                             static_cast<unsigned long long>(end_lsn),
+                                             static_cast<unsigned long long>(last_lsn)));
+  }
   if (it == table_.end()) {
     if (free_.empty() || size > block_capacity()) {
       ++stats_.full;
@@ -252,11 +258,6 @@ Status PplRegion::Append(uint32_t space, uint32_t page_no, uint64_t end_lsn, con
     return Status::NoSpace("the page's PPL block is full");
   }
   Block& blk = it->second;
-  if (end_lsn <= blk.last_lsn) {
-    return Status::InvalidArgument(StrFormat("PPL entry at LSN %llu after one at %llu",
-                                             static_cast<unsigned long long>(end_lsn),
-                                             static_cast<unsigned long long>(blk.last_lsn)));
-  }
   uint8_t hdr[kEntryHeaderSize];
   EncodeFixed16(hdr + 4, static_cast<uint16_t>(n));
   EncodeFixed16(hdr + 6, 0);

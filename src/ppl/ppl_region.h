@@ -55,11 +55,10 @@ inline constexpr uint32_t kEntryHeaderSize = 16;
 
 struct PplOptions {
   std::string path;  // the region file, e.g. <pm_dir>/ppl
-  // Bytes of the region, header included; fixed when it is created (a
-  // region of another size is rebuilt by its owner, not reused).
+  // Bytes of the region, header included. Used when the region is created;
+  // an existing region keeps its own size and block size.
   uint64_t size = 256ull << 20;
   // Bytes of one block, header included: a multiple of 64, 128 .. 65536.
-  // Fixed when the region is created.
   uint32_t block_size = 512;
   // The database this region belongs to (the log's salt, catalog K5): a
   // region with another salt is refused. 0: any.

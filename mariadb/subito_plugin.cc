@@ -52,6 +52,8 @@ uint sv_page_size = 16384;
 uint sv_page_cleaners = 1;
 my_bool sv_double_write_on_pm = 1;
 my_bool sv_direct_io = 1;
+ulonglong sv_ppl_size = 0;
+uint sv_ppl_threshold = 256;
 uint sv_open_files = 0;
 
 MYSQL_SYSVAR_STR(
@@ -103,6 +105,16 @@ MYSQL_SYSVAR_BOOL(direct_io, sv_direct_io, PLUGIN_VAR_READONLY,
                   "Files the OS caches all the same (on tmpfs, or a file system without "
                   "O_DIRECT) are counted in Subito_page_files_cached_by_os",
                   nullptr, nullptr, 1);
+MYSQL_SYSVAR_ULONGLONG(ppl_size, sv_ppl_size, PLUGIN_VAR_READONLY,
+                       "Bytes of the per-page log region on the PM tier (NV-PPL): pages whose "
+                       "changes since their last write are small keep them there instead of "
+                       "being written. 0 (the default, until its reclamation is measured): off. "
+                       "Used when the region is created",
+                       nullptr, nullptr, 0, 0, 1ull << 40, 1ull << 20);
+MYSQL_SYSVAR_UINT(ppl_threshold, sv_ppl_threshold, PLUGIN_VAR_READONLY,
+                  "A page whose changes since its last write take at most this many bytes of "
+                  "per-page log entries is not written (NV-PPL)",
+                  nullptr, nullptr, 256, 64, 4096, 0);
 MYSQL_SYSVAR_UINT(open_files, sv_open_files, PLUGIN_VAR_READONLY,
                   "Page-file descriptors Subito keeps open at once, closing the least recently "
                   "used past it (0: as innodb_open_files, 300 or table_open_cache when that is "
@@ -131,6 +143,8 @@ struct st_mysql_sys_var* system_variables[] = {MYSQL_SYSVAR(data_home_dir),
                                                MYSQL_SYSVAR(version_store_budget),
                                                MYSQL_SYSVAR(lock_memory_budget),
                                                MYSQL_SYSVAR(direct_io),
+                                               MYSQL_SYSVAR(ppl_size),
+                                               MYSQL_SYSVAR(ppl_threshold),
                                                nullptr};
 
 // ---- status variables ----
@@ -147,6 +161,8 @@ struct Exported {
   ulonglong open_files, file_closes, file_reopens, open_file_waits;
   ulonglong page_write_failures, page_writes_failing, writes_stopped;
   ulonglong version_bytes, snapshots_cut, lock_bytes, page_files_cached_by_os;
+  ulonglong ppl_pages_logged, ppl_bytes, ppl_full, ppl_blocks_used, ppl_blocks;
+  ulonglong ppl_pages_delogged, ppl_reclaimed;
   double buffer_hit_ratio;
 };
 
@@ -186,6 +202,13 @@ Exported Collect() {
   e.snapshots_cut = s.snapshots_cut;
   e.lock_bytes = s.lock_bytes;
   e.page_files_cached_by_os = s.page_files_cached_by_os;
+  e.ppl_pages_logged = s.ppl_pages_logged;
+  e.ppl_bytes = s.ppl_bytes;
+  e.ppl_full = s.ppl_full;
+  e.ppl_blocks_used = s.ppl_blocks_used;
+  e.ppl_blocks = s.ppl_blocks;
+  e.ppl_pages_delogged = s.ppl_pages_delogged;
+  e.ppl_reclaimed = s.ppl_reclaimed;
   return e;
 }
 
@@ -226,7 +249,14 @@ constexpr StatusVar kStatusVars[] = {SUBITO_STATUS(commits, SHOW_ULONGLONG),
                                      SUBITO_STATUS(version_bytes, SHOW_ULONGLONG),
                                      SUBITO_STATUS(snapshots_cut, SHOW_ULONGLONG),
                                      SUBITO_STATUS(lock_bytes, SHOW_ULONGLONG),
-                                     SUBITO_STATUS(page_files_cached_by_os, SHOW_ULONGLONG)};
+                                     SUBITO_STATUS(page_files_cached_by_os, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(ppl_pages_logged, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(ppl_bytes, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(ppl_full, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(ppl_blocks_used, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(ppl_blocks, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(ppl_pages_delogged, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(ppl_reclaimed, SHOW_ULONGLONG)};
 #undef SUBITO_STATUS
 
 int ShowStatus(THD*, SHOW_VAR* var, void* buff, struct system_status_var*, enum enum_var_type) {
@@ -411,6 +441,14 @@ bool ShowEngineStatusText(THD* thd, stat_print_fn* print) {
            (unsigned long long)s.snapshots_cut, (unsigned long long)s.lock_bytes,
            (unsigned long long)s.lock_budget);
   text += line;
+  snprintf(line, sizeof line,
+           "per-page logs: %llu pages logged (%llu bytes), %llu written for want of room, %llu "
+           "de-logged, %llu reclaimed in the background; blocks %llu of %llu in use\n",
+           (unsigned long long)s.ppl_pages_logged, (unsigned long long)s.ppl_bytes,
+           (unsigned long long)s.ppl_full, (unsigned long long)s.ppl_pages_delogged,
+           (unsigned long long)s.ppl_reclaimed, (unsigned long long)s.ppl_blocks_used,
+           (unsigned long long)s.ppl_blocks);
+  text += line;
   text += s.writes_stopped ? "writes: STOPPED (" + s.stop_reason + "); restart the server\n"
                            : std::string("writes: accepted\n");
   return print(thd, "SUBITO", 6, "", 0, text.data(), text.size());
@@ -461,6 +499,8 @@ int InitEngine(void* p) {
   }
   o.max_open_files = sv_open_files;
   o.direct_io = sv_direct_io;
+  o.ppl_bytes = sv_ppl_size;
+  o.ppl_threshold = sv_ppl_threshold;
   o.version_store_budget_bytes = sv_version_store_budget;
   o.lock_memory_budget_bytes = sv_lock_memory_budget;
   o.error_log = [](const std::string& m) { sql_print_error("Subito: %s", m.c_str()); };

@@ -138,6 +138,29 @@ TEST(PplEngine, AFullRegionMakesPagesBeWrittenInstead) {
   EXPECT_EQ(Rows(db->get()), want);
 }
 
+// A region much smaller than the pages that change: foreground reclamation
+// (pages with large entries written when it is 90% full) and the background
+// cleaner (pages not in the pool read back and written when 75% full) free
+// blocks, so far more pages go through the region than it holds at once.
+TEST(PplEngine, TheRegionIsReclaimedAndKeepsServing) {
+  test::ScratchDir dir;
+  Options o = PplOptions(dir.path());
+  o.ppl_bytes = 4096 + 200 * 320;
+  auto db = Database::Open(o);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  const std::map<int64_t, std::string> want = Load(db->get(), 8000);
+  const DatabaseStats s = (*db)->Stats();
+  EXPECT_GT(s.ppl_pages_logged, 400u);
+  EXPECT_GT(s.ppl_pages_delogged, 100u);
+  EXPECT_LE(s.ppl_blocks_used, 200u);
+  std::printf("logged %llu, de-logged %llu, reclaimed in the background %llu, full %llu\n",
+              static_cast<unsigned long long>(s.ppl_pages_logged),
+              static_cast<unsigned long long>(s.ppl_pages_delogged),
+              static_cast<unsigned long long>(s.ppl_reclaimed),
+              static_cast<unsigned long long>(s.ppl_full));
+  EXPECT_EQ(Rows(db->get()), want);
+}
+
 // A process that ends without closing (as kill -9 leaves it): pages come
 // back from their files plus their page-log entries, then redo.
 TEST(PplEngine, AfterACrashEveryCommittedRowIsThere) {

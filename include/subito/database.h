@@ -214,6 +214,9 @@ struct DatabaseStats {
   // region had no room for them, and the region's blocks in use / in all.
   uint64_t ppl_pages_logged = 0, ppl_bytes = 0, ppl_full = 0;
   uint64_t ppl_blocks_used = 0, ppl_blocks = 0;
+  // Pages written after having entries (their blocks freed: de-PPLized),
+  // and those the background cleaner read back to be written so.
+  uint64_t ppl_pages_delogged = 0, ppl_reclaimed = 0;
   // Page-write batches that failed (a full disk, an I/O error; retried until
   // one succeeds), and whether the last one failed.
   uint64_t page_write_failures = 0;

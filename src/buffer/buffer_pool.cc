@@ -501,6 +501,9 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
     std::vector<uint8_t> edits;
   };
   std::vector<ToLog> to_log;
+  // Foreground reclamation: with the page log 90% full, pages whose entries
+  // use half their room or more are written (their blocks freed) instead.
+  const bool log_pressed = store != nullptr && store->PagesUsed() * 10 >= store->PageCapacity() * 9;
   for (uint32_t idx : candidates) {
     Frame& f = *frames_[idx];
     std::shared_lock latch(f.latch, std::defer_lock);
@@ -523,7 +526,8 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
     lsns.push_back(page::PageLsn(copy));
     if (store != nullptr && !f.log_off && f.log_bytes <= options_.page_log_threshold &&
         !f.log_blocked.load(std::memory_order_relaxed) &&
-        !no_appends_.load(std::memory_order_relaxed)) {
+        !no_appends_.load(std::memory_order_relaxed) &&
+        !(log_pressed && f.log_bytes * 2 >= options_.page_log_threshold)) {
       // NV-PPL: the changes since the page log's last entry, as one entry.
       const log::Lsn done = f.log_done_lsn.load(std::memory_order_relaxed);
       std::vector<uint8_t> edits;
@@ -583,7 +587,9 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
     }
     // The image or its page-log entries are durable: pending entries up to
     // it are done. A written page's entries are all in its file (G4).
-    if (!logged[i] && store != nullptr) store->Free(batch[i].space_id, batch[i].page_no);
+    if (!logged[i] && store != nullptr && store->Free(batch[i].space_id, batch[i].page_no)) {
+      pages_delogged_.fetch_add(1, std::memory_order_relaxed);
+    }
     log::Lsn done = f.log_done_lsn.load(std::memory_order_relaxed);
     while (done < lsns[i] && !f.log_done_lsn.compare_exchange_weak(done, lsns[i])) {
     }
@@ -748,8 +754,35 @@ void BufferPool::CleanerLoop() {
       std::lock_guard lock(cleaner_mu_);
       if (stop_) return;
     }
+    ReclaimPageLog();
     Status st = Checkpoint();
     (void)st;
+  }
+}
+
+void BufferPool::ReclaimPageLog() {
+  PageLogStore* const store = options_.page_log;
+  if (store == nullptr || no_appends_.load() ||
+      store->PagesUsed() * 4 < store->PageCapacity() * 3) {
+    return;
+  }
+  // The background PPL cleaner: pages with entries that are not in the pool
+  // are read (their entries applied) and marked to be written, which frees
+  // their blocks once the write is synced.
+  size_t picked = 0;
+  for (const auto& [space, page_no] : store->LoggedPages(4 * size_t{options_.flush_batch})) {
+    if (picked == options_.flush_batch) break;
+    {
+      std::lock_guard lock(mu_);
+      if (table_.count({space, page_no}) != 0) continue;  // in the pool: written when flushed
+    }
+    Result<PageHandle> page = Fetch({space, page_no}, Latch::kExclusive);
+    if (!page.ok()) continue;  // dropped meanwhile, or no free frame now
+    StopPageLogging(*page);
+    const log::Lsn lsn = page::PageLsn(page->data());
+    MarkDirty(*page, lsn, lsn);
+    ++picked;
+    page_log_reclaimed_.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
@@ -771,6 +804,8 @@ BufferPoolStats BufferPool::stats() const {
   s.pages_logged = pages_logged_.load(std::memory_order_relaxed);
   s.page_log_bytes = page_log_bytes_.load(std::memory_order_relaxed);
   s.page_log_full = page_log_full_.load(std::memory_order_relaxed);
+  s.pages_delogged = pages_delogged_.load(std::memory_order_relaxed);
+  s.page_log_reclaimed = page_log_reclaimed_.load(std::memory_order_relaxed);
   s.writes_failing = writes_failing_.load(std::memory_order_relaxed);
   std::lock_guard lock(spaces_mu_);
   for (auto& [id, sp] : spaces_) s.pages_read += sp->stats().pages_read;

@@ -84,6 +84,9 @@ struct BufferPoolStats {
   // NV-PPL: pages whose changes went to the page log instead of their file,
   // and the bytes of those entries; pages the page log had no room for.
   uint64_t pages_logged = 0, page_log_bytes = 0, page_log_full = 0;
+  // Pages written (and their page-log blocks freed) after having entries,
+  // and those the background cleaner read back to be written so.
+  uint64_t pages_delogged = 0, page_log_reclaimed = 0;
   uint64_t write_failures = 0;  // page-write batches that failed (PageWriter P4)
   bool writes_failing = false;  // the last batch failed; retried until one succeeds
 };
@@ -216,6 +219,10 @@ class BufferPool {
   // After a page's image is read from its file: applies its page-log entries
   // newer than the image and sets up the frame's page-log state.
   Status ApplyPageLog(Frame& f, PageId id);
+  // The background PPL cleaner (each cleaner round): with the page log 75%
+  // full, some pages that have entries but are not in the pool are read and
+  // marked dirty, to be written and their blocks freed.
+  void ReclaimPageLog();
   // Reports the first failure of a run of failed page writes, and the first
   // success after one.
   void NoteWriteOutcome(const Status& st);
@@ -258,6 +265,7 @@ class BufferPool {
   std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, foreground_flushes_{0},
       checkpoints_{0};
   std::atomic<uint64_t> pages_logged_{0}, page_log_bytes_{0}, page_log_full_{0};
+  std::atomic<uint64_t> pages_delogged_{0}, page_log_reclaimed_{0};
   std::atomic<bool> no_appends_{false};  // WriteLoggedPages: every flush writes
 };
 

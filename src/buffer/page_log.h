@@ -35,10 +35,14 @@ class PageLogStore {
   virtual Status Append(uint32_t space, uint32_t page_no, uint64_t end_lsn, const uint8_t* edits,
                         size_t n) = 0;
   // Only once an image holding every entry is durable in the page's file.
-  virtual void Free(uint32_t space, uint32_t page_no) = 0;
+  // Returns whether the page had entries.
+  virtual bool Free(uint32_t space, uint32_t page_no) = 0;
   virtual void FreeSpace(uint32_t space) = 0;
-  // Pages that have entries, as (space, page number).
-  virtual std::vector<std::pair<uint32_t, uint32_t>> LoggedPages() const = 0;
+  // Pages that have entries, as (space, page number): all, or at most n.
+  virtual std::vector<std::pair<uint32_t, uint32_t>> LoggedPages(size_t n = SIZE_MAX) const = 0;
+  // Pages that may have entries at once, and those that have now.
+  virtual uint64_t PageCapacity() const = 0;
+  virtual uint64_t PagesUsed() const = 0;
 };
 
 // Applies page-log edit bytes (buffer/mtr.h's edits without space and page

@@ -854,6 +854,8 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.ppl_pages_logged = ps.pages_logged;
   s.ppl_bytes = ps.page_log_bytes;
   s.ppl_full = ps.page_log_full;
+  s.ppl_pages_delogged = ps.pages_delogged;
+  s.ppl_reclaimed = ps.page_log_reclaimed;
   if (ppl_) {
     const ppl::PplStats r = ppl_->stats();
     s.ppl_blocks_used = r.blocks_used;
@@ -932,7 +934,13 @@ std::string DatabaseImpl::Describe() const {
                                       : "file " + options_.dir + "/doublewrite") +
          StrFormat("\npages: %u bytes, buffer pool %llu MiB", catalog_.page_size,
                    static_cast<unsigned long long>(options_.buffer_pool_bytes >> 20)) +
-         "\npage files: " + PageFileCaching();
+         "\npage files: " + PageFileCaching() +
+         (ppl_ ? "\n" + ppl_->Describe() +
+                     StrFormat(", threshold %u bytes",
+                               options_.ppl_bytes > 0
+                                   ? std::min(options_.ppl_threshold, ppl_->Capacity())
+                                   : 0)
+               : std::string("\nper-page logs: off"));
 }
 
 }  // namespace engine

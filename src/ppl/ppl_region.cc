@@ -277,16 +277,17 @@ Status PplRegion::Append(uint32_t space, uint32_t page_no, uint64_t end_lsn, con
   return Status::OK();
 }
 
-void PplRegion::Free(uint32_t space, uint32_t page_no) {
+bool PplRegion::Free(uint32_t space, uint32_t page_no) {
   const PageKey page{space, page_no};
   std::lock_guard lock(mu_);
   auto it = table_.find(page);
-  if (it == table_.end()) return;
+  if (it == table_.end()) return false;
   StoreUsed(it->second.index, 0);  // G4
   free_.push_back(it->second.index);
   table_.erase(it);
   ++stats_.frees;
   stats_.blocks_used = table_.size();
+  return true;
 }
 
 void PplRegion::FreeSpace(uint32_t space) {
@@ -308,12 +309,20 @@ std::vector<std::pair<PageKey, uint32_t>> PplRegion::Pages() const {
   return out;
 }
 
-std::vector<std::pair<uint32_t, uint32_t>> PplRegion::LoggedPages() const {
+std::vector<std::pair<uint32_t, uint32_t>> PplRegion::LoggedPages(size_t n) const {
   std::lock_guard lock(mu_);
   std::vector<std::pair<uint32_t, uint32_t>> out;
-  out.reserve(table_.size());
-  for (const auto& [key, blk] : table_) out.emplace_back(key.space, key.page_no);
+  out.reserve(std::min(n, table_.size()));
+  for (const auto& [key, blk] : table_) {
+    if (out.size() == n) break;
+    out.emplace_back(key.space, key.page_no);
+  }
   return out;
+}
+
+uint64_t PplRegion::PagesUsed() const {
+  std::lock_guard lock(mu_);
+  return table_.size();
 }
 
 PplStats PplRegion::stats() const {

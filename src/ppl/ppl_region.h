@@ -118,11 +118,13 @@ class PplRegion final : public buffer::PageLogStore {
   // the page's block has no room: the caller writes the page instead.
   Status Append(uint32_t space, uint32_t page_no, uint64_t end_lsn, const uint8_t* edits,
                 size_t n) override;
-  // Gives the page's block back, durably (G4). No-op without one.
-  void Free(uint32_t space, uint32_t page_no) override;
+  // Gives the page's block back, durably (G4). No-op (false) without one.
+  bool Free(uint32_t space, uint32_t page_no) override;
   // Frees every block of a space (a dropped table).
   void FreeSpace(uint32_t space) override;
-  std::vector<std::pair<uint32_t, uint32_t>> LoggedPages() const override;
+  std::vector<std::pair<uint32_t, uint32_t>> LoggedPages(size_t n = SIZE_MAX) const override;
+  uint64_t PageCapacity() const override { return block_count_; }
+  uint64_t PagesUsed() const override;
   // Pages that own a block, and the bytes each uses.
   std::vector<std::pair<PageKey, uint32_t>> Pages() const;
 

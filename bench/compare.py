@@ -46,6 +46,7 @@ class Server:
         self.port = 3400 + (ENGINES.index(engine))
         self.pool = pool
         self.log_size = args.log_size
+        self.ppl_size = args.ppl_size
         for d in (self.dir, self.pm):
             shutil.rmtree(d, ignore_errors=True)
         os.makedirs(self.pm, exist_ok=True)
@@ -57,7 +58,8 @@ class Server:
                   "--innodb-doublewrite=1", "--innodb-flush-method=O_DIRECT",
                   f"--innodb-log-group-home-dir={self.pm}", f"--innodb-log-file-size={self.log_size}"]
         subito = [f"--subito-buffer-pool-size={self.pool}", f"--subito-pm-dir={self.pm}/subito",
-                  f"--subito-log-file-size={self.log_size}", "--subito-double-write-on-pm=ON"]
+                  f"--subito-log-file-size={self.log_size}", "--subito-double-write-on-pm=ON",
+                  f"--subito-ppl-size={self.ppl_size}"]
         # The engine not measured keeps a small pool.
         if self.engine == "innodb":
             subito[0] = "--subito-buffer-pool-size=16M"
@@ -311,6 +313,8 @@ def main():
     ap.add_argument("--go-tpc", required=True)
     ap.add_argument("--out", default=os.path.join(ROOT, "out"))
     ap.add_argument("--regimes", default="abcde")
+    ap.add_argument("--ppl-size", default="0",
+                    help="Subito's per-page log region (subito_ppl_size), e.g. 64M; 0: off")
     args = ap.parse_args()
     if args.quick:
         args.seconds = min(args.seconds, 10)
@@ -332,6 +336,7 @@ def main():
         "b": {"tables": io_tables, "rows": io_rows, "buffer_pool": args.io_pool},
         "c": {"warehouses": args.warehouses, "seconds": args.tpcc_seconds, "buffer_pool": args.tpcc_pool},
         "log_file_size": args.log_size, "pm_dir": args.pm_dir, "data_dir": args.work,
+        "subito_ppl_size": args.ppl_size,
         "server": sh(["/usr/sbin/mariadbd", "--version"]).stdout.strip(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
                    f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') >> 30} GiB",

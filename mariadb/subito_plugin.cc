@@ -179,7 +179,8 @@ Exported Collect() {
   e.log_record_bytes = s.log_record_bytes;
   e.log_padding_bytes = s.log_padding_bytes;
   e.double_write_bytes = s.double_write_bytes;
-  e.pm_bytes_written = s.log_bytes + (sv_double_write_on_pm ? s.double_write_bytes : 0);
+  e.pm_bytes_written =
+      s.log_bytes + (sv_double_write_on_pm ? s.double_write_bytes : 0) + s.ppl_bytes;
   e.page_file_bytes_written = s.page_file_bytes_written;
   e.page_file_bytes_read = s.page_file_bytes_read;
   e.pages_written = s.page_file_bytes_written / sv_page_size;

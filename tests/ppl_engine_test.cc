@@ -79,6 +79,35 @@ std::map<int64_t, std::string> Rows(Database* db) {
   return out;
 }
 
+// Runs Load(6000) in a child process that ends without closing (as kill -9
+// leaves it), with page-log entries in use at that moment.
+void LoadAndCrash(const Options& o) {
+  std::fflush(stdout);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto db = Database::Open(o);
+    if (!db.ok()) ::_exit(2);
+    Load(db->get(), 6000);
+    const bool logged = (*db)->Stats().ppl_blocks_used > 0;
+    std::fflush(stdout);
+    ::_exit(::testing::Test::HasFailure() ? 1 : logged ? 0 : 3);  // no close
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// The rows the same deterministic load leaves, from a pool that holds them all.
+std::map<int64_t, std::string> ModelRows(int updates) {
+  test::ScratchDir model_dir;
+  Options mo = test::SmallOptions(model_dir.path());
+  mo.buffer_pool_bytes = 64 << 20;
+  auto model = Database::Open(mo);
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  return model.ok() ? Load(model->get(), updates) : std::map<int64_t, std::string>{};
+}
+
 TEST(PplEngine, SmallChangesGoToThePageLogAndEveryRowReadsBack) {
   test::ScratchDir dir;
   const Options o = PplOptions(dir.path());
@@ -166,30 +195,12 @@ TEST(PplEngine, TheRegionIsReclaimedAndKeepsServing) {
 TEST(PplEngine, AfterACrashEveryCommittedRowIsThere) {
   test::ScratchDir dir;
   const Options o = PplOptions(dir.path());
-  std::fflush(stdout);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    auto db = Database::Open(o);
-    if (!db.ok()) ::_exit(2);
-    Load(db->get(), 6000);
-    const bool logged = (*db)->Stats().ppl_blocks_used > 0;
-    std::fflush(stdout);
-    ::_exit(HasFailure() ? 1 : logged ? 0 : 3);  // no close
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  LoadAndCrash(o);
+  ASSERT_FALSE(HasFatalFailure());
   auto db = Database::Open(o);
   ASSERT_TRUE(db.ok()) << db.status().ToString();
   EXPECT_GT((*db)->Stats().ppl_blocks_used, 0u) << "the crash left no page-log entries to use";
-  // The model: the same deterministic load, in memory.
-  test::ScratchDir model_dir;
-  Options mo = test::SmallOptions(model_dir.path());
-  mo.buffer_pool_bytes = 64 << 20;
-  auto model = Database::Open(mo);
-  ASSERT_TRUE(model.ok());
-  EXPECT_EQ(Rows(db->get()), Load(model->get(), 6000));
+  EXPECT_EQ(Rows(db->get()), ModelRows(6000));
 }
 
 // A restart with per-page logs turned off (ppl_bytes 0) still reads the
@@ -197,28 +208,11 @@ TEST(PplEngine, AfterACrashEveryCommittedRowIsThere) {
 TEST(PplEngine, ARestartWithPplOffStillAppliesWhatACrashLeft) {
   test::ScratchDir dir;
   const Options o = PplOptions(dir.path());
-  std::fflush(stdout);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    auto db = Database::Open(o);
-    if (!db.ok()) ::_exit(2);
-    Load(db->get(), 6000);
-    const bool logged = (*db)->Stats().ppl_blocks_used > 0;
-    std::fflush(stdout);
-    ::_exit(HasFailure() ? 1 : logged ? 0 : 3);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  LoadAndCrash(o);
+  ASSERT_FALSE(HasFatalFailure());
   Options off = o;
   off.ppl_bytes = 0;
-  test::ScratchDir model_dir;
-  Options mo = test::SmallOptions(model_dir.path());
-  mo.buffer_pool_bytes = 64 << 20;
-  auto model = Database::Open(mo);
-  ASSERT_TRUE(model.ok());
-  const std::map<int64_t, std::string> want = Load(model->get(), 6000);
+  const std::map<int64_t, std::string> want = ModelRows(6000);
   {
     auto db = Database::Open(off);
     ASSERT_TRUE(db.ok()) << db.status().ToString();

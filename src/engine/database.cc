@@ -290,8 +290,7 @@ Status DatabaseImpl::OpenAll() {
   po.report = [this](const std::string& m) { Report(m); };
   if (ppl_) {
     po.page_log = ppl_.get();
-    po.page_log_threshold =
-        options_.ppl_bytes > 0 ? std::min(options_.ppl_threshold, ppl_->Capacity()) : 0;
+    po.page_log_threshold = PplThreshold();
   }
   Result<std::unique_ptr<buffer::BufferPool>> p =
       buffer::BufferPool::Create(po, log_.get(), dwb_.get());
@@ -918,6 +917,10 @@ Status DatabaseImpl::StoppedStatus() const {
                           "); restart the server");
 }
 
+uint32_t DatabaseImpl::PplThreshold() const {
+  return options_.ppl_bytes > 0 ? std::min(options_.ppl_threshold, ppl_->Capacity()) : 0;
+}
+
 std::string DatabaseImpl::PageFileCaching() const {
   if (!options_.direct_io) return "through the OS page cache (direct_io off)";
   const uint64_t cached = fs_->cached_files();
@@ -935,11 +938,7 @@ std::string DatabaseImpl::Describe() const {
          StrFormat("\npages: %u bytes, buffer pool %llu MiB", catalog_.page_size,
                    static_cast<unsigned long long>(options_.buffer_pool_bytes >> 20)) +
          "\npage files: " + PageFileCaching() +
-         (ppl_ ? "\n" + ppl_->Describe() +
-                     StrFormat(", threshold %u bytes",
-                               options_.ppl_bytes > 0
-                                   ? std::min(options_.ppl_threshold, ppl_->Capacity())
-                                   : 0)
+         (ppl_ ? "\n" + ppl_->Describe() + StrFormat(", threshold %u bytes", PplThreshold())
                : std::string("\nper-page logs: off"));
 }
 

@@ -113,6 +113,9 @@ class DatabaseImpl final : public Database {
   std::string Describe() const override;
   // What caches the page files: "O_DIRECT (...)" or the OS page cache.
   std::string PageFileCaching() const;
+  // The page-log threshold in effect: ppl_threshold capped at what the
+  // region's blocks hold; 0 (nothing appended) with ppl_bytes 0.
+  uint32_t PplThreshold() const;
 
   // Used by transactions.
   log::RedoLog* log() const { return log_.get(); }

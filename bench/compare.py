@@ -47,6 +47,7 @@ class Server:
         self.pool = pool
         self.log_size = args.log_size
         self.ppl_size = args.ppl_size
+        self.ppl_threshold = args.ppl_threshold
         for d in (self.dir, self.pm):
             shutil.rmtree(d, ignore_errors=True)
         os.makedirs(self.pm, exist_ok=True)
@@ -59,7 +60,7 @@ class Server:
                   f"--innodb-log-group-home-dir={self.pm}", f"--innodb-log-file-size={self.log_size}"]
         subito = [f"--subito-buffer-pool-size={self.pool}", f"--subito-pm-dir={self.pm}/subito",
                   f"--subito-log-file-size={self.log_size}", "--subito-double-write-on-pm=ON",
-                  f"--subito-ppl-size={self.ppl_size}"]
+                  f"--subito-ppl-size={self.ppl_size}", f"--subito-ppl-threshold={self.ppl_threshold}"]
         # The engine not measured keeps a small pool.
         if self.engine == "innodb":
             subito[0] = "--subito-buffer-pool-size=16M"
@@ -315,6 +316,7 @@ def main():
     ap.add_argument("--regimes", default="abcde")
     ap.add_argument("--ppl-size", default="0",
                     help="Subito's per-page log region (subito_ppl_size), e.g. 64M; 0: off")
+    ap.add_argument("--ppl-threshold", type=int, default=256, help="subito_ppl_threshold")
     args = ap.parse_args()
     if args.quick:
         args.seconds = min(args.seconds, 10)
@@ -336,7 +338,7 @@ def main():
         "b": {"tables": io_tables, "rows": io_rows, "buffer_pool": args.io_pool},
         "c": {"warehouses": args.warehouses, "seconds": args.tpcc_seconds, "buffer_pool": args.tpcc_pool},
         "log_file_size": args.log_size, "pm_dir": args.pm_dir, "data_dir": args.work,
-        "subito_ppl_size": args.ppl_size,
+        "subito_ppl_size": args.ppl_size, "subito_ppl_threshold": args.ppl_threshold,
         "server": sh(["/usr/sbin/mariadbd", "--version"]).stdout.strip(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
                    f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') >> 30} GiB",

@@ -52,8 +52,8 @@ uint sv_page_size = 16384;
 uint sv_page_cleaners = 1;
 my_bool sv_double_write_on_pm = 1;
 my_bool sv_direct_io = 1;
-ulonglong sv_ppl_size = 0;
-uint sv_ppl_threshold = 256;
+ulonglong sv_ppl_size = 256ull << 20;
+uint sv_ppl_threshold = 1024;
 uint sv_open_files = 0;
 
 MYSQL_SYSVAR_STR(
@@ -108,13 +108,14 @@ MYSQL_SYSVAR_BOOL(direct_io, sv_direct_io, PLUGIN_VAR_READONLY,
 MYSQL_SYSVAR_ULONGLONG(ppl_size, sv_ppl_size, PLUGIN_VAR_READONLY,
                        "Bytes of the per-page log region on the PM tier (NV-PPL): pages whose "
                        "changes since their last write are small keep them there instead of "
-                       "being written. 0 (the default, until its reclamation is measured): off. "
-                       "Used when the region is created",
-                       nullptr, nullptr, 0, 0, 1ull << 40, 1ull << 20);
+                       "being written. 0: off. A new size takes effect at a start when the "
+                       "region holds nothing (after a clean shutdown)",
+                       nullptr, nullptr, 256ull << 20, 0, 1ull << 40, 1ull << 20);
 MYSQL_SYSVAR_UINT(ppl_threshold, sv_ppl_threshold, PLUGIN_VAR_READONLY,
                   "A page whose changes since its last write take at most this many bytes of "
-                  "per-page log entries is not written (NV-PPL)",
-                  nullptr, nullptr, 256, 64, 4096, 0);
+                  "per-page log entries is not written (NV-PPL); the region's blocks are this "
+                  "plus 64 bytes",
+                  nullptr, nullptr, 1024, 64, 4096, 0);
 MYSQL_SYSVAR_UINT(open_files, sv_open_files, PLUGIN_VAR_READONLY,
                   "Page-file descriptors Subito keeps open at once, closing the least recently "
                   "used past it (0: as innodb_open_files, 300 or table_open_cache when that is "

@@ -223,8 +223,41 @@ TEST(PplEngine, ARestartWithPplOffStillAppliesWhatACrashLeft) {
   }
   auto db = Database::Open(off);
   ASSERT_TRUE(db.ok()) << db.status().ToString();
-  EXPECT_EQ((*db)->Stats().ppl_blocks_used, 0u);
+  EXPECT_EQ((*db)->Stats().ppl_blocks, 0u);
+  EXPECT_FALSE(std::filesystem::exists(o.pm_dir + "/ppl")) << "an empty region outlived ppl 0";
   EXPECT_EQ(Rows(db->get()), want);
+}
+
+// A new size or threshold takes effect at the next start once the region
+// holds nothing; a region a crash left with entries keeps its geometry (and
+// serves) until a clean shutdown has written them back.
+TEST(PplEngine, ANewSizeOrThresholdTakesEffectOnceTheRegionIsEmpty) {
+  test::ScratchDir dir;
+  const Options o = PplOptions(dir.path());
+  const uint64_t old_blocks = (o.ppl_bytes - 4096) / 320;
+  LoadAndCrash(o);
+  ASSERT_FALSE(HasFatalFailure());
+  Options bigger = o;
+  bigger.ppl_bytes = 4096 + 9000 * 1088;
+  bigger.ppl_threshold = 1024;  // blocks of 64 + 1024 bytes
+  const std::map<int64_t, std::string> want = ModelRows(6000);
+  {
+    auto db = Database::Open(bigger);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    EXPECT_EQ((*db)->Stats().ppl_blocks, old_blocks) << "a region with entries was replaced";
+    EXPECT_GT((*db)->Stats().ppl_blocks_used, 0u);
+    EXPECT_EQ(Rows(db->get()), want);
+    ASSERT_OK((*db)->Close());
+  }
+  for (int round = 0; round < 2; ++round) {
+    auto db = Database::Open(bigger);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    EXPECT_EQ((*db)->Stats().ppl_blocks, 9000u);
+    EXPECT_NE((*db)->Describe().find("blocks of 1088 bytes"), std::string::npos)
+        << (*db)->Describe();
+    EXPECT_EQ(Rows(db->get()), want);
+    ASSERT_OK((*db)->Close());
+  }
 }
 
 // Page writes that fail (EIO, at random) while the region is nearly full:

@@ -119,10 +119,11 @@ struct Options {
   // PM tier (pm_dir/ppl); 0: off. A dirty page whose changes since it was
   // last written take at most ppl_threshold bytes of page-log entries is not
   // written: its changes go to the region, durably, and the page is clean.
-  // The region's block size follows ppl_threshold when it is created; a
-  // larger threshold later is capped at what its blocks hold.
+  // The region's block size is ppl_threshold + 64 bytes; a region that
+  // holds nothing at Open takes a new size or threshold. The server's
+  // default is 256 MiB (subito_ppl_size); embedded, 0 (off).
   uint64_t ppl_bytes = 0;
-  uint32_t ppl_threshold = 256;
+  uint32_t ppl_threshold = 1024;
   uint32_t lock_wait_timeout_ms = 50000;
   // Page-file descriptors open at once, at most (InnoDB's
   // innodb_open_files): past it the least recently used one is closed, and

@@ -266,19 +266,25 @@ Status DatabaseImpl::OpenAll() {
 
   // A region left by an earlier run is opened whatever the setting: its
   // entries hold changes the checkpoint has passed. With ppl_bytes 0 it is
-  // only read (threshold 0: nothing is appended) and emptied at Close.
-  const std::string ppl_path = options_.pm_dir + "/ppl";
-  if (options_.ppl_bytes > 0 || PosixFileSystem()->Exists(ppl_path)) {
+  // only read (threshold 0: nothing is appended) and emptied at Close; an
+  // empty one takes the current size and threshold (or is removed).
+  {
     ppl::PplOptions pp;
-    pp.path = ppl_path;
+    pp.path = options_.pm_dir + "/ppl";
     pp.size = options_.ppl_bytes;
     pp.block_size = static_cast<uint32_t>(std::clamp<uint64_t>(
         (ppl::kBlockHeaderSize + uint64_t{options_.ppl_threshold} + 63) / 64 * 64, 128, 65536));
     pp.salt = catalog_.log_salt;
     pp.persistence = options_.persistence;
-    Result<std::unique_ptr<ppl::PplRegion>> r = ppl::PplRegion::Open(pp);
+    bool kept = false;
+    Result<std::unique_ptr<ppl::PplRegion>> r = ppl::PplRegion::OpenResizing(pp, &kept);
     if (!r.ok()) return r.status();
     ppl_ = std::move(*r);
+    if (kept) {
+      Report(ppl_->Describe() +
+             ": holds pages' entries, so it keeps its size and block size until a clean "
+             "shutdown has written them back");
+    }
   }
 
   buffer::BufferPoolOptions po;

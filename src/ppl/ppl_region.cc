@@ -39,6 +39,30 @@ PplRegion::PplRegion(std::unique_ptr<pmem::PmFile> file, pmem::Persistence* p, u
   stats_.blocks = block_count;
 }
 
+Result<std::unique_ptr<PplRegion>> PplRegion::OpenResizing(const PplOptions& options, bool* kept) {
+  *kept = false;
+  FileSystem* fs = PosixFileSystem();
+  if (fs->Exists(options.path)) {
+    Result<std::unique_ptr<PplRegion>> r = Open(options);
+    if (!r.ok()) return r;
+    const PplRegion& old = **r;
+    const bool same = options.size > 0 && old.block_size_ == options.block_size &&
+                      old.block_count_ == BlocksFor(options.size, options.block_size);
+    if (same) return r;
+    if (old.PagesUsed() > 0) {
+      *kept = true;
+      return r;
+    }
+    // Empty: nothing in it is needed, and a fresh region (zeroed, through a
+    // rename) never shows this one's bytes.
+    r.value().reset();
+    SUBITO_RETURN_IF_ERROR(fs->Remove(options.path));
+    SUBITO_RETURN_IF_ERROR(fs->SyncDirOf(options.path));
+  }
+  if (options.size == 0) return std::unique_ptr<PplRegion>();
+  return Open(options);
+}
+
 PplRegion::~PplRegion() {
   p_->OnUnmap(file_->data());
 }
@@ -54,8 +78,7 @@ Result<std::unique_ptr<PplRegion>> PplRegion::Open(const PplOptions& options) {
   }
   FileSystem* fs = PosixFileSystem();
   if (!fs->Exists(options.path)) {
-    const uint64_t blocks =
-        (options.size - std::min<uint64_t>(options.size, kRegionHeaderSize)) / options.block_size;
+    const uint64_t blocks = BlocksFor(options.size, options.block_size);
     if (blocks == 0 || blocks > UINT32_MAX) {
       return Status::InvalidArgument(StrFormat(
           "PPL region of %llu bytes: room for 1 .. 2^32-1 blocks of %u bytes after its header",

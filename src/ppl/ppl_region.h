@@ -34,6 +34,7 @@
 //      it is reached, and each Open starts at the floor.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -92,6 +93,16 @@ class PplRegion final : public buffer::PageLogStore {
   // the page -> block table from the committed entries (G1, G2); a block
   // that fails its checks is Corruption naming the file and offset.
   static Result<std::unique_ptr<PplRegion>> Open(const PplOptions& options);
+  // Open for a database start: a region that holds no page's entries takes
+  // the geometry of `options` (it is replaced by a fresh one if its size or
+  // block size differs; with options.size 0 it is removed and nullptr
+  // returned). A region that holds entries keeps its geometry until they
+  // are written back (a clean shutdown), and *kept says so.
+  static Result<std::unique_ptr<PplRegion>> OpenResizing(const PplOptions& options, bool* kept);
+  // Blocks a region of `size` bytes (header included) holds.
+  static uint64_t BlocksFor(uint64_t size, uint32_t block_size) {
+    return (size - std::min<uint64_t>(size, kRegionHeaderSize)) / block_size;
+  }
   ~PplRegion() override;
   PplRegion(const PplRegion&) = delete;
   PplRegion& operator=(const PplRegion&) = delete;

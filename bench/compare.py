@@ -59,8 +59,11 @@ class Server:
                   "--innodb-doublewrite=1", "--innodb-flush-method=O_DIRECT",
                   f"--innodb-log-group-home-dir={self.pm}", f"--innodb-log-file-size={self.log_size}"]
         subito = [f"--subito-buffer-pool-size={self.pool}", f"--subito-pm-dir={self.pm}/subito",
-                  f"--subito-log-file-size={self.log_size}", "--subito-double-write-on-pm=ON",
-                  f"--subito-ppl-size={self.ppl_size}", f"--subito-ppl-threshold={self.ppl_threshold}"]
+                  f"--subito-log-file-size={self.log_size}", "--subito-double-write-on-pm=ON"]
+        if self.ppl_size is not None:  # else the server's default
+            subito.append(f"--subito-ppl-size={self.ppl_size}")
+        if self.ppl_threshold is not None:
+            subito.append(f"--subito-ppl-threshold={self.ppl_threshold}")
         # The engine not measured keeps a small pool.
         if self.engine == "innodb":
             subito[0] = "--subito-buffer-pool-size=16M"
@@ -107,8 +110,12 @@ class Server:
                 return {"direct_io": False, "pool": int(v[1]),
                         "text": f"page files cached by the OS ({buffered} files on a file system "
                                 "in memory or without O_DIRECT)"}
-            return {"direct_io": True, "pool": int(v[1]),
-                    "text": "page files O_DIRECT: the buffer pool is their only cache"}
+            ppl = self.sql("SELECT @@subito_ppl_size, @@subito_ppl_threshold").split()
+            text = "page files O_DIRECT: the buffer pool is their only cache"
+            text += (f"; per-page log region {int(ppl[0]) >> 20} MiB on the PM tier, threshold "
+                     f"{ppl[1]} B" if ppl[0] != "0" else "; per-page logs off")
+            return {"direct_io": True, "pool": int(v[1]), "ppl_size": int(ppl[0]),
+                    "ppl_threshold": int(ppl[1]), "text": text}
         v = self.sql("SELECT @@innodb_flush_method, @@innodb_buffer_pool_size").split()
         return {"direct_io": v[0].startswith("O_DIRECT"), "pool": int(v[1]),
                 "text": f"innodb_flush_method={v[0]}: the buffer pool is the data files' only cache"
@@ -314,9 +321,11 @@ def main():
     ap.add_argument("--go-tpc", required=True)
     ap.add_argument("--out", default=os.path.join(ROOT, "out"))
     ap.add_argument("--regimes", default="abcde")
-    ap.add_argument("--ppl-size", default="0",
-                    help="Subito's per-page log region (subito_ppl_size), e.g. 64M; 0: off")
-    ap.add_argument("--ppl-threshold", type=int, default=256, help="subito_ppl_threshold")
+    ap.add_argument("--ppl-size", default=None,
+                    help="Subito's per-page log region (subito_ppl_size), e.g. 64M; 0: off; "
+                         "default: the server's")
+    ap.add_argument("--ppl-threshold", type=int, default=None,
+                    help="subito_ppl_threshold; default: the server's")
     args = ap.parse_args()
     if args.quick:
         args.seconds = min(args.seconds, 10)

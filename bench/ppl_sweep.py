@@ -118,7 +118,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=15, help="unmeasured seconds after each restart")
     ap.add_argument("--sizes", default="0,1,5,10,25", help="region sizes, %% of the data")
     ap.add_argument("--thresholds", default="64,128,256,512,1024,2048,4096")
-    ap.add_argument("--size-threshold", type=int, default=256, help="threshold of the size sweep")
+    ap.add_argument("--size-threshold", type=int, default=1024,
+                    help="threshold of the size sweep (the server's default)")
     ap.add_argument("--threshold-pct", type=float, default=10, help="region size of the threshold sweep")
     ap.add_argument("--workloads", default="oltp_write_only")
     ap.add_argument("--work", default="/var/tmp/subito-sweep")

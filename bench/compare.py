@@ -64,9 +64,11 @@ class Server:
             subito.append(f"--subito-ppl-size={self.ppl_size}")
         if self.ppl_threshold is not None:
             subito.append(f"--subito-ppl-threshold={self.ppl_threshold}")
-        # The engine not measured keeps a small pool.
+        # The engine not measured keeps a small pool (and Subito no region).
         if self.engine == "innodb":
+            subito = [o for o in subito if not o.startswith("--subito-ppl-")]
             subito[0] = "--subito-buffer-pool-size=16M"
+            subito.append("--subito-ppl-size=0")
         else:
             innodb[0] = "--innodb-buffer-pool-size=16M"
         return common + innodb + subito
@@ -106,16 +108,16 @@ class Server:
         if self.engine == "subito":
             v = self.sql("SELECT @@subito_direct_io, @@subito_buffer_pool_size").split()
             buffered = int(s.get("Subito_page_files_cached_by_os", "0"))
-            if v[0] != "1" or buffered:
-                return {"direct_io": False, "pool": int(v[1]),
-                        "text": f"page files cached by the OS ({buffered} files on a file system "
-                                "in memory or without O_DIRECT)"}
             ppl = self.sql("SELECT @@subito_ppl_size, @@subito_ppl_threshold").split()
-            text = "page files O_DIRECT: the buffer pool is their only cache"
-            text += (f"; per-page log region {int(ppl[0]) >> 20} MiB on the PM tier, threshold "
-                     f"{ppl[1]} B" if ppl[0] != "0" else "; per-page logs off")
-            return {"direct_io": True, "pool": int(v[1]), "ppl_size": int(ppl[0]),
-                    "ppl_threshold": int(ppl[1]), "text": text}
+            ppl_text = (f"; per-page log region {int(ppl[0]) >> 20} MiB on the PM tier, threshold "
+                        f"{ppl[1]} B" if ppl[0] != "0" else "; per-page logs off")
+            out = {"pool": int(v[1]), "ppl_size": int(ppl[0]), "ppl_threshold": int(ppl[1])}
+            if v[0] != "1" or buffered:
+                return {**out, "direct_io": False,
+                        "text": f"page files cached by the OS ({buffered} files on a file system "
+                                f"in memory or without O_DIRECT){ppl_text}"}
+            return {**out, "direct_io": True,
+                    "text": f"page files O_DIRECT: the buffer pool is their only cache{ppl_text}"}
         v = self.sql("SELECT @@innodb_flush_method, @@innodb_buffer_pool_size").split()
         return {"direct_io": v[0].startswith("O_DIRECT"), "pool": int(v[1]),
                 "text": f"innodb_flush_method={v[0]}: the buffer pool is the data files' only cache"

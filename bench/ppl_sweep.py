@@ -54,6 +54,7 @@ def measure(srv, args, warmup=True):
                 key = f"Subito_ppl_{k}"
                 r[f"ppl_{k}_per_txn"] = round((int(s1[key]) - int(s0[key])) / n, 3)
             blocks = int(s1["Subito_ppl_blocks"])
+            r["ppl_blocks"] = blocks
             r["ppl_region_use"] = round(int(s1["Subito_ppl_blocks_used"]) / blocks, 3) if blocks else 0
         out[w] = r
         extra = ""
@@ -149,7 +150,8 @@ def main():
         log(f"{engine}: loading {args.tables} x {args.rows} rows")
         sysbench(srv, args, args.tables, args.rows, "oltp_common", 0, action="prepare")
         cache = srv.caching()
-        res.setdefault("caching", {})[engine] = cache
+        if engine == "innodb":
+            res.setdefault("caching", {})[engine] = cache
         log(f"{engine}: {cache['text']}, pool {cache['pool'] >> 20} MiB")
         if not cache["direct_io"]:
             log(f"WARNING: {engine}'s data files are cached by the OS: not an equal comparison")
@@ -170,7 +172,18 @@ def main():
             srv.ppl_size, srv.ppl_threshold = str(size), threshold
             srv.start()
             log(f"{sweep}: region {pct:g}% = {size >> 20} MiB, threshold {threshold} B")
-            point = {"x": x, "region_bytes": size, "threshold": threshold}
+            # What the server runs with (a region that held entries would
+            # have kept its geometry: the point would not be what it says).
+            blocks = int(srv.status()["Subito_ppl_blocks"])
+            block = max(128, (64 + threshold + 63) // 64 * 64)
+            want = (size - 4096) // block if size else 0
+            if blocks != want:
+                sys.exit(f"{sweep} point {x}: the server has {blocks} PPL blocks, expected {want}")
+            if "subito" not in res["caching"]:
+                c = srv.caching()
+                c["text"] = c["text"].split("; per-page")[0] + "; per-page logs: each point's"
+                res["caching"]["subito"] = c
+            point = {"x": x, "region_bytes": size, "threshold": threshold, "blocks": blocks}
             point.update(measure(srv, args))
             res[sweep].append(point)
         srv.destroy()

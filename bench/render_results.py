@@ -223,7 +223,7 @@ def ppl_sweep_section(data, png):
                 region = (f"{p['region_bytes'] >> 20} MiB" if p["region_bytes"] else "off")
                 out.append(
                     f"| {sweep[:-1]} | {region} | {p['threshold']} B | {r['tps']:,.0f} | "
-                    f"{r['tps'] / b['tps']:.2f}x | {r['p95_ms']} | {r['data_bytes_per_txn'] / 1024:,.1f} | "
+                    f"{r['tps'] / b['tps'] if b['tps'] else float('nan'):.2f}x | {r['p95_ms']} | {r['data_bytes_per_txn'] / 1024:,.1f} | "
                     f"{r['ppl_bytes_per_txn'] / 1024:,.2f} | {r['pm_bytes_per_txn'] / 1024:,.1f} | "
                     f"{r['disk_read_bytes_per_txn'] / 1024:,.1f} | {r['ppl_pages_logged_per_txn']:.2f} | "
                     f"{r['ppl_pages_delogged_per_txn']:.2f} | {100 * r['ppl_region_use']:.0f}% |")

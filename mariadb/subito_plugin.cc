@@ -113,8 +113,8 @@ MYSQL_SYSVAR_ULONGLONG(ppl_size, sv_ppl_size, PLUGIN_VAR_READONLY,
                        nullptr, nullptr, 256ull << 20, 0, 1ull << 40, 1ull << 20);
 MYSQL_SYSVAR_UINT(ppl_threshold, sv_ppl_threshold, PLUGIN_VAR_READONLY,
                   "A page whose changes since its last write take at most this many bytes of "
-                  "per-page log entries is not written (NV-PPL); the region's blocks are this "
-                  "plus 64 bytes",
+                  "per-page log entries is not written (NV-PPL); the region's blocks hold this "
+                  "after a 64-byte header",
                   nullptr, nullptr, 1024, 64, 4096, 0);
 MYSQL_SYSVAR_UINT(open_files, sv_open_files, PLUGIN_VAR_READONLY,
                   "Page-file descriptors Subito keeps open at once, closing the least recently "

@@ -119,7 +119,8 @@ struct Options {
   // PM tier (pm_dir/ppl); 0: off. A dirty page whose changes since it was
   // last written take at most ppl_threshold bytes of page-log entries is not
   // written: its changes go to the region, durably, and the page is clean.
-  // The region's block size is ppl_threshold + 64 bytes; a region that
+  // The region's blocks hold ppl_threshold bytes after a 64-byte header
+  // (rounded up to a multiple of 64, at least 128); a region that
   // holds nothing at Open takes a new size or threshold. The server's
   // default is 256 MiB (subito_ppl_size); embedded, 0 (off).
   uint64_t ppl_bytes = 0;

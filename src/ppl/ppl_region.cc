@@ -39,27 +39,63 @@ PplRegion::PplRegion(std::unique_ptr<pmem::PmFile> file, pmem::Persistence* p, u
   stats_.blocks = block_count;
 }
 
+Status PplRegion::Create(const PplOptions& options) {
+  const uint64_t blocks = BlocksFor(options.size, options.block_size);
+  if (blocks == 0 || blocks > UINT32_MAX) {
+    return Status::InvalidArgument(StrFormat(
+        "PPL region of %llu bytes: room for 1 .. 2^32-1 blocks of %u bytes after its header",
+        static_cast<unsigned long long>(options.size), options.block_size));
+  }
+  FileSystem* fs = PosixFileSystem();
+  const std::string tmp = options.path + ".tmp";
+  SUBITO_RETURN_IF_ERROR(fs->Remove(tmp));
+  {
+    auto f = pmem::PmFile::Create(tmp, kRegionHeaderSize + blocks * options.block_size);
+    if (!f.ok()) return f.status();
+    uint8_t h[64] = {};
+    std::memcpy(h, kRegionMagic, sizeof kRegionMagic);
+    EncodeFixed32(h + 8, kRegionVersion);
+    EncodeFixed32(h + 12, options.block_size);
+    EncodeFixed64(h + 16, blocks);
+    EncodeFixed64(h + 24, options.salt);
+    EncodeFixed32(h + 60, crc32c::Value(h, 60));
+    // Creation is not a crash point: the region is renamed into place.
+    pmem::Persistence* p = (*f)->DefaultPersistence();
+    p->CopyNoDrain((*f)->data(), h, sizeof h);
+    p->Drain();
+  }
+  SUBITO_RETURN_IF_ERROR(fs->Rename(tmp, options.path));
+  return fs->SyncDirOf(options.path);
+}
+
 Result<std::unique_ptr<PplRegion>> PplRegion::OpenResizing(const PplOptions& options, bool* kept) {
   *kept = false;
   FileSystem* fs = PosixFileSystem();
-  if (fs->Exists(options.path)) {
-    Result<std::unique_ptr<PplRegion>> r = Open(options);
-    if (!r.ok()) return r;
-    const PplRegion& old = **r;
-    const bool same = options.size > 0 && old.block_size_ == options.block_size &&
-                      old.block_count_ == BlocksFor(options.size, options.block_size);
-    if (same) return r;
-    if (old.PagesUsed() > 0) {
-      *kept = true;
-      return r;
-    }
-    // Empty: nothing in it is needed, and a fresh region (zeroed, through a
-    // rename) never shows this one's bytes.
-    r.value().reset();
+  SUBITO_RETURN_IF_ERROR(fs->Remove(options.path + ".tmp"));  // a cut creation's
+  if (!fs->Exists(options.path)) {
+    if (options.size == 0) return std::unique_ptr<PplRegion>();
+    return Open(options);
+  }
+  Result<std::unique_ptr<PplRegion>> r = Open(options);
+  if (!r.ok()) return r;
+  const PplRegion& old = **r;
+  const bool same = options.size > 0 && old.block_size_ == options.block_size &&
+                    old.block_count_ == BlocksFor(options.size, options.block_size);
+  if (same) return r;
+  if (old.PagesUsed() > 0) {
+    *kept = true;
+    return r;
+  }
+  // Empty: nothing in it is needed. The new region is made beside it and
+  // renamed over it (zeroed: it never shows this one's bytes), so a failure
+  // (no room on the PM tier, a size out of range) leaves this one in place.
+  r.value().reset();
+  if (options.size == 0) {
     SUBITO_RETURN_IF_ERROR(fs->Remove(options.path));
     SUBITO_RETURN_IF_ERROR(fs->SyncDirOf(options.path));
+    return std::unique_ptr<PplRegion>();
   }
-  if (options.size == 0) return std::unique_ptr<PplRegion>();
+  SUBITO_RETURN_IF_ERROR(Create(options));
   return Open(options);
 }
 
@@ -77,33 +113,7 @@ Result<std::unique_ptr<PplRegion>> PplRegion::Open(const PplOptions& options) {
         StrFormat("PPL block size %u: a multiple of 64 from 128 to 65536", options.block_size));
   }
   FileSystem* fs = PosixFileSystem();
-  if (!fs->Exists(options.path)) {
-    const uint64_t blocks = BlocksFor(options.size, options.block_size);
-    if (blocks == 0 || blocks > UINT32_MAX) {
-      return Status::InvalidArgument(StrFormat(
-          "PPL region of %llu bytes: room for 1 .. 2^32-1 blocks of %u bytes after its header",
-          static_cast<unsigned long long>(options.size), options.block_size));
-    }
-    const std::string tmp = options.path + ".tmp";
-    SUBITO_RETURN_IF_ERROR(fs->Remove(tmp));
-    {
-      auto f = pmem::PmFile::Create(tmp, kRegionHeaderSize + blocks * options.block_size);
-      if (!f.ok()) return f.status();
-      uint8_t h[64] = {};
-      std::memcpy(h, kRegionMagic, sizeof kRegionMagic);
-      EncodeFixed32(h + 8, kRegionVersion);
-      EncodeFixed32(h + 12, options.block_size);
-      EncodeFixed64(h + 16, blocks);
-      EncodeFixed64(h + 24, options.salt);
-      EncodeFixed32(h + 60, crc32c::Value(h, 60));
-      // Creation is not a crash point: the region is renamed into place.
-      pmem::Persistence* p = (*f)->DefaultPersistence();
-      p->CopyNoDrain((*f)->data(), h, sizeof h);
-      p->Drain();
-    }
-    SUBITO_RETURN_IF_ERROR(fs->Rename(tmp, options.path));
-    SUBITO_RETURN_IF_ERROR(fs->SyncDirOf(options.path));
-  }
+  if (!fs->Exists(options.path)) SUBITO_RETURN_IF_ERROR(Create(options));
   auto f = pmem::PmFile::Open(options.path);
   if (!f.ok()) return f.status();
   const uint8_t* h = (*f)->data();

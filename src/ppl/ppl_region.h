@@ -57,7 +57,8 @@ inline constexpr uint32_t kEntryHeaderSize = 16;
 struct PplOptions {
   std::string path;  // the region file, e.g. <pm_dir>/ppl
   // Bytes of the region, header included. Used when the region is created;
-  // an existing region keeps its own size and block size.
+  // an existing region keeps its own size and block size (OpenResizing
+  // replaces an empty one).
   uint64_t size = 256ull << 20;
   // Bytes of one block, header included: a multiple of 64, 128 .. 65536.
   uint32_t block_size = 512;
@@ -153,6 +154,9 @@ class PplRegion final : public buffer::PageLogStore {
   PplRegion(std::unique_ptr<pmem::PmFile> file, pmem::Persistence* p, uint32_t block_size,
             uint64_t block_count);
   uint8_t* BlockAt(uint32_t index) const;
+  // Makes a fresh region file (zeroed, with its header) at options.path
+  // through a rename, replacing any there.
+  static Status Create(const PplOptions& options);
   Status Analyze();
   void WriteBlockHeader(uint32_t index, PageKey page, uint64_t generation);
   void StoreUsed(uint32_t index, uint32_t used);

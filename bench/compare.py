@@ -231,14 +231,19 @@ def run_tpcc(args, engine, result):
     rd1, wr1 = srv.disk_io()
     m = re.search(r"tpmC: ([\d.]+), tpmTotal: ([\d.]+)", out)
     errs = sum(int(x) for x in re.findall(r"_ERR - Takes\(s\): [\d.]+, Count: (\d+)", out))
+    # go-tpc's summary line per transaction type; NEW_ORDER's is tpmC's.
+    lat = re.search(r"\[Summary\] NEW_ORDER - .*?95th\(ms\): ([\d.]+), 99th\(ms\): ([\d.]+)", out)
     total = float(m.group(2)) * args.tpcc_seconds / 60
     r = {"tpmC": float(m.group(1)), "tpmTotal": float(m.group(2)), "errors": errs,
+         "new_order_p95_ms": float(lat.group(1)) if lat else None,
+         "new_order_p99_ms": float(lat.group(2)) if lat else None,
          "pm_bytes_per_txn": round((pm1 - pm0) / max(total, 1)),
          "data_bytes_per_txn": round((data1 - data0) / max(total, 1)),
          "disk_read_bytes_per_txn": round((rd1 - rd0) / max(total, 1)),
          "disk_write_bytes_per_txn": round((wr1 - wr0) / max(total, 1))}
     result.setdefault("tpcc", {})[engine] = r
-    log(f"(c) {engine}: tpmC {r['tpmC']:.0f}, {errs} errors (deadlocks/timeouts), "
+    log(f"(c) {engine}: tpmC {r['tpmC']:.0f}, NEW_ORDER p99 {r['new_order_p99_ms']} ms, "
+        f"{errs} errors (deadlocks/timeouts), "
         f"{r['pm_bytes_per_txn']} B redo/PM + {r['data_bytes_per_txn']} B data per txn")
     srv.destroy()
 
@@ -272,6 +277,9 @@ def print_table(res):
     t = res.get("c", {}).get("tpcc", {})
     if "subito" in t and "innodb" in t:
         row("(c) TPC-C tpmC", t["subito"]["tpmC"], t["innodb"]["tpmC"])
+        if t["subito"].get("new_order_p99_ms") and t["innodb"].get("new_order_p99_ms"):
+            row("(c) TPC-C NEW_ORDER p99 ms (lower is better)", t["subito"]["new_order_p99_ms"],
+                t["innodb"]["new_order_p99_ms"])
         row("(c) TPC-C bytes to data files / txn", t["subito"]["data_bytes_per_txn"],
             t["innodb"]["data_bytes_per_txn"])
     d = res["b"].get("bulk_load", {})

@@ -155,6 +155,9 @@ def compare_section(data, png):
     t = data.get("c", {}).get("tpcc", {})
     if "subito" in t and "innodb" in t:
         row("(c) TPC-C tpmC", t["subito"]["tpmC"], t["innodb"]["tpmC"])
+        if t["subito"].get("new_order_p99_ms") and t["innodb"].get("new_order_p99_ms"):
+            row("(c) TPC-C NEW_ORDER p99 latency ms", t["subito"]["new_order_p99_ms"],
+                t["innodb"]["new_order_p99_ms"])
         row("(c) TPC-C transactions failed (deadlocks, timeouts)", t["subito"]["errors"],
             t["innodb"]["errors"])
         row("(c) TPC-C data-file bytes per transaction", t["subito"]["data_bytes_per_txn"],

@@ -199,6 +199,37 @@ TEST(PplRegion, AReusedBlockNeverShowsItsEarlierOwnersEntries) {
   EXPECT_EQ(got, (State{{{1, 2}, {{150, Edits(3, 20)}}}}));
 }
 
+// G5 across a power cut: the generation floor must be durable, not only
+// stored, or a start after the cut may hand the freed block's earlier
+// generation to its next owner, whose crcs the earlier owner's stale
+// entries would then pass.
+TEST(PplRegion, AfterAPowerCutAReusedBlockStillNeverShowsItsEarlierOwnersEntries) {
+  test::ScratchDir dir;
+  pmem::TrackingPersistence tp;
+  PplOptions o{dir.Sub("ppl"), 4096 + 256, 256, 0, &tp};  // one block
+  const std::string crash = dir.Sub("crash");
+  {
+    auto r = PplRegion::Open(o);
+    ASSERT_TRUE(r.ok());
+    ASSERT_OK(Append(**r, 1, 1, 100, Edits(1, 20)));
+    ASSERT_OK(Append(**r, 1, 1, 200, Edits(2, 20)));
+    ASSERT_TRUE((*r)->Free(1, 1));
+    tp.Freeze();
+    WriteFile(crash, tp.ImageAt(tp.EventCount()).at(o.path));
+  }
+  PplOptions co = o;
+  co.path = crash;
+  co.persistence = nullptr;
+  {
+    auto r = PplRegion::Open(co);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_OK(Append(**r, 1, 2, 150, Edits(3, 20)));  // page 1's second entry follows
+  }
+  auto r = PplRegion::Open(co);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ReadState(**r), (State{{{1, 2}, {{150, Edits(3, 20)}}}}));
+}
+
 TEST(PplRegion, AFlippedByteIsRefusedWithTheFileAndOffset) {
   test::ScratchDir dir;
   PplOptions o{dir.Sub("ppl"), 4096 + 4 * 256, 256, 0, nullptr};

@@ -150,6 +150,22 @@ def sysbench(server, args, tables, rows, workload, seconds, action="run"):
     return {"tps": tps, "p95_ms": p95, "transactions": txns}
 
 
+def measured_sysbench(server, args, tables, rows, workload, seconds):
+    """A sysbench run with the server's bytes per transaction: to the PM tier
+    or redo, to data files, and its process's disk reads and writes."""
+    pm0, data0 = server.written()
+    rd0, wr0 = server.disk_io()
+    r = sysbench(server, args, tables, rows, workload, seconds)
+    pm1, data1 = server.written()
+    rd1, wr1 = server.disk_io()
+    n = max(r["transactions"], 1)
+    r["pm_bytes_per_txn"] = round((pm1 - pm0) / n)
+    r["data_bytes_per_txn"] = round((data1 - data0) / n)
+    r["disk_read_bytes_per_txn"] = round((rd1 - rd0) / n)
+    r["disk_write_bytes_per_txn"] = round((wr1 - wr0) / n)
+    return r
+
+
 def run_sysbench_regime(args, name, engine, tables, rows, pool, workloads, result, timed_load=False,
                         restart=False):
     srv = Server(args, engine, name, pool)
@@ -171,16 +187,7 @@ def run_sysbench_regime(args, name, engine, tables, rows, pool, workloads, resul
     if not cache["direct_io"]:
         log(f"({name}) WARNING: {engine}'s data files are cached by the OS: not an equal comparison")
     for w in workloads:
-        pm0, data0 = srv.written()
-        rd0, wr0 = srv.disk_io()
-        r = sysbench(srv, args, tables, rows, w, args.seconds)
-        pm1, data1 = srv.written()
-        rd1, wr1 = srv.disk_io()
-        n = max(r["transactions"], 1)
-        r["pm_bytes_per_txn"] = round((pm1 - pm0) / n)
-        r["data_bytes_per_txn"] = round((data1 - data0) / n)
-        r["disk_read_bytes_per_txn"] = round((rd1 - rd0) / n)
-        r["disk_write_bytes_per_txn"] = round((wr1 - wr0) / n)
+        r = measured_sysbench(srv, args, tables, rows, w, args.seconds)
         result.setdefault(w, {})[engine] = r
         log(f"({name}) {engine} {w}: {r['tps']:.0f} tps, p95 {r['p95_ms']} ms, "
             f"{r['pm_bytes_per_txn']} B redo/PM + {r['data_bytes_per_txn']} B data per txn; "

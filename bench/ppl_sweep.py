@@ -18,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare  # noqa: E402  (bench/compare.py)
-from compare import Server, log, sh, sysbench  # noqa: E402
+from compare import Server, log, measured_sysbench, sh, sysbench  # noqa: E402
 
 PPL_STATUS = ["pages_logged", "bytes", "full", "pages_delogged", "reclaimed"]
 
@@ -31,24 +31,16 @@ def data_bytes(srv):
                if f.endswith(".sbt"))
 
 
-def measure(srv, args, warmup=True):
+def measure(srv, args):
     """One point: per workload tps, p95 and bytes per transaction."""
     out = {}
     for w in args.workloads:
-        if warmup and args.warmup:
+        if args.warmup:
             sysbench(srv, args, args.tables, args.rows, w, args.warmup)
         s0 = srv.status()
-        pm0, data0 = srv.written()
-        rd0, wr0 = srv.disk_io()
-        r = sysbench(srv, args, args.tables, args.rows, w, args.seconds)
+        r = measured_sysbench(srv, args, args.tables, args.rows, w, args.seconds)
         s1 = srv.status()
-        pm1, data1 = srv.written()
-        rd1, wr1 = srv.disk_io()
         n = max(r["transactions"], 1)
-        r["pm_bytes_per_txn"] = round((pm1 - pm0) / n)
-        r["data_bytes_per_txn"] = round((data1 - data0) / n)
-        r["disk_read_bytes_per_txn"] = round((rd1 - rd0) / n)
-        r["disk_write_bytes_per_txn"] = round((wr1 - wr0) / n)
         if srv.engine == "subito":
             for k in PPL_STATUS:
                 key = f"Subito_ppl_{k}"

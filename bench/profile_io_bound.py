@@ -13,7 +13,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare  # noqa: E402  (bench/compare.py)
-from compare import Server, log, sh, sysbench  # noqa: E402
+from compare import Server, log, measured_sysbench, sh, sysbench  # noqa: E402
 
 
 def cpu_times():
@@ -51,22 +51,21 @@ def main():
     perf = subprocess.Popen(["perf", "record", "-F", "499", "-g", "-o", data, "-p", str(srv.pid())],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1)
-    c0, io0 = cpu_times(), srv.disk_io()
-    r = sysbench(srv, args, tables, rows, args.workload, args.seconds)
-    c1, io1 = cpu_times(), srv.disk_io()
+    c0 = cpu_times()
+    r = measured_sysbench(srv, args, tables, rows, args.workload, args.seconds)
+    c1 = cpu_times()
     perf.send_signal(2)
     perf.wait()
     srv.destroy()
     total = sum(c1[k] - c0[k] for k in c0) or 1
-    n = max(r["transactions"], 1)
+    read, written = r["disk_read_bytes_per_txn"], r["disk_write_bytes_per_txn"]
+    per_s = r["transactions"] / args.seconds / 2**20
     lines = [f"{args.engine} {args.workload}: {r['tps']:.0f} tps, p95 {r['p95_ms']} ms, "
              f"{tables} x {rows} rows, {pool} pool, {args.threads} threads, {args.seconds} s; {cache}",
              "machine CPU during the interval (both cores): " +
              ", ".join(f"{k} {100 * (c1[k] - c0[k]) / total:.0f}%" for k in c0),
-             f"server disk I/O per txn: read {(io1[0] - io0[0]) / n / 1024:.1f} KB, "
-             f"written {(io1[1] - io0[1]) / n / 1024:.1f} KB; per second: read "
-             f"{(io1[0] - io0[0]) / args.seconds / 2**20:.1f} MB, written "
-             f"{(io1[1] - io0[1]) / args.seconds / 2**20:.1f} MB", ""]
+             f"server disk I/O per txn: read {read / 1024:.1f} KB, written {written / 1024:.1f} KB; "
+             f"per second: read {read * per_s:.1f} MB, written {written * per_s:.1f} MB", ""]
     report = sh(["perf", "report", "-i", data, "--no-children", "--sort", "dso,symbol",
                  "--stdio", "-g", "none", "--percent-limit", "0.7"], check=False).stdout
     lines += ["perf (on-CPU samples of the server, self time):"]

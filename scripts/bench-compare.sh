@@ -19,8 +19,7 @@ for a in "$@"; do
 done
 bash scripts/install-deps.sh
 bash scripts/setup-mariadb.sh
-dpkg-query -W -f='${Status}' sysbench 2>/dev/null | grep -q "install ok installed" ||
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-upgrade sysbench >/dev/null
+bash scripts/install-deps.sh sysbench
 GOTPC="$(bash scripts/build-go-tpc.sh)"
 mkdir -p out
 /usr/bin/python3 bench/compare.py --go-tpc "$GOTPC" "${args[@]}" | tee out/compare.txt

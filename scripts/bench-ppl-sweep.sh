@@ -17,8 +17,7 @@ for a in "$@"; do
 done
 bash scripts/install-deps.sh
 bash scripts/setup-mariadb.sh
-dpkg-query -W -f='${Status}' sysbench 2>/dev/null | grep -q "install ok installed" ||
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-upgrade sysbench >/dev/null
+bash scripts/install-deps.sh sysbench
 mkdir -p out
 /usr/bin/python3 bench/ppl_sweep.py "${args[@]}" | tee out/ppl_sweep.txt
 if [ "$record" -eq 1 ]; then

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Subito builds, tests and benchmarks with.
+# Installs the Debian packages Subito builds, tests and benchmarks with, and
+# the packages named as arguments (e.g. sysbench, once setup-mariadb.sh has
+# pinned the server its client libraries must match).
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
 
@@ -12,6 +14,7 @@ PACKAGES=(
   clang-format clang-tidy
   python3 python3-matplotlib   # benchmark plots
   python3-pymysql              # the differential SQL test's client
+  "$@"
 )
 
 missing=()

@@ -11,9 +11,6 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 bash scripts/install-deps.sh
 bash scripts/setup-mariadb.sh
-for p in sysbench linux-perf; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-upgrade "$p" >/dev/null
-done
+bash scripts/install-deps.sh sysbench linux-perf
 mkdir -p out
 /usr/bin/python3 bench/profile_io_bound.py "$@"

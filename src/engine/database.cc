@@ -272,8 +272,7 @@ Status DatabaseImpl::OpenAll() {
     ppl::PplOptions pp;
     pp.path = options_.pm_dir + "/ppl";
     pp.size = options_.ppl_bytes;
-    pp.block_size = static_cast<uint32_t>(std::clamp<uint64_t>(
-        (ppl::kBlockHeaderSize + uint64_t{options_.ppl_threshold} + 63) / 64 * 64, 128, 65536));
+    pp.block_size = ppl::PplRegion::BlockSizeFor(options_.ppl_threshold);
     pp.salt = catalog_.log_salt;
     pp.persistence = options_.persistence;
     bool kept = false;

@@ -100,6 +100,12 @@ class PplRegion final : public buffer::PageLogStore {
   // returned). A region that holds entries keeps its geometry until they
   // are written back (a clean shutdown), and *kept says so.
   static Result<std::unique_ptr<PplRegion>> OpenResizing(const PplOptions& options, bool* kept);
+  // The block size that holds `threshold` bytes of entries after the block
+  // header: a multiple of 64, 128 .. 65536.
+  static uint32_t BlockSizeFor(uint32_t threshold) {
+    return static_cast<uint32_t>(
+        std::clamp<uint64_t>((kBlockHeaderSize + uint64_t{threshold} + 63) / 64 * 64, 128, 65536));
+  }
   // Blocks a region of `size` bytes (header included) holds.
   static uint64_t BlocksFor(uint64_t size, uint32_t block_size) {
     return (size - std::min<uint64_t>(size, kRegionHeaderSize)) / block_size;

@@ -46,6 +46,7 @@ ulonglong sv_log_file_size = 256ull << 20;
 ulonglong sv_log_buffer_size = 8ull << 20;
 ulonglong sv_buffer_pool_size = 128ull << 20;
 ulonglong sv_version_store_budget = 1ull << 30;
+ulonglong sv_snapshot_page_budget = 256ull << 20;
 ulonglong sv_lock_memory_budget = 1ull << 30;
 uint sv_write_ahead_size = 512;
 uint sv_page_size = 16384;
@@ -82,8 +83,14 @@ MYSQL_SYSVAR_UINT(log_write_ahead_size, sv_write_ahead_size, PLUGIN_VAR_READONLY
                   nullptr, 512, 64, 8192, 0);
 MYSQL_SYSVAR_ULONGLONG(version_store_budget, sv_version_store_budget, PLUGIN_VAR_READONLY,
                        "DRAM for old row versions kept for open snapshots; past it the oldest "
-                       "snapshot is cut (its reads fail: snapshot too old). 0: no limit",
+                       "snapshot moves to pages as of its moment (subito_snapshot_page_budget) "
+                       "or, if it cannot, is cut (its reads fail: snapshot too old). 0: no limit",
                        nullptr, nullptr, 1ull << 30, 0, ~0ull >> 1, 0);
+MYSQL_SYSVAR_ULONGLONG(snapshot_page_budget, sv_snapshot_page_budget, PLUGIN_VAR_READONLY,
+                       "DRAM for copies of pages as they were, for snapshots moved off the "
+                       "version store (one copy per page changed since, however often); past "
+                       "it the oldest moved snapshot is cut. 0: snapshots are cut, never moved",
+                       nullptr, nullptr, 256ull << 20, 0, ~0ull >> 1, 0);
 MYSQL_SYSVAR_ULONGLONG(lock_memory_budget, sv_lock_memory_budget, PLUGIN_VAR_READONLY,
                        "DRAM for row locks (about 320 bytes plus twice the key each); past it a "
                        "transaction is rolled back with ER_LOCK_TABLE_FULL. 0: no limit",
@@ -142,6 +149,7 @@ struct st_mysql_sys_var* system_variables[] = {MYSQL_SYSVAR(data_home_dir),
                                                MYSQL_SYSVAR(log_write_ahead_size),
                                                MYSQL_SYSVAR(open_files),
                                                MYSQL_SYSVAR(version_store_budget),
+                                               MYSQL_SYSVAR(snapshot_page_budget),
                                                MYSQL_SYSVAR(lock_memory_budget),
                                                MYSQL_SYSVAR(direct_io),
                                                MYSQL_SYSVAR(ppl_size),
@@ -164,6 +172,8 @@ struct Exported {
   ulonglong version_bytes, snapshots_cut, lock_bytes, page_files_cached_by_os;
   ulonglong ppl_pages_logged, ppl_bytes, ppl_full, ppl_blocks_used, ppl_blocks;
   ulonglong ppl_pages_delogged, ppl_reclaimed;
+  ulonglong snapshots_moved, moved_snapshots_open, snapshot_pages, snapshot_page_bytes;
+  ulonglong moved_snapshots_cut;
   double buffer_hit_ratio;
 };
 
@@ -211,6 +221,11 @@ Exported Collect() {
   e.ppl_blocks = s.ppl_blocks;
   e.ppl_pages_delogged = s.ppl_pages_delogged;
   e.ppl_reclaimed = s.ppl_reclaimed;
+  e.snapshots_moved = s.snapshots_moved;
+  e.moved_snapshots_open = s.moved_snapshots_open;
+  e.snapshot_pages = s.snapshot_pages;
+  e.snapshot_page_bytes = s.snapshot_page_bytes;
+  e.moved_snapshots_cut = s.moved_snapshots_cut;
   return e;
 }
 
@@ -258,7 +273,12 @@ constexpr StatusVar kStatusVars[] = {SUBITO_STATUS(commits, SHOW_ULONGLONG),
                                      SUBITO_STATUS(ppl_blocks_used, SHOW_ULONGLONG),
                                      SUBITO_STATUS(ppl_blocks, SHOW_ULONGLONG),
                                      SUBITO_STATUS(ppl_pages_delogged, SHOW_ULONGLONG),
-                                     SUBITO_STATUS(ppl_reclaimed, SHOW_ULONGLONG)};
+                                     SUBITO_STATUS(ppl_reclaimed, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(snapshots_moved, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(moved_snapshots_open, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(snapshot_pages, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(snapshot_page_bytes, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(moved_snapshots_cut, SHOW_ULONGLONG)};
 #undef SUBITO_STATUS
 
 int ShowStatus(THD*, SHOW_VAR* var, void* buff, struct system_status_var*, enum enum_var_type) {
@@ -444,6 +464,13 @@ bool ShowEngineStatusText(THD* thd, stat_print_fn* print) {
            (unsigned long long)s.lock_budget);
   text += line;
   snprintf(line, sizeof line,
+           "old snapshots moved to pages as of their moment: %llu (open %llu, cut %llu), "
+           "holding %llu page copies (%llu bytes) and %llu overlay bytes\n",
+           (unsigned long long)s.snapshots_moved, (unsigned long long)s.moved_snapshots_open,
+           (unsigned long long)s.moved_snapshots_cut, (unsigned long long)s.snapshot_pages,
+           (unsigned long long)s.snapshot_page_bytes, (unsigned long long)s.snapshot_overlay_bytes);
+  text += line;
+  snprintf(line, sizeof line,
            "per-page logs: %llu pages logged (%llu bytes), %llu written for want of room, %llu "
            "de-logged, %llu reclaimed in the background; blocks %llu of %llu in use\n",
            (unsigned long long)s.ppl_pages_logged, (unsigned long long)s.ppl_bytes,
@@ -504,6 +531,7 @@ int InitEngine(void* p) {
   o.ppl_bytes = sv_ppl_size;
   o.ppl_threshold = sv_ppl_threshold;
   o.version_store_budget_bytes = sv_version_store_budget;
+  o.snapshot_page_budget_bytes = sv_snapshot_page_budget;
   o.lock_memory_budget_bytes = sv_lock_memory_budget;
   o.error_log = [](const std::string& m) { sql_print_error("Subito: %s", m.c_str()); };
   Result<std::unique_ptr<Database>> db = Database::Open(o);

@@ -600,6 +600,7 @@ TEST_F(FaultTest, ValuesWrittenUnderOneSettingReadUnderAnother) {
 // as usual.
 TEST_F(FaultTest, VersionsStayWithinTheirBudgetUnderALongSnapshot) {
   options_.version_store_budget_bytes = 1 << 20;
+  options_.snapshot_page_budget_bytes = 0;  // cut, not moved (old_snapshot_test.cc)
   options_.buffer_pool_bytes = 32 << 20;
   Reopen();
   Table* t = Create("t");

@@ -20,6 +20,7 @@ struct StorageStackOptions {
   uint64_t log_file = 4096 + (1 << 20);
   uint32_t cleaners = 1;
   uint32_t dwb_slots = 16;
+  uint64_t page_version_limit = 0;
 };
 
 class StorageStack {
@@ -52,6 +53,7 @@ class StorageStack {
     po.flush_batch = std::min<uint32_t>(16, o_.dwb_slots);
     po.cleaner_threads = o_.cleaners;
     po.cleaner_interval_ms = 5;
+    po.page_version_limit = o_.page_version_limit;
     auto p = buffer::BufferPool::Create(po, log.get(), dwb.get());
     if (!p.ok()) return p.status();
     pool = std::move(*p);

@@ -143,6 +143,13 @@ struct Options {
   // cuts the oldest snapshot, whose later reads fail with SnapshotTooOld,
   // so memory stays bounded under a snapshot left open. 0: no limit.
   uint64_t version_store_budget_bytes = 1ull << 30;
+  // DRAM for pages as of an earlier moment, kept for snapshots over the
+  // version budget: such a snapshot (of a transaction that has not written)
+  // moves to reading the pages as they were, with one page copy per page
+  // changed since, however often, instead of a row version per change.
+  // Past this budget the oldest moved snapshot is cut (SnapshotTooOld).
+  // 0: snapshots over the version budget are cut at once.
+  uint64_t snapshot_page_budget_bytes = 256ull << 20;
   // DRAM for row locks (about 320 bytes plus twice the key per lock): past
   // it, a statement that would take one more lock fails with TooManyLocks
   // (InnoDB's "lock table full"). 0: no limit.
@@ -194,6 +201,12 @@ struct DatabaseStats {
   // and versions examined by snapshot reads (each finds its version by
   // binary search: a hot row's long history costs a read log n).
   uint64_t version_bytes = 0, version_budget = 0, snapshots_cut = 0, versions_examined = 0;
+  // Snapshots moved to pages as of an earlier moment instead of being cut
+  // (since the start; open now), the page copies they hold and their bytes,
+  // the bytes of their overlays (values of keys changed by writers they do
+  // not see), and moved snapshots cut over snapshot_page_budget_bytes.
+  uint64_t snapshots_moved = 0, moved_snapshots_open = 0, snapshot_pages = 0,
+           snapshot_page_bytes = 0, snapshot_overlay_bytes = 0, moved_snapshots_cut = 0;
   // Bytes row locks hold now (by the count above), and their budget.
   uint64_t lock_bytes = 0, lock_budget = 0;
   uint64_t purge_backlog = 0;    // ended transactions whose versions and chains wait for purge

@@ -270,6 +270,12 @@ class BTree::Cursor {
   bool Valid() const { return valid_; }
   const std::string& key() const { return key_; }
   const std::string& value() const { return value_; }
+  // Forgets the place and the leaf copy (the pages it read are no longer
+  // the ones to read: buffer::ReadAsOf); the next call must be a Seek.
+  void Reset() {
+    valid_ = false;
+    copy_valid_ = false;
+  }
 
  private:
   Status SeekLocked(SeekMode mode, std::string_view key);

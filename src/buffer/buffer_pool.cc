@@ -63,9 +63,11 @@ void TrimPending(std::vector<uint8_t>& pending, log::Lsn done) {
 }  // namespace
 
 bool PageHandle::verified() const {
+  if (image_) return false;
   return pool_->frames_[frame_]->verified.load(std::memory_order_acquire);
 }
 void PageHandle::set_verified(bool v) const {
+  if (image_) return;
   pool_->frames_[frame_]->verified.store(v, std::memory_order_release);
 }
 
@@ -77,12 +79,14 @@ PageHandle& PageHandle::operator=(PageHandle&& o) noexcept {
     id_ = o.id_;
     latch_ = o.latch_;
     data_ = o.data_;
+    image_ = std::move(o.image_);
     o.pool_ = nullptr;
   }
   return *this;
 }
 
 void PageHandle::Release() {
+  image_.reset();
   if (pool_ == nullptr) return;
   BufferPool* p = pool_;
   pool_ = nullptr;
@@ -90,7 +94,10 @@ void PageHandle::Release() {
 }
 
 BufferPool::BufferPool(const BufferPoolOptions& options, log::RedoLog* log, DoubleWrite* dwb)
-    : options_(options), log_(log), writer_(log, dwb) {}
+    : options_(options),
+      log_(log),
+      versions_(options.page_size, options.page_version_limit),
+      writer_(log, dwb) {}
 
 Result<std::unique_ptr<BufferPool>> BufferPool::Create(const BufferPoolOptions& o,
                                                        log::RedoLog* log, DoubleWrite* dwb) {
@@ -182,6 +189,7 @@ Status BufferPool::DropSpace(uint32_t space_id) {
   // did, and drops the space's pages from a failed batch (P4).
   writer_.ForgetSpace(space_id);
   if (options_.page_log != nullptr) options_.page_log->FreeSpace(space_id);
+  versions_.DropSpace(space_id);
   return Status::OK();
 }
 
@@ -223,6 +231,32 @@ void BufferPool::Unpin(uint32_t frame, Latch latch) {
 }
 
 Result<PageHandle> BufferPool::Fetch(PageId id, Latch latch) {
+  if (latch == Latch::kShared) {
+    if (const PageVersions::Epoch* epoch = ReadAsOf::current()) return FetchAsOf(id, *epoch);
+  }
+  return FetchFrame(id, latch);
+}
+
+Result<PageHandle> BufferPool::FetchAsOf(PageId id, const PageVersions::Epoch& epoch) {
+  auto image_handle = [&](VersionImage image) {
+    PageHandle old;
+    old.id_ = id;
+    old.latch_ = Latch::kShared;
+    old.image_ = std::move(image);
+    old.data_ = const_cast<uint8_t*>(old.image_->data());  // read only: a shared handle
+    return old;
+  };
+  // A captured image is the page as of the epoch: no need to read the page.
+  if (VersionImage image = versions_.Find(epoch, id)) return image_handle(std::move(image));
+  Result<PageHandle> h = FetchFrame(id, Latch::kShared);
+  if (!h.ok() || page::PageLsn(h->data()) <= epoch.lsn) return h;
+  Result<VersionImage> image = versions_.Image(epoch, id);  // captured before it changed (E1)
+  if (!image.ok()) return image.status();
+  h->Release();
+  return image_handle(std::move(*image));
+}
+
+Result<PageHandle> BufferPool::FetchFrame(PageId id, Latch latch) {
   page::SpaceFile* space = Space(id.space);
   if (space == nullptr) return Status::NotFound(StrFormat("space %u is not open", id.space));
   std::unique_lock lk(mu_);
@@ -252,7 +286,7 @@ Result<PageHandle> BufferPool::Fetch(PageId id, Latch latch) {
   if (table_.count(id)) {
     free_.push_back(*victim);
     lk.unlock();
-    return Fetch(id, latch);
+    return FetchFrame(id, latch);
   }
   const uint32_t idx = *victim;
   Frame& f = *frames_[idx];

@@ -37,22 +37,12 @@
 #include <vector>
 
 #include "buffer/page_log.h"
+#include "buffer/page_versions.h"
 #include "buffer/page_writer.h"
 #include "log/redo_log.h"
 #include "page/space_file.h"
 
 namespace subito::buffer {
-
-struct PageId {
-  uint32_t space = 0;
-  uint32_t page_no = 0;
-  bool operator==(const PageId& o) const { return space == o.space && page_no == o.page_no; }
-};
-struct PageIdHash {
-  size_t operator()(const PageId& p) const {
-    return std::hash<uint64_t>()((uint64_t{p.space} << 32) | p.page_no);
-  }
-};
 
 enum class Latch { kShared, kExclusive };
 
@@ -74,6 +64,9 @@ struct BufferPoolOptions {
   // every page is written.
   PageLogStore* page_log = nullptr;
   uint32_t page_log_threshold = 256;
+  // Bytes of page images kept for reads as of an LSN (page_versions.h);
+  // past it the oldest epoch is cut. 0: no limit.
+  uint64_t page_version_limit = 0;
 };
 
 struct BufferPoolStats {
@@ -106,7 +99,7 @@ class PageHandle {
   uint8_t* data() const { return data_; }
   PageId id() const { return id_; }
   Latch latch() const { return latch_; }
-  bool valid() const { return pool_ != nullptr; }
+  bool valid() const { return pool_ != nullptr || image_ != nullptr; }
   void Release();
   // Whether the page's contents were checked (by the layer that knows its
   // format) since they were read from the file; reset by every read and by
@@ -122,6 +115,8 @@ class PageHandle {
   PageId id_;
   Latch latch_ = Latch::kShared;
   uint8_t* data_ = nullptr;
+  // A page as of an LSN (ReadAsOf): an image, no frame; read only.
+  VersionImage image_;
 };
 
 class BufferPool {
@@ -140,6 +135,7 @@ class BufferPool {
   // that no one fetches its pages any more.
   Status DropSpace(uint32_t space_id);
 
+  // In a ReadAsOf scope, a shared fetch returns the page as of its epoch.
   Result<PageHandle> Fetch(PageId id, Latch latch);
   // A new page at the end of the space, zeroed, exclusively latched. The
   // caller formats it through a Mtr (its header is logged like any bytes).
@@ -155,6 +151,7 @@ class BufferPool {
   // these edit bytes, its page LSN now `end`.
   void NotePageLogEdits(uint32_t frame, log::Lsn end, const uint8_t* edits, size_t n);
   bool page_logging() const { return options_.page_log != nullptr; }
+  PageVersions& versions() { return versions_; }
   // Recovery: the page changed other than through a Mtr; its next write
   // goes to its file.
   void StopPageLogging(PageHandle& page);
@@ -214,6 +211,8 @@ class BufferPool {
   struct Frame;
   BufferPool(const BufferPoolOptions& options, log::RedoLog* log, DoubleWrite* dwb);
   void Unpin(uint32_t frame, Latch latch);
+  Result<PageHandle> FetchFrame(PageId id, Latch latch);
+  Result<PageHandle> FetchAsOf(PageId id, const PageVersions::Epoch& epoch);
   Result<uint32_t> FindVictim(std::unique_lock<std::mutex>& lk);
   Status FlushFrames(const std::vector<uint32_t>& candidates, bool skip_busy);
   // After a page's image is read from its file: applies its page-log entries
@@ -234,6 +233,7 @@ class BufferPool {
 
   const BufferPoolOptions options_;
   log::RedoLog* const log_;
+  PageVersions versions_;
   PageWriter writer_;
   std::vector<std::unique_ptr<Frame>> frames_;
   uint8_t* memory_ = nullptr;

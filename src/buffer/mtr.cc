@@ -177,6 +177,7 @@ Result<log::AppendResult> Mtr::Commit() {
   Result<log::AppendResult> r = pool_->log()->Append(kRecordPageEdits, payload_.data(),
                                                      static_cast<uint32_t>(payload_.size()));
   if (r.ok()) {
+    if (pool_->versions().active()) CaptureVersions(r->end);  // page_versions.h E1
     for (const PageRef& p : edits_) pool_->MarkDirtyFrame(p.frame, p.data, r->start, r->end);
     if (pool_->page_logging()) NotePageLog(r->end);
     if (page::SpaceFile* s = pool_->Space(DecodeFixed32(payload_.data()))) {
@@ -190,6 +191,18 @@ Result<log::AppendResult> Mtr::Commit() {
   }
   pool_->EndChange(token);
   return r;
+}
+
+void Mtr::CaptureVersions(log::Lsn end) {
+  const uint32_t ps = pool_->page_size();
+  for (const PageRef& p : edits_) {
+    pool_->versions().Capture(p.id, page::PageLsn(p.data), end, [&](uint8_t* out) {
+      std::memcpy(out, p.data, ps);
+      for (auto it = before_.rbegin(); it != before_.rend(); ++it) {
+        if (it->data == p.data) std::memcpy(out + it->offset, it->bytes.data(), it->bytes.size());
+      }
+    });
+  }
 }
 
 void Mtr::NotePageLog(log::Lsn end) {

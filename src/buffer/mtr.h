@@ -93,6 +93,9 @@ class Mtr {
     uint8_t* data = nullptr;
     PageId id;
   };
+  // With epochs open (page_versions.h): offers each page's image from
+  // before this Mtr, before its page_lsn becomes `end`.
+  void CaptureVersions(log::Lsn end);
   // With a page log: hands each page its part of the committed record.
   void NotePageLog(log::Lsn end);
   struct Before {

@@ -292,6 +292,7 @@ Status DatabaseImpl::OpenAll() {
   po.flush_batch = std::min<uint32_t>(32, options_.double_write_pages);
   po.cleaner_threads = options_.page_cleaners;
   po.log_full_timeout_ms = options_.log_full_timeout_ms;
+  po.page_version_limit = options_.snapshot_page_budget_bytes;
   po.report = [this](const std::string& m) { Report(m); };
   if (ppl_) {
     po.page_log = ppl_.get();
@@ -344,6 +345,7 @@ Status DatabaseImpl::OpenAll() {
     }
   }
   txns_ = std::make_unique<txn::TxnSystem>(rs->max_txn + 1, version_budget_);
+  if (options_.snapshot_page_budget_bytes != 0) txns_->EnableAsOf(pool_.get());
   catalog_.in_use = true;  // K3
   SUBITO_RETURN_IF_ERROR(Persist());
   purge_thread_ = std::thread([this] { PurgeLoop(); });
@@ -562,6 +564,7 @@ Result<Table*> DatabaseImpl::CreateTable(const TableDef& def) {
   }
 
   auto t = std::make_unique<TableImpl>(this, ct);
+  t->unversioned_ts.store(txns_->Now());
   Status st;
   for (const CatalogIndex& ci : ct.indexes) {
     st = OpenIndex(t.get(), ci, /*create=*/true);
@@ -830,6 +833,7 @@ Status DatabaseImpl::EndBulkLoad(TableImpl* t) {
     return st;
   }
   t->cat.state = DefState::kLive;
+  t->unversioned_ts.store(txns_->Now());
   t->bulk_loading.store(false);
   return Status::OK();
 }
@@ -882,6 +886,17 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.version_bytes = static_cast<uint64_t>(std::max<int64_t>(0, version_budget_->bytes.load()));
   s.version_budget = version_budget_->limit;
   s.snapshots_cut = version_budget_->snapshots_cut.load();
+  s.snapshots_moved = version_budget_->snapshots_moved.load();
+  if (txns_) {
+    s.moved_snapshots_open = txns_->moved_snapshots();
+    s.snapshot_overlay_bytes = txns_->overlay_bytes();
+  }
+  if (pool_) {
+    const buffer::PageVersions::Stats pv = pool_->versions().stats();
+    s.snapshot_pages = pv.images;
+    s.snapshot_page_bytes = pv.bytes;
+    s.moved_snapshots_cut = pv.epochs_cut;
+  }
   s.chain_release_failures = txns_ ? txns_->chain_release_failures() : 0;
   std::shared_lock ddl(ddl_mu_);
   for (const auto& [n, t] : tables_) {

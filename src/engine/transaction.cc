@@ -57,6 +57,11 @@ class CursorImpl final : public Cursor {
   Status PositionOrRollBack(bool forward, std::optional<std::string> from, bool inclusive);
   // The first (forward) or last visible entry from `from` on.
   Status Position(bool forward, std::optional<std::string> from, bool inclusive);
+  // Position, as of the snapshot's epoch once it moved there (V6).
+  Status PositionInView(bool forward, std::optional<std::string> from, bool inclusive);
+  // Whether the snapshot moved to pages as of an LSN (V6); then the tree
+  // cursor starts again on those pages.
+  bool MoveAsOf();
   Result<std::optional<Row>> Resolve(const std::string& key, std::optional<std::string> tree_value);
   // Whether this call's locked ranges (locked_to) already cover the way to
   // `candidate` (absent: to the index's end).
@@ -75,7 +80,8 @@ class CursorImpl final : public Cursor {
   // (next-key locking, lock_manager.h L6-L8).
   const bool locks_ranges_;
   btree::BTree::Cursor tree_cursor_;
-  std::optional<std::string> bound_;  // kEq, kEqLast: the prefix
+  std::shared_ptr<const txn::AsOfSnapshot> as_of_;  // V6: once the snapshot moved
+  std::optional<std::string> bound_;                // kEq, kEqLast: the prefix
   bool valid_ = false;
   std::string key_;
   Row row_;
@@ -112,6 +118,20 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   Status Rollback() override;
   uint64_t id() const override { return state_->id; }
   const txn::TxnState* state() const { return state_.get(); }
+  // V6 (txn/version_store.h): the snapshot's pages-as-of state once it
+  // moved there; null while it reads row versions, once it was cut, or if
+  // this transaction has written (its own changes are not in those pages).
+  std::shared_ptr<const txn::AsOfSnapshot> AsOf(const txn::ReadView& view) const {
+    if (wrote()) return nullptr;
+    return db_->txns().AsOf(view.read_ts);
+  }
+  bool wrote() const { return !written_.empty(); }
+  // A snapshot read of a key of t's index ix: the tree, then its versions
+  // (V1), or as of the snapshot's epoch once it moved there, also while
+  // this read runs.
+  Result<std::optional<std::string>> SnapshotValue(TableImpl* t, IndexImpl* ix,
+                                                   const std::string& key,
+                                                   const txn::ReadView& view);
   void SetLockWaitTimeout(std::chrono::milliseconds timeout) override { lock_timeout_ = timeout; }
   void SetInterruptCheck(std::function<bool()> interrupted) override {
     interrupted_ = std::move(interrupted);
@@ -622,10 +642,7 @@ Result<std::optional<Row>> TransactionImpl::ReadRow(TableImpl* t, const std::str
   IndexImpl* primary = t->indexes[0].get();
   std::optional<std::string> bytes;
   if (mode == ReadMode::kSnapshot) {
-    Result<std::optional<std::string>> latest = primary->tree->Get(pk);  // tree first (V1)
-    if (!latest.ok()) return latest.status();
-    Result<std::optional<std::string>> visible =
-        primary->versions->Visible(pk, std::move(*latest), view);
+    Result<std::optional<std::string>> visible = SnapshotValue(t, primary, pk, view);
     if (!visible.ok()) return visible.status();
     bytes = std::move(*visible);
   } else {
@@ -641,6 +658,30 @@ Result<std::optional<Row>> TransactionImpl::ReadRow(TableImpl* t, const std::str
   if (!row.ok()) return row.status();
   t->rows_read.fetch_add(1, std::memory_order_relaxed);
   return std::optional<Row>(std::move(*row));
+}
+
+Result<std::optional<std::string>> TransactionImpl::SnapshotValue(TableImpl* t, IndexImpl* ix,
+                                                                  const std::string& key,
+                                                                  const txn::ReadView& view) {
+  std::shared_ptr<const txn::AsOfSnapshot> as_of = AsOf(view);
+  if (!as_of) {
+    buffer::ReadAsOf present(nullptr);  // also inside a moved cursor's scope
+    Result<std::optional<std::string>> latest = ix->tree->Get(key);  // tree first (V1)
+    if (!latest.ok()) return latest.status();
+    Result<std::optional<std::string>> visible =
+        ix->versions->Visible(key, std::move(*latest), view);
+    if (!visible.status().IsSnapshotTooOld()) return visible;
+    as_of = AsOf(view);
+    if (!as_of) return visible;
+  }
+  if (view.read_ts < t->unversioned_ts.load()) {
+    SUBITO_RETURN_IF_ERROR(as_of->Check());
+    return std::optional<std::string>();
+  }
+  buffer::ReadAsOf scope(as_of->epoch.get());
+  Result<std::optional<std::string>> latest = ix->tree->Get(key);
+  if (!latest.ok()) return latest.status();
+  return ix->versions->VisibleAsOf(*as_of, key, std::move(*latest));
 }
 
 Result<std::optional<Row>> TransactionImpl::Get(Table* table, const Row& key, ReadMode mode) {
@@ -791,11 +832,41 @@ Status CursorImpl::Position(bool forward, std::optional<std::string> from, bool 
     valid_ = false;
     return Status::InvalidArgument("the cursor's transaction has ended");
   }
+  if (mode_ != ReadMode::kSnapshot) {
+    return VictimOf(txn_, PositionOrRollBack(forward, std::move(from), inclusive));
+  }
+  if (as_of_ && txn_->wrote()) {  // its own changes are not in the old pages
+    as_of_.reset();
+    tree_cursor_.Reset();
+  }
+  if (!as_of_) MoveAsOf();  // it may have moved since the last call
+  Status st = PositionInView(forward, from, inclusive);
+  // It moved during this call: the versions it read may be gone.
+  if (st.IsSnapshotTooOld() && !as_of_ && MoveAsOf()) {
+    st = PositionInView(forward, std::move(from), inclusive);
+  }
+  return st;
+}
+
+bool CursorImpl::MoveAsOf() {
+  as_of_ = txn_->AsOf(view_);
+  if (!as_of_) return false;
+  tree_cursor_.Reset();
+  return true;
+}
+
+Status CursorImpl::PositionInView(bool forward, std::optional<std::string> from, bool inclusive) {
+  if (as_of_ && view_.read_ts < table_->unversioned_ts.load()) {
+    valid_ = false;
+    return as_of_->Check();
+  }
+  std::optional<buffer::ReadAsOf> scope;
+  if (as_of_) scope.emplace(as_of_->epoch.get());
   Status st = VictimOf(txn_, PositionOrRollBack(forward, std::move(from), inclusive));
-  if (st.ok() && mode_ == ReadMode::kSnapshot) {
+  if (st.ok()) {
     // Also when nothing was found: a key the purge took for a cut snapshot
     // is missed without any Visible call (V4).
-    st = index_->versions->CheckSnapshot(view_);
+    st = as_of_ ? as_of_->Check() : index_->versions->CheckSnapshot(view_);
     if (!st.ok()) valid_ = false;
   }
   return st;
@@ -823,9 +894,15 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
     }
     std::optional<std::string> candidate;
     if (tree_cursor_.Valid()) candidate = tree_cursor_.key();
-    std::optional<std::string> other =
-        from ? index_->versions->Neighbor(std::string_view(*from), forward, inclusive)
-             : index_->versions->Neighbor(std::nullopt, forward, true);
+    std::optional<std::string> other;
+    if (as_of_) {
+      other = from ? index_->versions->NeighborAsOf(*as_of_, std::string_view(*from), forward,
+                                                    inclusive)
+                   : index_->versions->NeighborAsOf(*as_of_, std::nullopt, forward, true);
+    } else {
+      other = from ? index_->versions->Neighbor(std::string_view(*from), forward, inclusive)
+                   : index_->versions->Neighbor(std::nullopt, forward, true);
+    }
     bool from_tree = candidate.has_value();
     if (other && (!candidate || (forward ? *other < *candidate : *other > *candidate))) {
       candidate = std::move(other);
@@ -880,7 +957,8 @@ Result<std::optional<Row>> CursorImpl::Resolve(const std::string& key,
   if (index_->number == 0) {
     if (mode_ == ReadMode::kSnapshot) {
       Result<std::optional<std::string>> bytes =
-          index_->versions->Visible(key, std::move(tree_value), view_);
+          as_of_ ? index_->versions->VisibleAsOf(*as_of_, key, std::move(tree_value))
+                 : index_->versions->Visible(key, std::move(tree_value), view_);
       if (!bytes.ok()) return bytes.status();
       if (!bytes->has_value()) return std::optional<Row>();
       Result<Row> row = DecodeRow(def, **bytes);
@@ -897,7 +975,8 @@ Result<std::optional<Row>> CursorImpl::Resolve(const std::string& key,
   const std::string pk = key.substr(*split);
   if (mode_ == ReadMode::kSnapshot) {
     Result<std::optional<std::string>> entry =
-        index_->versions->Visible(key, std::move(tree_value), view_);
+        as_of_ ? index_->versions->VisibleAsOf(*as_of_, key, std::move(tree_value))
+               : index_->versions->Visible(key, std::move(tree_value), view_);
     if (!entry.ok()) return entry.status();
     if (!entry->has_value()) return std::optional<Row>();
     Result<std::optional<Row>> row = txn_->ReadRow(table_, pk, mode_, view_);

@@ -103,6 +103,10 @@ class RedoLog {
   Status error() { return FirstError(); }
   Lsn durable_lsn() const { return durable_.load(std::memory_order_acquire); }
   Lsn reserved_lsn() const { return reserved_.load(std::memory_order_acquire); }
+  // reserved_lsn(), read by a read-modify-write: an Append whose LSNs it
+  // does not count reserves after it, and sees every write the caller made
+  // before the call (buffer/page_versions.h E1).
+  Lsn reserved_lsn_ordered() { return reserved_.fetch_add(0, std::memory_order_acq_rel); }
   Lsn checkpoint_lsn() const { return checkpoint_.load(std::memory_order_acquire); }
   uint64_t capacity() const { return geometry_.capacity(); }
   // Random at the log's creation (file header): names this log.

@@ -4,7 +4,23 @@
 
 namespace subito::txn {
 
+namespace {
+std::atomic<uint64_t> next_store_id{1};
+}  // namespace
+
+VersionStore::VersionStore(std::shared_ptr<VersionBudget> budget)
+    : budget_(std::move(budget)), id_(next_store_id.fetch_add(1)) {
+  if (budget_) {
+    std::lock_guard lock(budget_->stores_mu);
+    budget_->stores.insert(this);
+  }
+}
+
 VersionStore::~VersionStore() {
+  if (budget_) {
+    std::lock_guard lock(budget_->stores_mu);
+    budget_->stores.erase(this);
+  }
   int64_t bytes = 0;
   for (const auto& [key, chain] : chains_) {
     bytes += KeyCost(key);
@@ -197,6 +213,81 @@ void VersionStore::Purge(std::string_view key, uint64_t oldest_read_ts) {
   Charge(-freed);
 }
 
+AsOfSnapshot::Overlay VersionStore::OverlayFor(uint64_t read_ts) const {
+  AsOfSnapshot::Overlay overlay;
+  const ReadView view{read_ts, nullptr};
+  std::shared_lock lock(mu_);
+  for (const auto& [key, c] : chains_) {
+    // As Visible (V5), for a reader with no writes of its own: the oldest
+    // version whose writer it does not see gives the value it sees.
+    size_t top = c.size();
+    while (top > 0 && c[top - 1].writer->end_ts.load(std::memory_order_acquire) == 0) --top;
+    size_t lo = 0, hi = top;
+    while (lo < hi) {
+      const size_t mid = (lo + hi) / 2;
+      if (c[mid].writer->end_ts.load(std::memory_order_acquire) <= read_ts) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    size_t seen = lo;
+    while (seen > 0 && !view.Sees(*c[seen - 1].writer)) --seen;
+    if (seen == c.size()) continue;  // sees every writer: the tree's value
+    overlay.emplace(key, AsOfSnapshot::Value{c[seen].before, c[seen].before_chain});
+  }
+  return overlay;
+}
+
+Result<std::optional<std::string>> VersionStore::VisibleAsOf(
+    const AsOfSnapshot& as_of, std::string_view key, std::optional<std::string> latest) const {
+  auto o = as_of.overlays.find(id_);
+  if (o != as_of.overlays.end()) {
+    auto v = o->second.find(key);
+    if (v != o->second.end()) {
+      if (!v->second.chain || !v->second.bytes) {
+        latest = v->second.bytes;
+      } else {
+        std::shared_lock lock(tree_mu_);
+        if (tree_ == nullptr) return Status::Busy("the index was dropped");
+        Result<std::string> bytes = tree_->ReadChain(*v->second.bytes);
+        if (!bytes.ok()) {
+          SUBITO_RETURN_IF_ERROR(as_of.Check());
+          return bytes.status();
+        }
+        latest = std::move(*bytes);
+      }
+    }
+  }
+  SUBITO_RETURN_IF_ERROR(as_of.Check());
+  return latest;
+}
+
+std::optional<std::string> VersionStore::NeighborAsOf(const AsOfSnapshot& as_of,
+                                                      std::optional<std::string_view> key,
+                                                      bool forward, bool inclusive) const {
+  auto o = as_of.overlays.find(id_);
+  if (o == as_of.overlays.end() || o->second.empty()) return std::nullopt;
+  const AsOfSnapshot::Overlay& m = o->second;
+  if (!key) return forward ? m.begin()->first : m.rbegin()->first;
+  if (forward) {
+    auto it = inclusive ? m.lower_bound(*key) : m.upper_bound(*key);
+    if (it == m.end()) return std::nullopt;
+    return it->first;
+  }
+  auto it = inclusive ? m.upper_bound(*key) : m.lower_bound(*key);
+  if (it == m.begin()) return std::nullopt;
+  return std::prev(it)->first;
+}
+
+Status AsOfSnapshot::Check() const {
+  if (!epoch->cut.load(std::memory_order_acquire)) return Status::OK();
+  return Status::SnapshotTooOld(
+      "snapshot too old: its pages as of an earlier moment went over "
+      "subito_snapshot_page_budget (a transaction or consistent snapshot was open too long "
+      "under a write load); start the transaction again");
+}
+
 size_t VersionStore::keys() const {
   std::shared_lock lock(mu_);
   return chains_.size();
@@ -217,6 +308,49 @@ void TxnSystem::CloseSnapshot(uint64_t read_ts) {
   std::lock_guard lock(mu_);
   auto it = snapshots_.find(read_ts);
   if (it != snapshots_.end()) snapshots_.erase(it);
+  if (snapshots_.count(read_ts) != 0) return;
+  auto moved = moved_.find(read_ts);
+  if (moved != moved_.end()) {
+    pool_->versions().End(moved->second->epoch);
+    moved_.erase(moved);
+  }
+}
+
+std::shared_ptr<const AsOfSnapshot> TxnSystem::AsOf(uint64_t read_ts) const {
+  if (!budget_ || read_ts >= budget_->floor.load(std::memory_order_acquire)) return nullptr;
+  std::lock_guard lock(mu_);
+  auto it = moved_.find(read_ts);
+  return it == moved_.end() ? nullptr : it->second;
+}
+
+uint64_t TxnSystem::moved_snapshots() const {
+  std::lock_guard lock(mu_);
+  return moved_.size();
+}
+
+uint64_t TxnSystem::overlay_bytes() const {
+  std::lock_guard lock(mu_);
+  uint64_t bytes = 0;
+  for (const auto& [ts, s] : moved_) bytes += s->overlay_bytes;
+  return bytes;
+}
+
+void TxnSystem::MoveSnapshot(uint64_t read_ts) {
+  auto s = std::make_shared<AsOfSnapshot>();
+  s->read_ts = read_ts;
+  s->epoch = pool_->versions().Begin(*pool_->log());  // L first: V6
+  {
+    std::lock_guard lock(budget_->stores_mu);
+    for (VersionStore* store : budget_->stores) {
+      AsOfSnapshot::Overlay o = store->OverlayFor(read_ts);
+      if (o.empty()) continue;
+      for (const auto& [key, v] : o)
+        s->overlay_bytes += key.size() + (v.bytes ? v.bytes->size() : 0) + 96;
+      s->overlays.emplace(store->id(), std::move(o));
+    }
+  }
+  pool_->versions().Charge(s->epoch, s->overlay_bytes);  // may cut it at once
+  moved_[read_ts] = std::move(s);
 }
 
 void TxnSystem::End(const std::shared_ptr<TxnState>& writer, bool committed,
@@ -235,12 +369,22 @@ uint64_t TxnSystem::OldestReadTs() const {
 }
 
 void TxnSystem::CutSnapshotsOverBudget() {
+  // Moved snapshots whose pages went over their budget are cut: their
+  // overlays go (a reader still holding one fails on its next check).
+  for (auto it = moved_.begin(); it != moved_.end();) {
+    it = it->second->epoch->cut.load(std::memory_order_acquire) ? moved_.erase(it) : std::next(it);
+  }
   if (!budget_ || !budget_->over() || ended_.empty()) return;
   // The oldest snapshot not yet cut that holds back the next purge.
   auto it = snapshots_.lower_bound(budget_->floor.load());
   if (it == snapshots_.end() || *it >= ended_.front().end_ts) return;
+  if (pool_ != nullptr) {
+    MoveSnapshot(*it);
+    budget_->snapshots_moved.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    budget_->snapshots_cut.fetch_add(1, std::memory_order_relaxed);
+  }
   budget_->floor.store(*it + 1, std::memory_order_release);
-  budget_->snapshots_cut.fetch_add(1, std::memory_order_relaxed);
 }
 
 size_t TxnSystem::Purge(const std::function<bool()>& stop) {

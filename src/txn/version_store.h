@@ -31,6 +31,25 @@
 //      only the newest writer may still be active: a read of an old
 //      snapshot finds its version by binary search, not by walking every
 //      newer one.
+//  V6. With pages as of an LSN enabled (TxnSystem::EnableAsOf), V4 moves the
+//      snapshot instead of cutting it: it begins an epoch L
+//      (buffer/page_versions.h), then copies, for every key whose chain
+//      holds a writer the snapshot does not see, the value the snapshot
+//      sees into its overlay (AsOfSnapshot). From then on the snapshot reads
+//      the trees as of L with the overlay over them, and the floor rises past
+//      it as for a cut, so the versions it held go. Exact: a key changed
+//      before L by a writer the snapshot does not see has that writer's
+//      version in its chain when the overlay is built (after L: V1, and the
+//      purge kept every version this snapshot did not see), so the overlay
+//      holds the key; the tree as of L holds, for any other key, every change
+//      made before L, all by writers the snapshot sees (changes after L are
+//      not in it). Memory: one page image per page changed after L, whatever
+//      the number of changes, instead of a version per change, and the
+//      overlay, both counted against the page budget; past it the epoch is
+//      cut, the purge drops the snapshot's overlay, and its reads fail with
+//      SnapshotTooOld. (The overlay is built under mu_: commits wait for it.)
+//      Only a snapshot of transactions that have not written reads so: the
+//      trees as of L do not hold a writer's own later changes.
 //
 // A version's `before` is the value's bytes, or for a value stored as an
 // overflow chain, the chain's reference (the write retired the chain,
@@ -57,9 +76,11 @@
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "btree/btree.h"
+#include "buffer/buffer_pool.h"
 #include "txn/lock_manager.h"
 
 namespace subito::txn {
@@ -85,23 +106,44 @@ struct ReadView {
   }
 };
 
+class VersionStore;
+
 // The memory the version stores of one database hold, and its limit (V4).
 struct VersionBudget {
   explicit VersionBudget(uint64_t limit_bytes) : limit(limit_bytes) {}
   const uint64_t limit;  // 0: none
   std::atomic<int64_t> bytes{0};
-  std::atomic<uint64_t> floor{0};  // snapshots with a read_ts below it were cut
-  std::atomic<uint64_t> snapshots_cut{0};
+  // Snapshots with a read_ts below it were cut, or moved to pages as of an
+  // LSN (V6).
+  std::atomic<uint64_t> floor{0};
+  std::atomic<uint64_t> snapshots_cut{0}, snapshots_moved{0};
+  // Every store charging this budget (V6 builds overlays from all).
+  std::mutex stores_mu;
+  std::set<VersionStore*> stores;
   bool over() const {
     const int64_t b = bytes.load(std::memory_order_relaxed);
     return limit != 0 && b > 0 && static_cast<uint64_t>(b) > limit;
   }
 };
 
+// A snapshot moved to pages as of an LSN (V6).
+struct AsOfSnapshot {
+  struct Value {
+    std::optional<std::string> bytes;  // nullopt: the key is absent
+    bool chain = false;                // bytes are a chain reference
+  };
+  using Overlay = std::map<std::string, Value, std::less<>>;
+  uint64_t read_ts = 0;
+  std::shared_ptr<buffer::PageVersions::Epoch> epoch;
+  std::unordered_map<uint64_t, Overlay> overlays;  // by VersionStore::id()
+  uint64_t overlay_bytes = 0;
+  // SnapshotTooOld once the epoch was cut (its page images went).
+  Status Check() const;
+};
+
 class VersionStore {
  public:
-  explicit VersionStore(std::shared_ptr<VersionBudget> budget = nullptr)
-      : budget_(std::move(budget)) {}
+  explicit VersionStore(std::shared_ptr<VersionBudget> budget = nullptr);
   ~VersionStore();
   VersionStore(const VersionStore&) = delete;
   VersionStore& operator=(const VersionStore&) = delete;
@@ -154,7 +196,20 @@ class VersionStore {
   bool ChangedByActiveOther(std::string_view key, const TxnState* self) const;
   // V2, V3 for one key, given the oldest open snapshot's read_ts.
   void Purge(std::string_view key, uint64_t oldest_read_ts);
+  // V6: the values a snapshot at read_ts sees where they differ from the
+  // trees' (a writer it does not see changed them).
+  AsOfSnapshot::Overlay OverlayFor(uint64_t read_ts) const;
+  // V6: the value `as_of` sees, given the tree's value as of its epoch.
+  // Chains are read as of the epoch (the caller is in its ReadAsOf scope).
+  Result<std::optional<std::string>> VisibleAsOf(const AsOfSnapshot& as_of, std::string_view key,
+                                                 std::optional<std::string> latest) const;
+  // V6: Neighbor among the keys of `as_of`'s overlay of this store.
+  std::optional<std::string> NeighborAsOf(const AsOfSnapshot& as_of,
+                                          std::optional<std::string_view> key, bool forward,
+                                          bool inclusive) const;
   size_t keys() const;
+  // Unique among the stores of this process (a key that outlives the store).
+  uint64_t id() const { return id_; }
   // Versions examined by Visible since the start (V5: a test's measure).
   uint64_t versions_examined() const { return examined_.load(std::memory_order_relaxed); }
 
@@ -179,6 +234,7 @@ class VersionStore {
     if (budget_) budget_->bytes.fetch_add(bytes, std::memory_order_relaxed);
   }
   const std::shared_ptr<VersionBudget> budget_;
+  const uint64_t id_;
   mutable std::atomic<uint64_t> examined_{0};
   mutable std::shared_mutex tree_mu_;  // exclusive: attach, detach
   btree::BTree* tree_ = nullptr;
@@ -202,6 +258,18 @@ class TxnSystem {
   }
   // A snapshot: its read_ts stays registered until CloseSnapshot.
   uint64_t OpenSnapshot();
+  // V6: from now on, snapshots over the budget move to pages as of an LSN
+  // of this pool instead of being cut.
+  void EnableAsOf(buffer::BufferPool* pool) {
+    std::lock_guard lock(mu_);
+    pool_ = pool;
+  }
+  // The snapshot's state once it moved to pages as of an LSN (V6); null if
+  // it did not (it reads the versions, or it was cut).
+  std::shared_ptr<const AsOfSnapshot> AsOf(uint64_t read_ts) const;
+  // Snapshots that moved and are still open, and their overlays' bytes.
+  uint64_t moved_snapshots() const;
+  uint64_t overlay_bytes() const;
   // One more reference to an open snapshot (each needs its CloseSnapshot).
   void RetainSnapshot(uint64_t read_ts);
   void CloseSnapshot(uint64_t read_ts);
@@ -236,15 +304,19 @@ class TxnSystem {
   std::atomic<uint64_t> chain_release_failures_{0};
   uint64_t OldestReadTs() const;  // caller holds mu_
   // V4: cuts the oldest snapshots that hold back the purge while the
-  // versions are over budget. Caller holds mu_.
+  // versions are over budget (V6: moves them). Caller holds mu_.
   void CutSnapshotsOverBudget();
+  // V6: the snapshot at read_ts moves to pages as of an LSN. Caller holds mu_.
+  void MoveSnapshot(uint64_t read_ts);
   const std::shared_ptr<VersionBudget> budget_;
   std::atomic<TxnId> next_id_;
   mutable std::mutex mu_;
   uint64_t clock_ = 0;
   std::multiset<uint64_t> snapshots_;
-  std::deque<Ended> ended_;  // in end_ts order
-  std::mutex purge_mu_;      // one purge at a time
+  buffer::BufferPool* pool_ = nullptr;                       // V6, if enabled
+  std::map<uint64_t, std::shared_ptr<AsOfSnapshot>> moved_;  // by read_ts, while open
+  std::deque<Ended> ended_;                                  // in end_ts order
+  std::mutex purge_mu_;                                      // one purge at a time
 };
 
 }  // namespace subito::txn

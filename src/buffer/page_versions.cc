@@ -1,0 +1,129 @@
+#include "buffer/page_versions.h"
+
+#include <algorithm>
+
+#include "util/strings.h"
+
+namespace subito::buffer {
+
+thread_local const PageVersions::Epoch* ReadAsOf::current_ = nullptr;
+
+std::shared_ptr<PageVersions::Epoch> PageVersions::Begin(log::RedoLog& log) {
+  auto epoch = std::make_shared<Epoch>();
+  std::lock_guard lock(mu_);
+  // An Mtr that finds the epoch (E1) finds kMaxLsn or its L here.
+  newest_.store(kMaxLsn, std::memory_order_release);
+  active_.fetch_add(1, std::memory_order_release);
+  epoch->lsn = log.reserved_lsn_ordered();  // E1
+  epochs_.push_back(epoch);
+  UpdateNewest();
+  return epoch;
+}
+
+void PageVersions::UpdateNewest() {
+  log::Lsn newest = 0;
+  for (const std::shared_ptr<Epoch>& e : epochs_) newest = std::max(newest, e->lsn);
+  newest_.store(newest, std::memory_order_release);
+}
+
+void PageVersions::Retire(std::vector<std::shared_ptr<Epoch>>::iterator it) {
+  Epoch& e = **it;
+  e.cut.store(true, std::memory_order_release);
+  bytes_ -= uint64_t{page_size_} * e.images.size() + e.charged;
+  e.images.clear();
+  e.charged = 0;
+  epochs_.erase(it);
+  active_.fetch_sub(1, std::memory_order_release);
+  UpdateNewest();
+}
+
+void PageVersions::End(const std::shared_ptr<Epoch>& epoch) {
+  std::lock_guard lock(mu_);
+  auto it = std::find(epochs_.begin(), epochs_.end(), epoch);
+  if (it != epochs_.end()) Retire(it);  // else cut already
+}
+
+void PageVersions::Charge(const std::shared_ptr<Epoch>& epoch, uint64_t bytes) {
+  std::lock_guard lock(mu_);
+  if (epoch->cut.load(std::memory_order_acquire)) return;
+  epoch->charged += bytes;
+  bytes_ += bytes;
+  CutOverLimit();
+}
+
+void PageVersions::Capture(PageId id, log::Lsn before, log::Lsn end,
+                           const std::function<void(uint8_t*)>& fill) {
+  if (before == 0) return;                                       // E2
+  if (before > newest_.load(std::memory_order_acquire)) return;  // changed past every L
+  std::lock_guard lock(mu_);
+  std::shared_ptr<std::vector<uint8_t>> image;
+  for (const std::shared_ptr<Epoch>& e : epochs_) {
+    if (before > e->lsn || end <= e->lsn || e->images.count(id) != 0) continue;
+    if (!image) {
+      image = std::make_shared<std::vector<uint8_t>>(page_size_);
+      fill(image->data());
+      ++captures_;
+    }
+    e->images.emplace(id, image);
+    bytes_ += page_size_;
+  }
+  if (image) CutOverLimit();
+}
+
+void PageVersions::CutOverLimit() {
+  while (limit_ != 0 && bytes_ > limit_ && !epochs_.empty()) {
+    Retire(epochs_.begin());
+    ++epochs_cut_;
+  }
+}
+
+VersionImage PageVersions::Find(const Epoch& epoch, PageId id) const {
+  std::lock_guard lock(mu_);
+  auto it = epoch.images.find(id);
+  return it == epoch.images.end() ? nullptr : it->second;
+}
+
+Result<VersionImage> PageVersions::Image(const Epoch& epoch, PageId id) const {
+  std::lock_guard lock(mu_);
+  if (epoch.cut.load(std::memory_order_acquire)) {
+    return Status::SnapshotTooOld(StrFormat(
+        "snapshot too old: the copies of pages as of LSN %llu it reads went over their budget "
+        "(subito_snapshot_page_budget); start the transaction again",
+        static_cast<unsigned long long>(epoch.lsn)));
+  }
+  auto it = epoch.images.find(id);
+  if (it == epoch.images.end()) {
+    return Status::Corruption(
+        StrFormat("space %u page %u: changed past LSN %llu, but no image of it "
+                  "as of that LSN was kept",
+                  id.space, id.page_no, static_cast<unsigned long long>(epoch.lsn)));
+  }
+  return it->second;
+}
+
+void PageVersions::DropSpace(uint32_t space) {
+  std::lock_guard lock(mu_);
+  for (const std::shared_ptr<Epoch>& e : epochs_) {
+    for (auto it = e->images.begin(); it != e->images.end();) {
+      if (it->first.space == space) {
+        bytes_ -= page_size_;
+        it = e->images.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+}
+
+PageVersions::Stats PageVersions::stats() const {
+  std::lock_guard lock(mu_);
+  Stats s;
+  s.epochs = epochs_.size();
+  for (const std::shared_ptr<Epoch>& e : epochs_) s.images += e->images.size();
+  s.bytes = bytes_;
+  s.captures = captures_;
+  s.epochs_cut = epochs_cut_;
+  return s;
+}
+
+}  // namespace subito::buffer

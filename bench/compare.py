@@ -48,6 +48,7 @@ class Server:
         self.log_size = args.log_size
         self.ppl_size = args.ppl_size
         self.ppl_threshold = args.ppl_threshold
+        self.extra = []  # more server options (bench/ch.py)
         for d in (self.dir, self.pm):
             shutil.rmtree(d, ignore_errors=True)
         os.makedirs(self.pm, exist_ok=True)
@@ -71,7 +72,7 @@ class Server:
             subito.append("--subito-ppl-size=0")
         else:
             innodb[0] = "--innodb-buffer-pool-size=16M"
-        return common + innodb + subito
+        return common + innodb + subito + self.extra
 
     def start(self):
         t0 = time.time()

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# CH-benCHmark (bench/ch.py): go-tpc's TPC-C with analytical queries at once,
+# Subito vs InnoDB in the same server build, in one run: tpmC, NEW_ORDER p99,
+# each query's mean latency, peak server memory and what old versions hold.
+# Writes out/ch.json and out/ch.txt.
+#
+#   scripts/bench-ch.sh [--warehouses W] [--threads T] [--seconds S] [--version-budget 32M]
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+bash scripts/install-deps.sh
+bash scripts/setup-mariadb.sh
+GOTPC="$(bash scripts/build-go-tpc.sh)"
+mkdir -p out
+/usr/bin/python3 bench/ch.py --go-tpc "$GOTPC" "$@" | tee out/ch.txt

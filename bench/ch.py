@@ -77,28 +77,41 @@ def run_ch(args, engine):
     p.wait()
     sh([args.go_tpc, "ch"] + base + ["prepare"])
     caching = srv.caching()
+    os.makedirs(args.out, exist_ok=True)
     before = srv.status()
     rd0, wr0 = srv.disk_io()
     sampler = Sampler(srv)
     sampler.start()
     log(f"{engine}: running {args.seconds} s, {args.threads} OLTP threads + 1 analytical client")
-    out = sh([args.go_tpc, "ch"] + base + ["run", "-T", str(args.threads), "-t", "1",
-                                             "--time", f"{args.seconds}s", "--interval", "10000s"],
-             check=False).stdout
+    # With stderr: go-tpc prints why a query failed there.
+    out = subprocess.run([args.go_tpc, "ch"] + base + ["run", "-T", str(args.threads), "-t", "1",
+                                                       "--time", f"{args.seconds}s",
+                                                       "--interval", "10000s"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
     sampler.stop.set()
     sampler.join()
     after = srv.status()
     rd1, wr1 = srv.disk_io()
     m = re.search(r"tpmC: ([\d.]+)", out)
     lat = re.search(r"\[Summary\] NEW_ORDER - .*?99th\(ms\): ([\d.]+)", out)
-    queries = {}
-    for q, count, avg in re.findall(
-            r"\[Summary\] (Q\d+)\s+- Takes\(s\): [\d.]+, Count: (\d+), .*?Avg\(ms\): ([\d.]+)", out):
-        queries[q] = {"count": int(count), "avg_ms": float(avg)}
+    with open(os.path.join(args.out, f"ch-{engine}.txt"), "w") as f:
+        f.write(out)
+    # go-tpc ch's summary: "[Summary] Q1     - Count: 3, Sum(ms): 9.1, Avg(ms): 3.0"; a
+    # query that failed is counted as Q1_ERR.
+    queries, query_errors = {}, {}
+    for q, err, count, avg in re.findall(
+            r"\[Summary\] (Q\d+)(_ERR)?\s+- Count: (\d+), Sum\(ms\): [\d.]+, Avg\(ms\): ([\d.]+)",
+            out):
+        if err:
+            query_errors[q] = int(count)
+        else:
+            queries[q] = {"count": int(count), "avg_ms": float(avg)}
     errors = sum(int(x) for x in re.findall(r"_ERR - Takes\(s\): [\d.]+, Count: (\d+)", out))
+    failures = sorted(set(re.findall(r"execute query (Q\d+) failed (.*)", out)))
     r = {"tpmC": float(m.group(1)) if m else None,
          "new_order_p99_ms": float(lat.group(1)) if lat else None,
          "queries": queries, "query_count": sum(q["count"] for q in queries.values()),
+         "query_errors": query_errors, "query_failures": [f"{q}: {e}" for q, e in failures],
          "errors": errors, "peaks": sampler.peaks, "caching": caching["text"],
          "disk_read_bytes": rd1 - rd0, "disk_write_bytes": wr1 - wr0}
     if engine == "subito":
@@ -106,7 +119,8 @@ def run_ch(args, engine):
             r[k] = int(after.get(k, 0)) - int(before.get(k, 0))
     if not m:
         r["output_tail"] = out[-2000:]
-    log(f"{engine}: tpmC {r['tpmC']}, {r['query_count']} analytical queries, {errors} errors")
+    log(f"{engine}: tpmC {r['tpmC']}, {r['query_count']} analytical queries "
+        f"({sum(query_errors.values())} failed), {errors} OLTP errors")
     srv.destroy()
     return r
 
@@ -121,6 +135,8 @@ def main():
     ap.add_argument("--pool", default="128M")
     ap.add_argument("--version-budget", default="32M",
                     help="Subito's subito_version_store_budget for the run")
+    ap.add_argument("--engines", default=",".join(ENGINES),
+                    help="comma-separated; the comparison needs both")
     ap.add_argument("--work", default="/var/tmp/subito-ch")
     ap.add_argument("--pm-dir", default="/dev/shm/subito-ch")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
@@ -131,8 +147,14 @@ def main():
                         "analytical_clients": 1, "seconds": args.seconds, "buffer_pool": args.pool,
                         "subito_version_store_budget": args.version_budget,
                         "server": sh(["/usr/sbin/mariadbd", "--version"]).stdout.strip()}}
-    for engine in ENGINES:
+    for engine in args.engines.split(","):
         res[engine] = run_ch(args, engine)
+    os.makedirs(args.out, exist_ok=True)
+    if "subito" not in res or "innodb" not in res:
+        with open(os.path.join(args.out, "ch-one.json"), "w") as f:
+            json.dump(res, f, indent=2)
+        log(f"wrote {args.out}/ch-one.json (one engine: no comparison)")
+        return 0
     s, i = res["subito"], res["innodb"]
     print(f"CH-benCHmark, {args.warehouses} warehouses, {args.threads} OLTP threads + 1 "
           f"analytical client, {args.seconds} s, {args.pool} pools")
@@ -145,6 +167,8 @@ def main():
         a, b = s["queries"].get(q, {}), i["queries"].get(q, {})
         print(f"  {q:4} mean ms  Subito {a.get('avg_ms', '-')} ({a.get('count', 0)})  "
               f"InnoDB {b.get('avg_ms', '-')} ({b.get('count', 0)})")
+    print(f"  failed queries: Subito {s['query_errors']} {s['query_failures']}; "
+          f"InnoDB {i['query_errors']} {i['query_failures']}")
     print(f"  peaks: Subito {s['peaks']}; InnoDB {i['peaks']}")
     print(f"  Subito snapshots moved {s.get('Subito_snapshots_moved')}, cut "
           f"{s.get('Subito_snapshots_cut')}, moved then cut {s.get('Subito_moved_snapshots_cut')}")

@@ -234,7 +234,73 @@ def ppl_sweep_section(data, png):
     out.append(f"![NV-PPL sweeps]({png})")
     return "\n".join(out)
 
+CH_INTRO = """## CH-benCHmark: TPC-C with analytical queries at once
+
+`scripts/bench-ch.sh --record` (`bench/ch.py`, go-tpc `ch`): TPC-C clients
+and one client running the 22 analytical queries in turn, on each engine in
+the same server build, one after the other. Subito runs with a small version
+budget, so that the long queries' snapshots move to pages as of their moment
+(docs/architecture.md, "Old snapshots on old pages") instead of holding row
+versions; the peaks are sampled every second.
+"""
+
+
+def ch_section(data, png):
+    s = data["settings"]
+    sub, inn = data["subito"], data["innodb"]
+    out = [f"Recorded {datetime.date.today().isoformat()} by `scripts/bench-ch.sh --record`.", ""]
+    out.append(f"- {s['warehouses']} warehouses, {s['threads']} TPC-C threads + "
+               f"{s['analytical_clients']} analytical client, {s['seconds']} s, "
+               f"{s['buffer_pool']} pools; Subito's version budget "
+               f"{s['subito_version_store_budget']}; {s['server']}")
+    out.append(f"- Subito: {sub['caching']}")
+    out.append(f"- InnoDB: {inn['caching']}")
+    out.append("")
+
+    def ratio(a, b):
+        return f"{a / b:.2f}x" if a and b else "-"
+
+    mib = 2**20
+    out.append("| figure | Subito | InnoDB | Subito / InnoDB |")
+    out.append("|---|---:|---:|---:|")
+    out.append(f"| tpmC | {sub['tpmC']:,.0f} | {inn['tpmC']:,.0f} | {ratio(sub['tpmC'], inn['tpmC'])} |")
+    out.append(f"| NEW_ORDER p99 ms | {sub['new_order_p99_ms']} | {inn['new_order_p99_ms']} | "
+               f"{ratio(sub['new_order_p99_ms'], inn['new_order_p99_ms'])} |")
+    out.append(f"| analytical queries done | {sub['query_count']} | {inn['query_count']} | "
+               f"{ratio(sub['query_count'], inn['query_count'])} |")
+    out.append(f"| analytical queries failed (a query cut off by the end of the run counts) | "
+               f"{sum(sub['query_errors'].values())} | {sum(inn['query_errors'].values())} | |")
+    for name, r in (("Subito", sub), ("InnoDB", inn)):
+        for f in r.get("query_failures", []):
+            out.append(f"| {name}: {f[:150]} | | | |")
+    out.append(f"| peak server RSS MiB | {sub['peaks']['rss_bytes'] / mib:,.0f} | "
+               f"{inn['peaks']['rss_bytes'] / mib:,.0f} | |")
+    out.append(f"| disk read MB / written MB | {sub['disk_read_bytes'] / 1e6:,.0f} / "
+               f"{sub['disk_write_bytes'] / 1e6:,.0f} | {inn['disk_read_bytes'] / 1e6:,.0f} / "
+               f"{inn['disk_write_bytes'] / 1e6:,.0f} | |")
+    p = sub["peaks"]
+    out.append("")
+    out.append(f"Old versions: Subito's row versions peaked at "
+               f"{p.get('Subito_version_bytes', 0) / mib:,.1f} MiB, its page copies and overlays "
+               f"for moved snapshots at {p.get('Subito_snapshot_page_bytes', 0) / mib:,.1f} MiB; "
+               f"{sub.get('Subito_snapshots_moved', 0)} snapshots moved, "
+               f"{sub.get('Subito_moved_snapshots_cut', 0)} of them cut past the page budget, "
+               f"{sub.get('Subito_snapshots_cut', 0)} cut without moving. InnoDB's history list "
+               f"peaked at {inn['peaks'].get('Innodb_history_list_length', '-')} entries (undo, "
+               f"on disk).")
+    out.append("")
+    out.append("| query | Subito mean ms (runs) | InnoDB mean ms (runs) | Subito / InnoDB |")
+    out.append("|---|---:|---:|---:|")
+    for q in sorted(set(sub["queries"]) | set(inn["queries"]), key=lambda x: int(x[1:])):
+        a, b = sub["queries"].get(q), inn["queries"].get(q)
+        cell = [f"{x['avg_ms']:,.0f} ({x['count']})" if x else "-" for x in (a, b)]
+        rel = ratio(a["avg_ms"], b["avg_ms"]) if a and b else "-"
+        out.append(f"| {q} | {cell[0]} | {cell[1]} | {rel} |")
+    return "\n".join(out)
+
+
 SECTIONS = {
+    "ch": (ch_section, CH_INTRO),
     "compare": (compare_section, COMPARE_INTRO),
     "log_bench": (log_section, None),
     "engine_bench": (engine_section, ENGINE_INTRO),

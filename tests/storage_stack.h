@@ -21,6 +21,8 @@ struct StorageStackOptions {
   uint32_t cleaners = 1;
   uint32_t dwb_slots = 16;
   uint64_t page_version_limit = 0;
+  buffer::PageLogStore* page_log = nullptr;  // NV-PPL's store, if any
+  uint32_t page_log_threshold = 256;
 };
 
 class StorageStack {
@@ -54,6 +56,8 @@ class StorageStack {
     po.cleaner_threads = o_.cleaners;
     po.cleaner_interval_ms = 5;
     po.page_version_limit = o_.page_version_limit;
+    po.page_log = o_.page_log;
+    po.page_log_threshold = o_.page_log_threshold;
     auto p = buffer::BufferPool::Create(po, log.get(), dwb.get());
     if (!p.ok()) return p.status();
     pool = std::move(*p);

@@ -465,7 +465,7 @@ bool ShowEngineStatusText(THD* thd, stat_print_fn* print) {
   text += line;
   snprintf(line, sizeof line,
            "old snapshots moved to pages as of their moment: %llu (open %llu, cut %llu), "
-           "holding %llu page copies (%llu bytes) and %llu overlay bytes\n",
+           "holding %llu page copies; with their overlays %llu bytes (%llu of them overlays)\n",
            (unsigned long long)s.snapshots_moved, (unsigned long long)s.moved_snapshots_open,
            (unsigned long long)s.moved_snapshots_cut, (unsigned long long)s.snapshot_pages,
            (unsigned long long)s.snapshot_page_bytes, (unsigned long long)s.snapshot_overlay_bytes);

@@ -48,7 +48,15 @@ void PageVersions::Charge(const std::shared_ptr<Epoch>& epoch, uint64_t bytes) {
   if (epoch->cut.load(std::memory_order_acquire)) return;
   epoch->charged += bytes;
   bytes_ += bytes;
-  CutOverLimit();
+  if (limit_ != 0 && bytes_ > limit_) {
+    // What does not fit is this epoch's own charge: it goes, not the older
+    // epochs whose readers are under way.
+    auto it = std::find(epochs_.begin(), epochs_.end(), epoch);
+    if (it != epochs_.end()) {
+      Retire(it);
+      ++epochs_cut_;
+    }
+  }
 }
 
 void PageVersions::Capture(PageId id, log::Lsn before, log::Lsn end,

@@ -85,7 +85,8 @@ class PageVersions {
   std::shared_ptr<Epoch> Begin(log::RedoLog& log);
   void End(const std::shared_ptr<Epoch>& epoch);
   // Counts bytes the epoch's owner keeps for it (txn/: its overlay) against
-  // the limit, until the epoch ends or is cut (E3).
+  // the limit, until the epoch ends or is cut (E3). Past the limit, this
+  // epoch is cut (not the oldest).
   void Charge(const std::shared_ptr<Epoch>& epoch, uint64_t bytes);
 
   // Mtr::Commit, after its append (E1): whether any epoch may need a capture.

@@ -564,7 +564,6 @@ Result<Table*> DatabaseImpl::CreateTable(const TableDef& def) {
   }
 
   auto t = std::make_unique<TableImpl>(this, ct);
-  t->unversioned_ts.store(txns_->Now());
   Status st;
   for (const CatalogIndex& ci : ct.indexes) {
     st = OpenIndex(t.get(), ci, /*create=*/true);
@@ -583,6 +582,8 @@ Result<Table*> DatabaseImpl::CreateTable(const TableDef& def) {
   }
   t->cat.state = DefState::kLive;
   t->RebuildDef();
+  // After its pages exist: a snapshot moved before them is older than this.
+  t->created_ts.store(txns_->Now());
   Table* out = t.get();
   tables_.emplace(def.name, std::move(t));
   return out;
@@ -833,7 +834,7 @@ Status DatabaseImpl::EndBulkLoad(TableImpl* t) {
     return st;
   }
   t->cat.state = DefState::kLive;
-  t->unversioned_ts.store(txns_->Now());
+  t->loaded_ts.store(txns_->Now());
   t->bulk_loading.store(false);
   return Status::OK();
 }

@@ -83,10 +83,12 @@ class TableImpl final : public Table {
   // A BulkLoader fills it (and counts in users), or one ended unfinished.
   std::atomic<bool> bulk_loading{false};
   std::atomic<bool> dropped{false};
-  // Snapshots older than this that moved to pages as of an LSN (txn/
-  // version_store.h V6) see no rows: the table was created, or bulk loaded
-  // (rows without versions), after them, maybe after their LSN.
-  std::atomic<uint64_t> unversioned_ts{0};
+  // For snapshots moved to pages as of an LSN (txn/version_store.h V6):
+  // one older than created_ts sees the table empty (it was created after
+  // it, maybe after its LSN); one older than loaded_ts is refused (a bulk
+  // load filled it with rows that have no versions: a snapshot not moved
+  // reads them, the pages as of its LSN may not hold them).
+  std::atomic<uint64_t> created_ts{0}, loaded_ts{0};
   std::atomic<uint64_t> rows_read{0}, rows_inserted{0}, rows_updated{0}, rows_deleted{0};
 
  private:

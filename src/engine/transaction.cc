@@ -27,6 +27,17 @@ bool HasPrefix(std::string_view s, std::string_view prefix) {
 class TransactionImpl;
 Status VictimOf(TransactionImpl* txn, Status st);
 
+// Whether table t is empty to a snapshot at read_ts that moved to pages as
+// of an LSN (TableImpl::created_ts), or refused to it (loaded_ts).
+Result<bool> EmptyToMovedSnapshot(const TableImpl& t, uint64_t read_ts) {
+  if (read_ts < t.loaded_ts.load()) {
+    return Status::SnapshotTooOld("snapshot too old: table " + t.def().name +
+                                  " was bulk loaded after this snapshot, whose old pages do not "
+                                  "hold those rows; start the transaction again");
+  }
+  return read_ts < t.created_ts.load();
+}
+
 class CursorImpl final : public Cursor {
  public:
   CursorImpl(TransactionImpl* txn, std::shared_ptr<std::atomic<bool>> alive, txn::TxnSystem* txns,
@@ -674,8 +685,10 @@ Result<std::optional<std::string>> TransactionImpl::SnapshotValue(TableImpl* t, 
     as_of = AsOf(view);
     if (!as_of) return visible;
   }
-  if (view.read_ts < t->unversioned_ts.load()) {
+  Result<bool> empty = EmptyToMovedSnapshot(*t, view.read_ts);
+  if (!empty.ok() || *empty) {
     SUBITO_RETURN_IF_ERROR(as_of->Check());
+    if (!empty.ok()) return empty.status();
     return std::optional<std::string>();
   }
   buffer::ReadAsOf scope(as_of->epoch.get());
@@ -856,9 +869,13 @@ bool CursorImpl::MoveAsOf() {
 }
 
 Status CursorImpl::PositionInView(bool forward, std::optional<std::string> from, bool inclusive) {
-  if (as_of_ && view_.read_ts < table_->unversioned_ts.load()) {
-    valid_ = false;
-    return as_of_->Check();
+  if (as_of_) {
+    Result<bool> empty = EmptyToMovedSnapshot(*table_, view_.read_ts);
+    if (!empty.ok() || *empty) {
+      valid_ = false;
+      SUBITO_RETURN_IF_ERROR(as_of_->Check());
+      return empty.status();
+    }
   }
   std::optional<buffer::ReadAsOf> scope;
   if (as_of_) scope.emplace(as_of_->epoch.get());

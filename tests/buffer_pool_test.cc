@@ -29,24 +29,7 @@ class Stack : public test::StorageStack {
       : StorageStack(dir, {kPs, pool_bytes, log_file, cleaners, 16}) {}
 };
 
-// Allocates and formats n test pages through Mtrs; returns their numbers.
-std::vector<uint32_t> MakePages(BufferPool* pool, int n) {
-  std::vector<uint32_t> pages;
-  for (int i = 0; i < n; ++i) {
-    EXPECT_TRUE(pool->LogFreeCheck().ok());
-    auto h = pool->Allocate(1);
-    EXPECT_TRUE(h.ok()) << h.status().ToString();
-    uint8_t hdr[page::kPageHeaderSize];
-    std::vector<uint8_t> tmp(kPs);
-    page::InitPage(tmp.data(), kPs, page::kPageTest, 1, h->id().page_no);
-    std::memcpy(hdr, tmp.data(), sizeof hdr);
-    Mtr mtr(pool);
-    mtr.Write(*h, 0, hdr, sizeof hdr);
-    EXPECT_TRUE(mtr.Commit().ok());
-    pages.push_back(h->id().page_no);
-  }
-  return pages;
-}
+using test::MakePages;
 
 Status SetValue(BufferPool* pool, uint32_t page_no, uint32_t slot, uint64_t v) {
   SUBITO_RETURN_IF_ERROR(pool->LogFreeCheck());

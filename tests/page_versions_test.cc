@@ -24,21 +24,7 @@ namespace {
 constexpr uint32_t kPs = 4096;
 constexpr uint32_t kSlots = 64;  // u64 values used per test page
 
-std::vector<uint32_t> MakePages(BufferPool* pool, int n) {
-  std::vector<uint32_t> pages;
-  for (int i = 0; i < n; ++i) {
-    EXPECT_TRUE(pool->LogFreeCheck().ok());
-    auto h = pool->Allocate(1);
-    EXPECT_TRUE(h.ok()) << h.status().ToString();
-    std::vector<uint8_t> tmp(kPs);
-    page::InitPage(tmp.data(), kPs, page::kPageTest, 1, h->id().page_no);
-    Mtr mtr(pool);
-    mtr.Write(*h, 0, tmp.data(), page::kPageHeaderSize);
-    EXPECT_TRUE(mtr.Commit().ok());
-    pages.push_back(h->id().page_no);
-  }
-  return pages;
-}
+using test::MakePages;
 
 // One Mtr: slot += delta on each (page, slot, delta), pages latched in order.
 Status Add(BufferPool* pool, std::vector<std::tuple<uint32_t, uint32_t, int64_t>> changes) {

@@ -6,10 +6,13 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "buffer/buffer_pool.h"
 #include "buffer/double_write.h"
+#include "buffer/mtr.h"
 #include "buffer/page_recovery.h"
+#include "page/page_format.h"
 #include "test_util.h"
 
 namespace subito::test {
@@ -87,5 +90,25 @@ class StorageStack {
   std::string dir_;
   StorageStackOptions o_;
 };
+
+// Allocates n pages in space 1 and formats them as test pages through
+// Mtrs; returns their numbers.
+inline std::vector<uint32_t> MakePages(buffer::BufferPool* pool, int n) {
+  const uint32_t ps = pool->page_size();
+  std::vector<uint32_t> pages;
+  for (int i = 0; i < n; ++i) {
+    EXPECT_TRUE(pool->LogFreeCheck().ok());
+    auto h = pool->Allocate(1);
+    EXPECT_TRUE(h.ok()) << h.status().ToString();
+    if (!h.ok()) break;
+    std::vector<uint8_t> image(ps);
+    page::InitPage(image.data(), ps, page::kPageTest, 1, h->id().page_no);
+    buffer::Mtr mtr(pool);
+    mtr.Write(*h, 0, image.data(), page::kPageHeaderSize);
+    EXPECT_TRUE(mtr.Commit().ok());
+    pages.push_back(h->id().page_no);
+  }
+  return pages;
+}
 
 }  // namespace subito::test

@@ -44,21 +44,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "buffer/page_id.h"
 #include "log/redo_log.h"
 #include "subito/status.h"
 
 namespace subito::buffer {
-
-struct PageId {
-  uint32_t space = 0;
-  uint32_t page_no = 0;
-  bool operator==(const PageId& o) const { return space == o.space && page_no == o.page_no; }
-};
-struct PageIdHash {
-  size_t operator()(const PageId& p) const {
-    return std::hash<uint64_t>()((uint64_t{p.space} << 32) | p.page_no);
-  }
-};
 
 using VersionImage = std::shared_ptr<const std::vector<uint8_t>>;
 

@@ -138,11 +138,12 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   }
   bool wrote() const { return !written_.empty(); }
   // A snapshot read of a key of t's index ix: the tree, then its versions
-  // (V1), or as of the snapshot's epoch once it moved there, also while
-  // this read runs.
+  // (V1), or as of the snapshot's epoch once it moved there (as_of, if the
+  // caller holds it), also while this read runs.
   Result<std::optional<std::string>> SnapshotValue(TableImpl* t, IndexImpl* ix,
                                                    const std::string& key,
-                                                   const txn::ReadView& view);
+                                                   const txn::ReadView& view,
+                                                   std::shared_ptr<const txn::AsOfSnapshot> as_of);
   void SetLockWaitTimeout(std::chrono::milliseconds timeout) override { lock_timeout_ = timeout; }
   void SetInterruptCheck(std::function<bool()> interrupted) override {
     interrupted_ = std::move(interrupted);
@@ -179,8 +180,11 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   void LockRange(IndexImpl* ix, txn::KeyRange range) {
     db_->locks().LockRange(state_->id, ix->space(), std::move(range));
   }
+  // as_of: the snapshot's moved state, if the caller (a moved cursor)
+  // holds it already; else it is looked up.
   Result<std::optional<Row>> ReadRow(TableImpl* t, const std::string& pk, ReadMode mode,
-                                     const txn::ReadView& view);
+                                     const txn::ReadView& view,
+                                     std::shared_ptr<const txn::AsOfSnapshot> as_of = nullptr);
   void CloseStatementSnapshot(uint64_t read_ts) { db_->txns().CloseSnapshot(read_ts); }
   // A deadlock victim is rolled back whole, as InnoDB does.
   Status Victim(Status st) {
@@ -648,12 +652,14 @@ Status TransactionImpl::Update(Table* table, const Row& old_input, const Row& ne
   });
 }
 
-Result<std::optional<Row>> TransactionImpl::ReadRow(TableImpl* t, const std::string& pk,
-                                                    ReadMode mode, const txn::ReadView& view) {
+Result<std::optional<Row>> TransactionImpl::ReadRow(
+    TableImpl* t, const std::string& pk, ReadMode mode, const txn::ReadView& view,
+    std::shared_ptr<const txn::AsOfSnapshot> as_of) {
   IndexImpl* primary = t->indexes[0].get();
   std::optional<std::string> bytes;
   if (mode == ReadMode::kSnapshot) {
-    Result<std::optional<std::string>> visible = SnapshotValue(t, primary, pk, view);
+    Result<std::optional<std::string>> visible =
+        SnapshotValue(t, primary, pk, view, std::move(as_of));
     if (!visible.ok()) return visible.status();
     bytes = std::move(*visible);
   } else {
@@ -671,10 +677,10 @@ Result<std::optional<Row>> TransactionImpl::ReadRow(TableImpl* t, const std::str
   return std::optional<Row>(std::move(*row));
 }
 
-Result<std::optional<std::string>> TransactionImpl::SnapshotValue(TableImpl* t, IndexImpl* ix,
-                                                                  const std::string& key,
-                                                                  const txn::ReadView& view) {
-  std::shared_ptr<const txn::AsOfSnapshot> as_of = AsOf(view);
+Result<std::optional<std::string>> TransactionImpl::SnapshotValue(
+    TableImpl* t, IndexImpl* ix, const std::string& key, const txn::ReadView& view,
+    std::shared_ptr<const txn::AsOfSnapshot> as_of) {
+  if (!as_of) as_of = AsOf(view);
   if (!as_of) {
     buffer::ReadAsOf present(nullptr);  // also inside a moved cursor's scope
     Result<std::optional<std::string>> latest = ix->tree->Get(key);  // tree first (V1)
@@ -996,7 +1002,7 @@ Result<std::optional<Row>> CursorImpl::Resolve(const std::string& key,
                : index_->versions->Visible(key, std::move(tree_value), view_);
     if (!entry.ok()) return entry.status();
     if (!entry->has_value()) return std::optional<Row>();
-    Result<std::optional<Row>> row = txn_->ReadRow(table_, pk, mode_, view_);
+    Result<std::optional<Row>> row = txn_->ReadRow(table_, pk, mode_, view_, as_of_);
     if (row.ok() && !row->has_value()) {
       return Status::Corruption(StrFormat("index %s of %s: an entry for a missing row",
                                           index_->cat.def.name.c_str(), def.name.c_str()));

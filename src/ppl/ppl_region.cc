@@ -165,7 +165,7 @@ Status PplRegion::Analyze() {
                     "length %u)",
                     file_->path().c_str(), static_cast<unsigned long long>(at), i, used));
     }
-    const PageKey key{DecodeFixed32(b + 8), DecodeFixed32(b + 12)};
+    const buffer::PageId key{DecodeFixed32(b + 8), DecodeFixed32(b + 12)};
     const uint64_t generation = DecodeFixed64(b + 16);
     max_generation = std::max(max_generation, generation);
     uint32_t off = kBlockHeaderSize;
@@ -224,7 +224,7 @@ void PplRegion::RaiseFloor(uint64_t floor) {
 }
 
 uint32_t PplRegion::Used(uint32_t space, uint32_t page_no) const {
-  const PageKey page{space, page_no};
+  const buffer::PageId page{space, page_no};
   std::lock_guard lock(mu_);
   auto it = table_.find(page);
   return it == table_.end() ? 0 : it->second.used;
@@ -233,7 +233,7 @@ uint32_t PplRegion::Used(uint32_t space, uint32_t page_no) const {
 Status PplRegion::ForEachEntry(
     uint32_t space, uint32_t page_no,
     const std::function<Status(uint64_t end_lsn, const uint8_t* edits, size_t n)>& fn) const {
-  const PageKey page{space, page_no};
+  const buffer::PageId page{space, page_no};
   std::lock_guard lock(mu_);
   auto it = table_.find(page);
   if (it == table_.end()) return Status::OK();
@@ -247,7 +247,7 @@ Status PplRegion::ForEachEntry(
   return Status::OK();
 }
 
-void PplRegion::WriteBlockHeader(uint32_t index, PageKey page, uint64_t generation) {
+void PplRegion::WriteBlockHeader(uint32_t index, buffer::PageId page, uint64_t generation) {
   uint8_t h[kBlockHeaderSize] = {};
   std::memcpy(h, kBlockMagic, 4);
   EncodeFixed16(h + 4, kBlockVersion);
@@ -260,7 +260,7 @@ void PplRegion::WriteBlockHeader(uint32_t index, PageKey page, uint64_t generati
 
 Status PplRegion::Append(uint32_t space, uint32_t page_no, uint64_t end_lsn, const uint8_t* edits,
                          size_t n) {
-  const PageKey page{space, page_no};
+  const buffer::PageId page{space, page_no};
   const size_t size = EntrySizeOf(n);
   if (n == 0 || n > UINT16_MAX) {
     return Status::InvalidArgument(StrFormat("PPL entry of %zu edit bytes", n));
@@ -311,7 +311,7 @@ Status PplRegion::Append(uint32_t space, uint32_t page_no, uint64_t end_lsn, con
 }
 
 bool PplRegion::Free(uint32_t space, uint32_t page_no) {
-  const PageKey page{space, page_no};
+  const buffer::PageId page{space, page_no};
   std::lock_guard lock(mu_);
   auto it = table_.find(page);
   if (it == table_.end()) return false;
@@ -324,19 +324,19 @@ bool PplRegion::Free(uint32_t space, uint32_t page_no) {
 }
 
 void PplRegion::FreeSpace(uint32_t space) {
-  std::vector<PageKey> pages;
+  std::vector<buffer::PageId> pages;
   {
     std::lock_guard lock(mu_);
     for (const auto& [key, blk] : table_) {
       if (key.space == space) pages.push_back(key);
     }
   }
-  for (PageKey k : pages) Free(k.space, k.page_no);
+  for (buffer::PageId k : pages) Free(k.space, k.page_no);
 }
 
-std::vector<std::pair<PageKey, uint32_t>> PplRegion::Pages() const {
+std::vector<std::pair<buffer::PageId, uint32_t>> PplRegion::Pages() const {
   std::lock_guard lock(mu_);
-  std::vector<std::pair<PageKey, uint32_t>> out;
+  std::vector<std::pair<buffer::PageId, uint32_t>> out;
   out.reserve(table_.size());
   for (const auto& [key, blk] : table_) out.emplace_back(key, blk.used);
   return out;

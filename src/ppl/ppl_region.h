@@ -43,6 +43,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "buffer/page_id.h"
 #include "buffer/page_log.h"
 #include "pmem/persistence.h"
 #include "pmem/pm_file.h"
@@ -67,17 +68,6 @@ struct PplOptions {
   uint64_t salt = 0;
   // Tests: replaces the mapping's own persistence.
   pmem::Persistence* persistence = nullptr;
-};
-
-struct PageKey {
-  uint32_t space = 0;
-  uint32_t page_no = 0;
-  bool operator==(const PageKey& o) const { return space == o.space && page_no == o.page_no; }
-};
-struct PageKeyHash {
-  size_t operator()(const PageKey& k) const {
-    return std::hash<uint64_t>()((uint64_t{k.space} << 32) | k.page_no);
-  }
 };
 
 struct PplStats {
@@ -144,7 +134,7 @@ class PplRegion final : public buffer::PageLogStore {
   uint64_t PageCapacity() const override { return block_count_; }
   uint64_t PagesUsed() const override;
   // Pages that own a block, and the bytes each uses.
-  std::vector<std::pair<PageKey, uint32_t>> Pages() const;
+  std::vector<std::pair<buffer::PageId, uint32_t>> Pages() const;
 
   PplStats stats() const;
   uint32_t block_size() const { return block_size_; }
@@ -164,7 +154,7 @@ class PplRegion final : public buffer::PageLogStore {
   // through a rename, replacing any there.
   static Status Create(const PplOptions& options);
   Status Analyze();
-  void WriteBlockHeader(uint32_t index, PageKey page, uint64_t generation);
+  void WriteBlockHeader(uint32_t index, buffer::PageId page, uint64_t generation);
   void StoreUsed(uint32_t index, uint32_t used);
   void RaiseFloor(uint64_t floor);
 
@@ -173,7 +163,7 @@ class PplRegion final : public buffer::PageLogStore {
   const uint32_t block_size_;
   const uint64_t block_count_;
   mutable std::mutex mu_;  // everything below, and the bytes of blocks
-  std::unordered_map<PageKey, Block, PageKeyHash> table_;
+  std::unordered_map<buffer::PageId, Block, buffer::PageIdHash> table_;
   std::vector<uint32_t> free_;
   uint64_t next_generation_ = 1;
   uint64_t generation_floor_ = 0;  // durable: next_generation_ < it (G5)

@@ -5,7 +5,26 @@
 namespace subito::txn {
 
 namespace {
+
 std::atomic<uint64_t> next_store_id{1};
+
+// The nearest key of a sorted map after (forward) or before `key`; with
+// `inclusive`, key itself counts. No key: the map's first (forward) or last.
+template <typename Map>
+std::optional<std::string> NearestKey(const Map& m, std::optional<std::string_view> key,
+                                      bool forward, bool inclusive) {
+  if (m.empty()) return std::nullopt;
+  if (!key) return forward ? m.begin()->first : m.rbegin()->first;
+  if (forward) {
+    auto it = inclusive ? m.lower_bound(*key) : m.upper_bound(*key);
+    if (it == m.end()) return std::nullopt;
+    return it->first;
+  }
+  auto it = inclusive ? m.upper_bound(*key) : m.lower_bound(*key);
+  if (it == m.begin()) return std::nullopt;
+  return std::prev(it)->first;
+}
+
 }  // namespace
 
 VersionStore::VersionStore(std::shared_ptr<VersionBudget> budget)
@@ -48,6 +67,28 @@ void VersionStore::Add(std::string_view key, const std::shared_ptr<TxnState>& wr
   Charge(Cost(chain.back()));
 }
 
+size_t VersionStore::SeenBelow(const std::vector<Version>& c, size_t top, const ReadView& view,
+                               uint64_t* examined) {
+  // Below `top` every writer has ended, in end_ts order (V5): the newest
+  // one with end_ts <= read_ts, by binary search, then past aborted ones.
+  size_t lo = 0, hi = top;  // first index with end_ts > read_ts
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    ++*examined;
+    if (c[mid].writer->end_ts.load(std::memory_order_acquire) <= view.read_ts) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  size_t seen = lo;
+  while (seen > 0 && !view.Sees(*c[seen - 1].writer)) {
+    ++*examined;
+    --seen;
+  }
+  return seen;
+}
+
 Result<std::optional<std::string>> VersionStore::Visible(std::string_view key,
                                                          std::optional<std::string> latest,
                                                          const ReadView& view) const {
@@ -77,23 +118,7 @@ Result<std::optional<std::string>> VersionStore::Visible(std::string_view key,
       chain = v.before_chain;
       --top;
     }
-    // Below `top` every writer has ended, in end_ts order (V5): the newest
-    // one with end_ts <= read_ts, by binary search, then past aborted ones.
-    size_t lo = 0, hi = top;  // first index with end_ts > read_ts
-    while (lo < hi) {
-      const size_t mid = (lo + hi) / 2;
-      ++examined;
-      if (c[mid].writer->end_ts.load(std::memory_order_acquire) <= view.read_ts) {
-        lo = mid + 1;
-      } else {
-        hi = mid;
-      }
-    }
-    size_t seen = lo;  // versions [seen, top) are not seen
-    while (seen > 0 && !view.Sees(*c[seen - 1].writer)) {
-      ++examined;
-      --seen;
-    }
+    const size_t seen = SeenBelow(c, top, view, &examined);  // [seen, top) not seen
     examined_.fetch_add(examined, std::memory_order_relaxed);
     if (seen < top) {
       latest = c[seen].before;
@@ -162,16 +187,7 @@ std::optional<std::string> VersionStore::Neighbor(std::optional<std::string_view
                                                   bool inclusive) const {
   if (chain_count_.load(std::memory_order_acquire) == 0) return std::nullopt;
   std::shared_lock lock(mu_);
-  if (chains_.empty()) return std::nullopt;
-  if (!key) return forward ? chains_.begin()->first : chains_.rbegin()->first;
-  if (forward) {
-    auto it = inclusive ? chains_.lower_bound(*key) : chains_.upper_bound(*key);
-    if (it == chains_.end()) return std::nullopt;
-    return it->first;
-  }
-  auto it = inclusive ? chains_.upper_bound(*key) : chains_.lower_bound(*key);
-  if (it == chains_.begin()) return std::nullopt;
-  return std::prev(it)->first;
+  return NearestKey(chains_, key, forward, inclusive);
 }
 
 void VersionStore::Purge(std::string_view key, uint64_t oldest_read_ts) {
@@ -222,17 +238,8 @@ AsOfSnapshot::Overlay VersionStore::OverlayFor(uint64_t read_ts) const {
     // version whose writer it does not see gives the value it sees.
     size_t top = c.size();
     while (top > 0 && c[top - 1].writer->end_ts.load(std::memory_order_acquire) == 0) --top;
-    size_t lo = 0, hi = top;
-    while (lo < hi) {
-      const size_t mid = (lo + hi) / 2;
-      if (c[mid].writer->end_ts.load(std::memory_order_acquire) <= read_ts) {
-        lo = mid + 1;
-      } else {
-        hi = mid;
-      }
-    }
-    size_t seen = lo;
-    while (seen > 0 && !view.Sees(*c[seen - 1].writer)) --seen;
+    uint64_t examined = 0;
+    const size_t seen = SeenBelow(c, top, view, &examined);
     if (seen == c.size()) continue;  // sees every writer: the tree's value
     overlay.emplace(key, AsOfSnapshot::Value{c[seen].before, c[seen].before_chain});
   }
@@ -267,17 +274,8 @@ std::optional<std::string> VersionStore::NeighborAsOf(const AsOfSnapshot& as_of,
                                                       std::optional<std::string_view> key,
                                                       bool forward, bool inclusive) const {
   auto o = as_of.overlays.find(id_);
-  if (o == as_of.overlays.end() || o->second.empty()) return std::nullopt;
-  const AsOfSnapshot::Overlay& m = o->second;
-  if (!key) return forward ? m.begin()->first : m.rbegin()->first;
-  if (forward) {
-    auto it = inclusive ? m.lower_bound(*key) : m.upper_bound(*key);
-    if (it == m.end()) return std::nullopt;
-    return it->first;
-  }
-  auto it = inclusive ? m.upper_bound(*key) : m.lower_bound(*key);
-  if (it == m.begin()) return std::nullopt;
-  return std::prev(it)->first;
+  if (o == as_of.overlays.end()) return std::nullopt;
+  return NearestKey(o->second, key, forward, inclusive);
 }
 
 Status AsOfSnapshot::Check() const {

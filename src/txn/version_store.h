@@ -224,6 +224,11 @@ class VersionStore {
   static int64_t Cost(const Version& v) {
     return static_cast<int64_t>(sizeof(Version) + (v.before ? v.before->size() : 0));
   }
+  // Versions [0, top) of chain c (every writer ended, V5): the count of the
+  // oldest ones `view` sees, up to the first it does not. Adds the versions
+  // looked at to *examined.
+  static size_t SeenBelow(const std::vector<Version>& c, size_t top, const ReadView& view,
+                          uint64_t* examined);
   // `value`, unless the view was cut meanwhile (V4).
   Result<std::optional<std::string>> CheckedValue(std::optional<std::string> value,
                                                   const ReadView& view) const;

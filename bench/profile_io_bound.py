@@ -31,12 +31,16 @@ def main():
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--seconds", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=15)
+    ap.add_argument("--frequency", type=int, default=499, help="perf samples per second")
     ap.add_argument("--quick", action="store_true", help="8 x 100k rows, 16M pool")
+    ap.add_argument("--in-memory", action="store_true", help="8 x 100k rows, 2G pool (issue 13's regime)")
     ap.add_argument("--work", default="/var/tmp/subito-profile")
     ap.add_argument("--pm-dir", default="/dev/shm/subito-profile")
     ap.add_argument("--out", default=os.path.join(compare.ROOT, "out"))
     args = ap.parse_args()
     tables, rows, pool = (8, 100000, "16M") if args.quick else (8, 1000000, "128M")
+    if args.in_memory:
+        tables, rows, pool = 8, 100000, "2G"
     args.log_size, args.ppl_size, args.ppl_threshold = "256M", None, None
     srv = Server(args, args.engine, "profile", pool)
     srv.start()
@@ -48,7 +52,7 @@ def main():
     sysbench(srv, args, tables, rows, args.workload, args.warmup)
     os.makedirs(args.out, exist_ok=True)
     data = os.path.join(args.out, f"perf-{args.engine}.data")
-    perf = subprocess.Popen(["perf", "record", "-F", "499", "-g", "-o", data, "-p", str(srv.pid())],
+    perf = subprocess.Popen(["perf", "record", "-F", str(args.frequency), "-g", "-o", data, "-p", str(srv.pid())],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1)
     c0 = cpu_times()

@@ -1097,7 +1097,7 @@ void ha_subito::UpdateRecPerKey(bool force) {
 int ha_subito::info(uint flag) {
   return Guard(ha_thd(), "info", [&]() -> int {
     if (flag & HA_STATUS_VARIABLE) {
-      const subito::TableStats s = EngineTable()->Stats();
+      const subito::Table::Size s = EngineTable()->Sizes();
       stats.records = s.rows;
       // InnoDB's rule: the optimizer takes a table reported empty for empty
       // (a const table), which, without locks, other sessions may not keep;
@@ -1105,12 +1105,9 @@ int ha_subito::info(uint flag) {
       // and the server paths they take, then follow InnoDB's.
       if (stats.records == 0 && !(flag & (HA_STATUS_TIME | HA_STATUS_OPEN))) stats.records = 1;
       stats.deleted = 0;
-      uint64_t pages = 0;
-      for (const auto& ix : s.indexes) pages += ix.pages;
-      const uint64_t page_bytes =
-          s.indexes.empty() ? 0 : s.indexes[0].pages * subito::mariadb::PageSize();
+      const uint64_t page_bytes = s.primary_pages * subito::mariadb::PageSize();
       stats.data_file_length = page_bytes;
-      stats.index_file_length = pages * subito::mariadb::PageSize() - page_bytes;
+      stats.index_file_length = s.pages * subito::mariadb::PageSize() - page_bytes;
       stats.mean_rec_length = stats.records ? static_cast<ulong>(page_bytes / stats.records) : 0;
     }
     if (flag & (HA_STATUS_CONST | HA_STATUS_VARIABLE)) UpdateRecPerKey(flag & HA_STATUS_CONST);

@@ -4,7 +4,7 @@
 # workload, the machine's CPU split (user/system/idle/iowait), the server's
 # disk I/O and a perf profile of its on-CPU time. Writes out/profile-ENGINE.txt.
 #
-#   scripts/profile-io-bound.sh [--engine subito|innodb] [--workload W] [--quick] [--seconds S]
+#   scripts/profile-io-bound.sh [--engine subito|innodb] [--workload W] [--quick | --in-memory] [--seconds S]
 # About 5 minutes at full size (most of it loading).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"

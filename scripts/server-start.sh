@@ -11,6 +11,8 @@
 # made by mariadb-install-db with the --init-option options (e.g. where
 # InnoDB's redo log lives, which must not change afterwards).
 # Clients: mariadb --socket=D/mysqld.sock -uroot  (or -h127.0.0.1 -P P -uroot)
+# SUBITO_SERVER_WRAPPER, if set, is a command line the server runs under
+# (e.g. "valgrind --tool=callgrind ..."; bench/callgrind_profile.py).
 set -euo pipefail
 
 DIR="${SUBITO_SERVER_DIR:-/var/tmp/subito-server}"
@@ -54,9 +56,12 @@ ARGS=(--no-defaults --datadir="$DIR/data" --socket="$SOCK" --port="$PORT"
       --max-connections=512)
 [ -n "$PM_DIR" ] && ARGS+=(--subito-pm-dir="$PM_DIR")
 : >"$LOG"
-/usr/sbin/mariadbd "${ARGS[@]}" "${EXTRA[@]}" >/dev/null 2>&1 &
+read -r -a WRAPPER <<<"${SUBITO_SERVER_WRAPPER:-}"
+"${WRAPPER[@]}" /usr/sbin/mariadbd "${ARGS[@]}" "${EXTRA[@]}" >/dev/null 2>&1 &
 child=$!
-for _ in $(seq 1 600); do
+tries=600
+[ ${#WRAPPER[@]} -gt 0 ] && tries=3000  # a server under valgrind starts in minutes
+for _ in $(seq 1 "$tries"); do
   if mariadb-admin --no-defaults --socket="$SOCK" -uroot ping >/dev/null 2>&1; then break; fi
   if ! kill -0 "$child" 2>/dev/null; then
     tail -30 "$LOG" >&2
@@ -66,7 +71,7 @@ for _ in $(seq 1 600); do
   sleep 0.2
 done
 mariadb-admin --no-defaults --socket="$SOCK" -uroot ping >/dev/null 2>&1 ||
-  { tail -30 "$LOG" >&2; echo "server-start: no answer after 120 s (log: $LOG)" >&2; exit 1; }
+  { tail -30 "$LOG" >&2; echo "server-start: no answer after $((tries / 5)) s (log: $LOG)" >&2; exit 1; }
 support="$(mariadb --no-defaults --socket="$SOCK" -uroot -N -e \
   "SELECT SUPPORT FROM information_schema.ENGINES WHERE ENGINE='SUBITO'")"
 if [ "$support" != "YES" ] && [ "$support" != "DEFAULT" ]; then

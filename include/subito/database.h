@@ -302,6 +302,12 @@ class Table {
   virtual ~Table() = default;
   virtual const TableDef& def() const = 0;
   virtual TableStats Stats() const = 0;
+  // What a query optimizer asks at each statement, without Stats()' copies:
+  // the primary index's entries and pages, and the pages of all indexes.
+  struct Size {
+    uint64_t rows = 0, primary_pages = 0, pages = 0;
+  };
+  virtual Size Sizes() const = 0;
   // The next value for the auto-increment column (above every value stored
   // or handed out since Open). Not transactional, like InnoDB's.
   virtual Result<uint64_t> NextAutoIncrement() = 0;

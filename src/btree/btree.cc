@@ -367,13 +367,22 @@ Result<buffer::PageHandle*> BTree::LeafFor(Op& op, std::string_view key, std::ve
   if (!path.ok()) return path.status();
   *depth = path->size();
   Result<PageHandle*> leaf = op.Page(path->back());
-  if (leaf.ok()) img = op.Image(*leaf);
+  if (leaf.ok()) img.assign((*leaf)->data(), (*leaf)->data() + op.page_size());
   return leaf;
 }
 
+namespace {
+// The leaf image of PutInLeaf and DeleteInLeaf (which never nest): a page
+// of this thread's, so that a row write allocates no page-sized buffer.
+std::vector<uint8_t>& LeafImage() {
+  thread_local std::vector<uint8_t> img;
+  return img;
+}
+}  // namespace
+
 Result<bool> BTree::PutInLeaf(std::string_view key, std::string_view value) {
   Op op(this);
-  std::vector<uint8_t> img;
+  std::vector<uint8_t>& img = LeafImage();
   size_t depth = 0;
   Result<PageHandle*> leaf = LeafFor(op, key, img, &depth);
   if (!leaf.ok()) return leaf.status();
@@ -399,7 +408,7 @@ Result<bool> BTree::PutInLeaf(std::string_view key, std::string_view value) {
 // As PutInLeaf; nullopt when the delete needs more than the leaf.
 Result<std::optional<bool>> BTree::DeleteInLeaf(std::string_view key) {
   Op op(this);
-  std::vector<uint8_t> img;
+  std::vector<uint8_t>& img = LeafImage();
   size_t depth = 0;
   Result<PageHandle*> leaf = LeafFor(op, key, img, &depth);
   if (!leaf.ok()) return leaf.status();

@@ -16,12 +16,13 @@ namespace subito::buffer {
 struct BufferPool::Frame {
   std::shared_mutex latch;
   uint8_t* data = nullptr;
-  // Guarded by mu_.
+  // Guarded by mu_, except as T1-T3 say: pins and referenced also change
+  // on the shard path, and loading is read there.
   PageId id;
   bool in_use = false;
-  bool loading = false;
-  bool referenced = false;
-  int pins = 0;
+  std::atomic<bool> loading{false};
+  std::atomic<bool> referenced{false};
+  std::atomic<int> pins{0};
   Status load_error;
   bool dirty = false;
   log::Lsn oldest_lsn = 0;  // first-dirtying LSN while dirty
@@ -150,7 +151,7 @@ Status BufferPool::AddSpace(page::SpaceFile* space) {
                                              space->path().c_str(), space->page_size(),
                                              options_.page_size));
   }
-  std::lock_guard lock(spaces_mu_);
+  std::unique_lock lock(spaces_mu_);
   if (!spaces_.emplace(space->space_id(), space).second) {
     return Status::InvalidArgument(StrFormat("space id %u is already open", space->space_id()));
   }
@@ -162,27 +163,34 @@ Status BufferPool::DropSpace(uint32_t space_id) {
     {
       std::lock_guard lock(mu_);
       bool busy = false;
-      for (auto& f : frames_) {
-        if (f->in_use && f->id.space == space_id && (f->pins > 0 || f->loading)) busy = true;
-      }
-      if (!busy) {
-        for (uint32_t i = 0; i < frames_.size(); ++i) {
-          Frame& f = *frames_[i];
-          if (!f.in_use || f.id.space != space_id) continue;
-          if (f.dirty) flush_list_.erase({f.oldest_lsn, i});
-          f.dirty = false;
-          f.in_use = false;
-          table_.erase(f.id);
-          free_.push_back(i);
+      for (uint32_t i = 0; i < frames_.size(); ++i) {
+        Frame& f = *frames_[i];
+        if (!f.in_use || f.id.space != space_id) continue;
+        if (f.loading.load(std::memory_order_relaxed)) {
+          busy = true;
+          continue;
         }
-        break;
+        {  // T2: the pool's own fetches (ReclaimPageLog) may pin it meanwhile
+          TableShard& shard = ShardOf(f.id);
+          std::lock_guard g(shard.mu);
+          if (f.pins.load(std::memory_order_acquire) > 0) {
+            busy = true;
+            continue;
+          }
+          shard.map.erase(f.id);
+        }
+        if (f.dirty) flush_list_.erase({f.oldest_lsn, i});
+        f.dirty = false;
+        f.in_use = false;
+        free_.push_back(i);
       }
+      if (!busy) break;
     }
     if (spins > 10000) return Status::Busy(StrFormat("space %u: pages still in use", space_id));
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   {
-    std::lock_guard lock(spaces_mu_);
+    std::unique_lock lock(spaces_mu_);
     spaces_.erase(space_id);
   }
   // After the erase no new batch finds the space; this waits out one that
@@ -194,7 +202,7 @@ Status BufferPool::DropSpace(uint32_t space_id) {
 }
 
 page::SpaceFile* BufferPool::Space(uint32_t space_id) const {
-  std::lock_guard lock(spaces_mu_);
+  std::shared_lock lock(spaces_mu_);
   auto it = spaces_.find(space_id);
   return it == spaces_.end() ? nullptr : it->second;
 }
@@ -226,8 +234,7 @@ void BufferPool::Unpin(uint32_t frame, Latch latch) {
   } else {
     f.latch.unlock_shared();
   }
-  std::lock_guard lock(mu_);
-  --f.pins;
+  f.pins.fetch_sub(1, std::memory_order_release);  // no lock: T2
 }
 
 Result<PageHandle> BufferPool::Fetch(PageId id, Latch latch) {
@@ -256,20 +263,55 @@ Result<PageHandle> BufferPool::FetchAsOf(PageId id, const PageVersions::Epoch& e
   return image_handle(std::move(*image));
 }
 
+std::optional<uint32_t> BufferPool::FindEntry(PageId id) {
+  const TableShard& s = ShardOf(id);
+  auto it = s.map.find(id);
+  if (it == s.map.end()) return std::nullopt;
+  return it->second;
+}
+
+void BufferPool::AddEntry(PageId id, uint32_t frame) {
+  TableShard& s = ShardOf(id);
+  std::lock_guard lock(s.mu);
+  s.map[id] = frame;
+}
+
+void BufferPool::RemoveEntry(PageId id) {
+  TableShard& s = ShardOf(id);
+  std::lock_guard lock(s.mu);
+  s.map.erase(id);
+}
+
+std::optional<uint32_t> BufferPool::PinLoaded(PageId id) {
+  TableShard& s = ShardOf(id);
+  std::lock_guard lock(s.mu);
+  auto it = s.map.find(id);
+  if (it == s.map.end()) return std::nullopt;
+  Frame& f = *frames_[it->second];
+  if (f.loading.load(std::memory_order_acquire)) return std::nullopt;  // T3
+  f.pins.fetch_add(1, std::memory_order_relaxed);                      // T2
+  if (!f.referenced.load(std::memory_order_relaxed))
+    f.referenced.store(true, std::memory_order_relaxed);
+  return it->second;
+}
+
 Result<PageHandle> BufferPool::FetchFrame(PageId id, Latch latch) {
   page::SpaceFile* space = Space(id.space);
   if (space == nullptr) return Status::NotFound(StrFormat("space %u is not open", id.space));
+  if (std::optional<uint32_t> idx = PinLoaded(id)) {
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    return LatchedHandle(*idx, id, latch);
+  }
   std::unique_lock lk(mu_);
-  auto it = table_.find(id);
-  if (it != table_.end()) {
-    const uint32_t idx = it->second;
+  if (std::optional<uint32_t> found = FindEntry(id)) {
+    const uint32_t idx = *found;
     Frame& f = *frames_[idx];
-    ++f.pins;
-    f.referenced = true;
-    load_cv_.wait(lk, [&] { return !f.loading; });
+    f.pins.fetch_add(1, std::memory_order_relaxed);
+    f.referenced.store(true, std::memory_order_relaxed);
+    load_cv_.wait(lk, [&] { return !f.loading.load(std::memory_order_acquire); });
     if (!f.load_error.ok()) {
       Status err = f.load_error;
-      if (--f.pins == 0) {
+      if (f.pins.fetch_sub(1, std::memory_order_relaxed) == 1) {
         f.in_use = false;
         f.load_error = Status::OK();
         free_.push_back(idx);
@@ -283,7 +325,7 @@ Result<PageHandle> BufferPool::FetchFrame(PageId id, Latch latch) {
   Result<uint32_t> victim = FindVictim(lk);
   if (!victim.ok()) return victim.status();
   // FindVictim may have released the lock: someone else may have loaded it.
-  if (table_.count(id)) {
+  if (FindEntry(id)) {
     free_.push_back(*victim);
     lk.unlock();
     return FetchFrame(id, latch);
@@ -292,21 +334,21 @@ Result<PageHandle> BufferPool::FetchFrame(PageId id, Latch latch) {
   Frame& f = *frames_[idx];
   f.id = id;
   f.in_use = true;
-  f.loading = true;
-  f.referenced = true;
-  f.pins = 1;
+  f.loading.store(true, std::memory_order_relaxed);  // before the entry: T3
+  f.referenced.store(true, std::memory_order_relaxed);
+  f.pins.store(1, std::memory_order_relaxed);
   f.dirty = false;
   f.verified.store(false, std::memory_order_relaxed);
-  table_[id] = idx;
+  AddEntry(id, idx);
   lk.unlock();
   Status st = space->ReadPage(id.page_no, f.data);
   if (st.ok()) st = ApplyPageLog(f, id);
   lk.lock();
-  f.loading = false;
   if (!st.ok()) {
-    table_.erase(id);
+    RemoveEntry(id);  // before loading clears: T3
     f.load_error = st;
-    if (--f.pins == 0) {
+    f.loading.store(false, std::memory_order_release);
+    if (f.pins.fetch_sub(1, std::memory_order_relaxed) == 1) {
       f.in_use = false;
       f.load_error = Status::OK();
       free_.push_back(idx);
@@ -314,6 +356,7 @@ Result<PageHandle> BufferPool::FetchFrame(PageId id, Latch latch) {
     load_cv_.notify_all();
     return st;
   }
+  f.loading.store(false, std::memory_order_release);
   load_cv_.notify_all();
   lk.unlock();
   misses_.fetch_add(1, std::memory_order_relaxed);
@@ -333,17 +376,22 @@ Result<uint32_t> BufferPool::FindVictim(std::unique_lock<std::mutex>& lk) {
     for (uint32_t step = 0; step < 2 * n; ++step) {
       hand_ = (hand_ + 1) % n;
       Frame& f = *frames_[hand_];
-      if (f.pins > 0 || f.loading) continue;
-      any_unpinned = true;
-      if (f.referenced) {
-        f.referenced = false;
+      if (f.pins.load(std::memory_order_relaxed) > 0 || f.loading.load(std::memory_order_relaxed)) {
         continue;
       }
+      any_unpinned = true;
+      if (f.referenced.exchange(false, std::memory_order_relaxed)) continue;
       if (f.dirty || f.flushing) {
         if (dirty_candidate < 0 && !f.flushing) dirty_candidate = static_cast<int>(hand_);
         continue;
       }
-      table_.erase(f.id);
+      if (f.in_use) {
+        TableShard& shard = ShardOf(f.id);
+        std::lock_guard lock(shard.mu);
+        // T2: pinned on the shard path since the check above.
+        if (f.pins.load(std::memory_order_acquire) > 0) continue;
+        shard.map.erase(f.id);
+      }
       f.in_use = false;
       evictions_.fetch_add(1, std::memory_order_relaxed);
       return hand_;
@@ -365,14 +413,14 @@ Result<uint32_t> BufferPool::FindVictim(std::unique_lock<std::mutex>& lk) {
       cleaner_cv_.notify_all();
       // Every unpinned frame is dirty: write one here rather than wait.
       const uint32_t idx = static_cast<uint32_t>(dirty_candidate);
-      ++frames_[idx]->pins;
+      frames_[idx]->pins.fetch_add(1, std::memory_order_relaxed);
       frames_[idx]->flushing = true;
       lk.unlock();
       // Only try its latch: once mu_ is released another thread may pin and
       // latch it, and this thread may hold a latch that one is waiting for.
       Status st = FlushFrames({idx}, /*skip_busy=*/true);
       lk.lock();
-      --frames_[idx]->pins;
+      frames_[idx]->pins.fetch_sub(1, std::memory_order_release);
       frames_[idx]->flushing = false;
       foreground_flushes_.fetch_add(1, std::memory_order_relaxed);
       if (!st.ok()) return st;
@@ -674,7 +722,7 @@ Result<size_t> BufferPool::CleanBatch() {
     for (auto it = flush_list_.begin(); it != flush_list_.end() && picked.size() < limit; ++it) {
       Frame& f = *frames_[it->second];
       if (f.flushing) continue;
-      ++f.pins;
+      f.pins.fetch_add(1, std::memory_order_relaxed);
       f.flushing = true;
       picked.push_back(it->second);
     }
@@ -684,7 +732,7 @@ Result<size_t> BufferPool::CleanBatch() {
   {
     std::lock_guard lock(mu_);
     for (uint32_t idx : picked) {
-      --frames_[idx]->pins;
+      frames_[idx]->pins.fetch_sub(1, std::memory_order_release);
       frames_[idx]->flushing = false;
     }
   }
@@ -808,7 +856,7 @@ void BufferPool::ReclaimPageLog() {
     if (picked == options_.flush_batch) break;
     {
       std::lock_guard lock(mu_);
-      if (table_.count({space, page_no}) != 0) continue;  // in the pool: written when flushed
+      if (FindEntry({space, page_no})) continue;  // in the pool: written when flushed
     }
     Result<PageHandle> page = Fetch({space, page_no}, Latch::kExclusive);
     if (!page.ok()) continue;  // dropped meanwhile, or no free frame now
@@ -841,7 +889,7 @@ BufferPoolStats BufferPool::stats() const {
   s.pages_delogged = pages_delogged_.load(std::memory_order_relaxed);
   s.page_log_reclaimed = page_log_reclaimed_.load(std::memory_order_relaxed);
   s.writes_failing = writes_failing_.load(std::memory_order_relaxed);
-  std::lock_guard lock(spaces_mu_);
+  std::shared_lock lock(spaces_mu_);
   for (auto& [id, sp] : spaces_) s.pages_read += sp->stats().pages_read;
   return s;
 }

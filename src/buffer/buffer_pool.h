@@ -9,6 +9,18 @@
 // PageHandle releases both. Page bytes may be changed only under the
 // exclusive latch and only through a Mtr, which logs the change.
 //
+// Page table (T1-T3): a page found in the pool is pinned under its table
+// shard's mutex alone, and unpinned without a lock, so that concurrent
+// fetches of different pages share no mutex.
+//   T1. An entry is added or removed only under mu_ and its shard's mutex;
+//       so under mu_ alone the table may be read, not changed.
+//   T2. A frame is evicted only if, under its shard's mutex, it has no pin:
+//       a fetch that pins it (under the same mutex) either comes first and
+//       keeps it, or finds no entry.
+//   T3. An entry whose frame is loading is not pinned by the shard path; a
+//       frame's loading flag clears (release) only once its bytes are read
+//       and, if the read failed, its entry is gone.
+//
 // Checkpoint rule (C1): the checkpoint LSN never passes
 //   - the first-dirtying LSN of any dirty frame,
 //   - the log position at which any change in flight (BeginChange..EndChange,
@@ -30,6 +42,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <shared_mutex>
 #include <thread>
@@ -240,14 +253,31 @@ class BufferPool {
   std::mutex outcome_mu_;  // changes of writes_failing_, and their reports
   std::atomic<bool> writes_failing_{false};
 
-  mutable std::mutex mu_;  // table_, frame bookkeeping, flush_list_, free_, hand_
+  // The page table, in shards (T1-T3).
+  struct alignas(64) TableShard {
+    std::mutex mu;
+    std::unordered_map<PageId, uint32_t, PageIdHash> map;
+  };
+  static constexpr uint32_t kTableShards = 64;
+  TableShard& ShardOf(PageId id) {
+    const uint64_t h = ((uint64_t{id.space} << 32) | id.page_no) * 0x9E3779B97F4A7C15ull;
+    return shards_[h >> 58];  // the top 6 bits: kTableShards
+  }
+  // Under mu_ (T1).
+  std::optional<uint32_t> FindEntry(PageId id);
+  void AddEntry(PageId id, uint32_t frame);
+  void RemoveEntry(PageId id);
+  // The shard path: pins and returns the page's frame if it is loaded.
+  std::optional<uint32_t> PinLoaded(PageId id);
+
+  mutable std::mutex mu_;  // table changes (T1), frame bookkeeping, flush_list_, free_, hand_
   std::condition_variable load_cv_;
-  std::unordered_map<PageId, uint32_t, PageIdHash> table_;
+  TableShard shards_[kTableShards];
   std::set<std::pair<log::Lsn, uint32_t>> flush_list_;  // (first-dirtying LSN, frame)
   std::vector<uint32_t> free_;
   uint32_t hand_ = 0;
 
-  mutable std::mutex spaces_mu_;
+  mutable std::shared_mutex spaces_mu_;
   std::map<uint32_t, page::SpaceFile*> spaces_;
 
   std::mutex changes_mu_;

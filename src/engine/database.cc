@@ -121,6 +121,22 @@ TableStats TableImpl::Stats() const {
   return s;
 }
 
+Table::Size TableImpl::Sizes() const {
+  Size s;
+  for (size_t i = 0; i < indexes.size(); ++i) {
+    const IndexImpl& ix = *indexes[i];
+    const uint64_t pages = ix.file ? ix.file->page_count() : 0;
+    s.pages += pages;
+    if (i != 0) continue;
+    s.primary_pages = pages;
+    if (ix.tree) {
+      Result<uint64_t> n = ix.tree->entries();
+      if (n.ok()) s.rows = *n;
+    }
+  }
+  return s;
+}
+
 Result<uint64_t> TableImpl::LoadAutoIncrement() {
   btree::BTree::Cursor c(indexes[0]->tree.get());
   SUBITO_RETURN_IF_ERROR(c.Seek(btree::SeekMode::kLast));

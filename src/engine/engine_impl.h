@@ -68,6 +68,7 @@ class TableImpl final : public Table {
   TableImpl(DatabaseImpl* db, CatalogTable cat);
   const TableDef& def() const override { return def_; }
   TableStats Stats() const override;
+  Size Sizes() const override;
   Result<uint64_t> NextAutoIncrement() override;
   Result<uint64_t> EstimateRange(uint32_t index, const std::optional<Bound>& lo,
                                  const std::optional<Bound>& hi) override;

@@ -299,16 +299,6 @@ def ch_section(data, png):
     return "\n".join(out)
 
 
-SECTIONS = {
-    "ch": (ch_section, CH_INTRO),
-    "compare": (compare_section, COMPARE_INTRO),
-    "log_bench": (log_section, None),
-    "engine_bench": (engine_section, ENGINE_INTRO),
-    "ppl_sweep": (ppl_sweep_section, PPL_SWEEP_INTRO),
-    "cpu_profile": (cpu_profile_section, CPU_PROFILE_INTRO),
-}
-
-
 def cpu_profile_section(data, png):
     out = [f"Recorded {data['date']} by `scripts/profile-callgrind.sh --record`: each engine's server "
            f"under callgrind, {data['tables']} x {data['rows']} rows in {data['pool']} pools (all in "
@@ -338,6 +328,16 @@ Timed profiles move by 10-25% between runs on these machines; instruction
 counts repeat. Caveat: callgrind counts each byte of a `rep movsb` copy as
 an instruction, so large copies weigh more here than in time.
 """
+
+
+SECTIONS = {
+    "ch": (ch_section, CH_INTRO),
+    "compare": (compare_section, COMPARE_INTRO),
+    "log_bench": (log_section, None),
+    "engine_bench": (engine_section, ENGINE_INTRO),
+    "ppl_sweep": (ppl_sweep_section, PPL_SWEEP_INTRO),
+    "cpu_profile": (cpu_profile_section, CPU_PROFILE_INTRO),
+}
 
 
 def main(name, src, png, results="docs/results.md"):

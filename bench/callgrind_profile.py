@@ -19,7 +19,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -77,10 +76,10 @@ def profile(args, engine):
         sysbench(srv, args, args.tables, args.rows, "oltp_common", 0, action="prepare")
         for w in args.workloads:
             log(f"{engine}: {w}: warm-up {args.events // 4} transactions, then {args.events} counted")
-            run_events(srv, args, w, args.events // 4)
+            sysbench(srv, args, args.tables, args.rows, w, 0, events=args.events // 4)
             sh(["callgrind_control", "--zero", str(pid)])
             sh(["callgrind_control", "--instr=on", str(pid)])
-            run_events(srv, args, w, args.events)
+            sysbench(srv, args, args.tables, args.rows, w, 0, events=args.events)
             sh(["callgrind_control", "--instr=off", str(pid)])
             before = set(glob.glob(f"{srv.dir}/callgrind.out.{pid}*"))
             sh(["callgrind_control", "--dump=" + w, str(pid)])
@@ -97,14 +96,6 @@ def profile(args, engine):
     finally:
         srv.destroy()
     return results
-
-
-def run_events(srv, args, workload, events):
-    cmd = ["sysbench", "--db-driver=mysql", f"--mysql-socket={srv.sock}", "--mysql-user=root",
-           "--mysql-db=sbtest", f"--mysql-storage-engine={srv.engine}", f"--tables={args.tables}",
-           f"--table-size={args.rows}", "--threads=1", "--rand-seed=1", "--time=0",
-           f"--events={events}", workload, "run"]
-    sh(cmd)
 
 
 def engine_functions(costs, engine):
@@ -139,25 +130,29 @@ def main():
     engines = args.engines.split(",")
     res = {e: profile(args, e) for e in engines}
     n = args.events
+    summary = {"date": datetime.date.today().isoformat(), "tables": args.tables, "rows": args.rows,
+               "pool": args.pool, "events": n, "engines": engines, "workloads": {}}
+    for w in args.workloads:
+        entry = {"whole server": {e: res[e][w]["total"] / n for e in engines}}
+        for fn in ENTRY_POINTS:
+            vals = {e: max((ir for (f, _), ir in res[e][w]["inclusive"].items() if f == fn), default=0) / n
+                    for e in engines}
+            if any(vals.values()):
+                entry[fn] = vals
+        summary["workloads"][w] = entry
     lines = [f"callgrind, {args.tables} x {args.rows} rows, {args.pool} pools (all in memory), 1 client, "
              f"{n} transactions counted per workload; InnoDB without native AIO (valgrind knows no "
              "io_uring); instructions per transaction", ""]
-    for w in args.workloads:
+    two = len(engines) == 2
+    for w, entry in summary["workloads"].items():
         lines.append(f"## {w}")
-        lines.append("| | " + " | ".join(engines) + (" | ratio |" if len(engines) == 2 else " |"))
-        lines.append("|---" * (len(engines) + 1 + (len(engines) == 2)) + "|")
-
-        def row(label, values):
-            cells = [f"{v / n:,.0f}" for v in values]
-            ratio = [f"{values[0] / values[1]:.2f}" if len(values) == 2 and values[1] else ""]
-            return f"| {label} | " + " | ".join(cells + (ratio if len(values) == 2 else [])) + " |"
-
-        lines.append(row("whole server", [res[e][w]["total"] for e in engines]))
-        for fn in ENTRY_POINTS:
-            vals = [max((ir for (f, _), ir in res[e][w]["inclusive"].items() if f == fn), default=0)
-                    for e in engines]
-            if any(vals):
-                lines.append(row(fn + " (incl.)", vals))
+        lines.append("| | " + " | ".join(engines) + (" | ratio |" if two else " |"))
+        lines.append("|---" * (len(engines) + 1 + two) + "|")
+        for label, vals in entry.items():
+            v = [vals[e] for e in engines]
+            ratio = [f"{v[0] / v[1]:.2f}" if v[1] else ""] if two else []
+            suffix = "" if label == "whole server" else " (incl.)"
+            lines.append(f"| {label}{suffix} | " + " | ".join([f"{x:,.0f}" for x in v] + ratio) + " |")
         for e in engines:
             lines.append("")
             lines.append(f"{e}: top engine functions (exclusive instructions per transaction)")
@@ -171,16 +166,6 @@ def main():
         f.write(text + "\n")
     print(text)
     log(f"wrote {path}")
-    summary = {"date": datetime.date.today().isoformat(), "tables": args.tables, "rows": args.rows,
-               "pool": args.pool, "events": n, "engines": engines, "workloads": {}}
-    for w in args.workloads:
-        entry = {"whole server": {e: res[e][w]["total"] / n for e in engines}}
-        for fn in ENTRY_POINTS:
-            vals = {e: max((ir for (f, _), ir in res[e][w]["inclusive"].items() if f == fn), default=0) / n
-                    for e in engines}
-            if any(vals.values()):
-                entry[fn] = vals
-        summary["workloads"][w] = entry
     with open(os.path.join(args.out, "callgrind-profile.json"), "w") as f:
         json.dump(summary, f, indent=1)
 

@@ -137,11 +137,15 @@ class Server:
         shutil.rmtree(self.pm, ignore_errors=True)
 
 
-def sysbench(server, args, tables, rows, workload, seconds, action="run"):
+def sysbench(server, args, tables, rows, workload, seconds, action="run", events=None):
+    """events: a fixed number of transactions (seconds 0), with a fixed seed."""
     cmd = ["sysbench", "--db-driver=mysql", f"--mysql-socket={server.sock}", "--mysql-user=root",
            "--mysql-db=sbtest", f"--mysql-storage-engine={server.engine}", f"--tables={tables}",
            f"--table-size={rows}", f"--threads={args.threads}", "--report-interval=0",
-           "--percentile=95", f"--time={seconds}", workload, action]
+           "--percentile=95", f"--time={seconds}"]
+    if events is not None:
+        cmd += [f"--events={events}", "--rand-seed=1"]
+    cmd += [workload, action]
     out = sh(cmd).stdout
     if action != "run":
         return {}

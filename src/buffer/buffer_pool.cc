@@ -166,18 +166,10 @@ Status BufferPool::DropSpace(uint32_t space_id) {
       for (uint32_t i = 0; i < frames_.size(); ++i) {
         Frame& f = *frames_[i];
         if (!f.in_use || f.id.space != space_id) continue;
-        if (f.loading.load(std::memory_order_relaxed)) {
+        // Pinned: the pool's own fetches (ReclaimPageLog) may pin it meanwhile.
+        if (f.loading.load(std::memory_order_relaxed) || !RemoveUnpinnedEntry(f)) {
           busy = true;
           continue;
-        }
-        {  // T2: the pool's own fetches (ReclaimPageLog) may pin it meanwhile
-          TableShard& shard = ShardOf(f.id);
-          std::lock_guard g(shard.mu);
-          if (f.pins.load(std::memory_order_acquire) > 0) {
-            busy = true;
-            continue;
-          }
-          shard.map.erase(f.id);
         }
         if (f.dirty) flush_list_.erase({f.oldest_lsn, i});
         f.dirty = false;
@@ -276,6 +268,22 @@ void BufferPool::AddEntry(PageId id, uint32_t frame) {
   s.map[id] = frame;
 }
 
+bool BufferPool::RemoveUnpinnedEntry(Frame& f) {
+  TableShard& s = ShardOf(f.id);
+  std::lock_guard lock(s.mu);
+  if (f.pins.load(std::memory_order_acquire) > 0) return false;  // T2
+  s.map.erase(f.id);
+  return true;
+}
+
+void BufferPool::DropFailedLoadPin(uint32_t idx) {
+  Frame& f = *frames_[idx];
+  if (f.pins.fetch_sub(1, std::memory_order_relaxed) != 1) return;
+  f.in_use = false;
+  f.load_error = Status::OK();
+  free_.push_back(idx);
+}
+
 void BufferPool::RemoveEntry(PageId id) {
   TableShard& s = ShardOf(id);
   std::lock_guard lock(s.mu);
@@ -311,11 +319,7 @@ Result<PageHandle> BufferPool::FetchFrame(PageId id, Latch latch) {
     load_cv_.wait(lk, [&] { return !f.loading.load(std::memory_order_acquire); });
     if (!f.load_error.ok()) {
       Status err = f.load_error;
-      if (f.pins.fetch_sub(1, std::memory_order_relaxed) == 1) {
-        f.in_use = false;
-        f.load_error = Status::OK();
-        free_.push_back(idx);
-      }
+      DropFailedLoadPin(idx);
       return err;
     }
     lk.unlock();
@@ -348,11 +352,7 @@ Result<PageHandle> BufferPool::FetchFrame(PageId id, Latch latch) {
     RemoveEntry(id);  // before loading clears: T3
     f.load_error = st;
     f.loading.store(false, std::memory_order_release);
-    if (f.pins.fetch_sub(1, std::memory_order_relaxed) == 1) {
-      f.in_use = false;
-      f.load_error = Status::OK();
-      free_.push_back(idx);
-    }
+    DropFailedLoadPin(idx);
     load_cv_.notify_all();
     return st;
   }
@@ -385,13 +385,8 @@ Result<uint32_t> BufferPool::FindVictim(std::unique_lock<std::mutex>& lk) {
         if (dirty_candidate < 0 && !f.flushing) dirty_candidate = static_cast<int>(hand_);
         continue;
       }
-      if (f.in_use) {
-        TableShard& shard = ShardOf(f.id);
-        std::lock_guard lock(shard.mu);
-        // T2: pinned on the shard path since the check above.
-        if (f.pins.load(std::memory_order_acquire) > 0) continue;
-        shard.map.erase(f.id);
-      }
+      // Pinned on the shard path since the check above: kept.
+      if (f.in_use && !RemoveUnpinnedEntry(f)) continue;
       f.in_use = false;
       evictions_.fetch_add(1, std::memory_order_relaxed);
       return hand_;

@@ -267,6 +267,11 @@ class BufferPool {
   std::optional<uint32_t> FindEntry(PageId id);
   void AddEntry(PageId id, uint32_t frame);
   void RemoveEntry(PageId id);
+  // Removes the entry of frame f (in use) unless it is pinned (T2).
+  bool RemoveUnpinnedEntry(Frame& f);
+  // Drops a waiter's or the loader's pin of a frame whose load failed; the
+  // last one frees the frame.
+  void DropFailedLoadPin(uint32_t idx);
   // The shard path: pins and returns the page's frame if it is loaded.
   std::optional<uint32_t> PinLoaded(PageId id);
 

@@ -49,7 +49,15 @@ for p in "${PACKAGES[@]}"; do
   if [ -z "$v" ]; then
     need+=("$p=$VERSION")
   elif [ "$v" != "$VERSION" ]; then
-    die "$p is installed at $v; Subito is built for $VERSION (remove it or install that version)"
+    case "$p" in
+      # Client packages that sysbench and other clients pull in at the
+      # archive's newest point release: replaced by the pinned version
+      # (same ABI within 10.11), which the server packages require.
+      mariadb-common|libmariadb3)
+        say "$p is installed at $v; replacing it with $VERSION, which the pinned server needs"
+        need+=("$p=$VERSION") ;;
+      *) die "$p is installed at $v; Subito is built for $VERSION (remove it or install that version)" ;;
+    esac
   fi
 done
 updated=0
@@ -58,7 +66,7 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq; updated=1
   # policy-rc.d keeps Debian's own service from starting: the private server
   # is started by scripts/server-start.sh.
-  $SUDO apt-get install -y -qq --no-upgrade "${need[@]}" >/dev/null
+  $SUDO apt-get install -y -qq --no-upgrade --allow-downgrades "${need[@]}" >/dev/null
 fi
 $SUDO apt-mark hold "${PACKAGES[@]}" >/dev/null
 

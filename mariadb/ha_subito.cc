@@ -687,13 +687,37 @@ int ha_subito::OpenCursor(uint32_t engine_index) {
 
 int ha_subito::ReadCurrent(uchar* buf, int end) {
   if (!cursor_ || !cursor_->Valid()) return end;
-  return Load(cursor_->row(), buf);
+  const subito::ValueView record = cursor_->column(share_->layout->record_column());
+  if (!std::holds_alternative<std::string_view>(record)) {
+    return Error(Status::Corruption("row without a record"));
+  }
+  if (int err = FillRecord(std::get<std::string_view>(record), buf)) return err;
+  if (share_->layout->hidden_pk()) {
+    row_id_ = std::get<uint64_t>(cursor_->column(share_->layout->row_id_column()));
+  }
+  ForgetLastEntry();
+  last_key_.assign(cursor_->key());
+  has_last_key_ = true;
+  return 0;
 }
 
-int ha_subito::Load(const Row& row, uchar* buf) {
-  // Blob fields point into the row's bytes: keep a copy when there are any
-  // (the cursor's row changes when it moves).
-  Status st = mapper_->FromRow(row, buf, table->s->blob_fields ? &row_storage_ : nullptr);
+int ha_subito::LoadRow(const Row& row, uchar* buf) {
+  const subito::Value& record = row[share_->layout->record_column()];
+  if (!std::holds_alternative<std::string>(record)) {
+    return Error(Status::Corruption("row without a record"));
+  }
+  if (int err = FillRecord(std::get<std::string>(record), buf)) return err;
+  if (share_->layout->hidden_pk())
+    row_id_ = std::get<uint64_t>(row[share_->layout->row_id_column()]);
+  ForgetLastEntry();
+  for (uint32_t c : EntryColumns()) last_entry_.push_back(row[c]);
+  return 0;
+}
+
+int ha_subito::FillRecord(std::string_view packed, uchar* buf) {
+  // Blob fields point into the packed bytes: keep a copy when there are
+  // any (the cursor's row changes when it moves).
+  Status st = mapper_->FromRecord(packed, buf, table->s->blob_fields ? &row_storage_ : nullptr);
   if (!st.ok()) return Error(st);
   // Reading keys only, the server takes an indexed virtual column from the
   // engine (it computes them only for whole rows); Subito's indexes hold
@@ -705,10 +729,6 @@ int ha_subito::Load(const Row& row, uchar* buf) {
       }
     }
   }
-  if (share_->layout->hidden_pk())
-    row_id_ = std::get<uint64_t>(row[share_->layout->row_id_column()]);
-  ForgetLastEntry();
-  for (uint32_t c : EntryColumns()) last_entry_.push_back(row[c]);
   return 0;
 }
 
@@ -723,15 +743,16 @@ int ha_subito::EnsureCursor() {
 }
 
 void ha_subito::ForgetLastEntry() {
+  has_last_key_ = false;
   last_entry_.clear();
   last_was_miss_ = false;
 }
 
 int ha_subito::Reposition(bool forward) {
-  if (last_entry_.empty()) return HA_ERR_END_OF_FILE;
+  if (!has_last_key_ && last_entry_.empty()) return HA_ERR_END_OF_FILE;
   if (int err = EnsureCursor()) return err;
   const SeekOp op = !forward ? SeekOp::kLT : last_was_miss_ ? SeekOp::kGE : SeekOp::kGT;
-  Status st = cursor_->Seek(op, last_entry_);
+  Status st = has_last_key_ ? cursor_->SeekKey(op, last_key_) : cursor_->Seek(op, last_entry_);
   return st.ok() ? 0 : Error(st);
 }
 
@@ -789,7 +810,7 @@ int ha_subito::rnd_pos(uchar* buf, uchar* pos) {
     if (!r.ok()) return Error(r.status());
     if (!r->has_value()) return HA_ERR_KEY_NOT_FOUND;
     row_ = std::move(**r);
-    return Load(row_, buf);
+    return LoadRow(row_, buf);
   });
 }
 
@@ -813,21 +834,31 @@ int ha_subito::index_end() {
 
 int ha_subito::CheckPrefix(uchar* buf, int end) {
   if (!cursor_->Valid()) return end;
-  // entry_columns begin with the key's parts, in order.
-  const std::vector<uint32_t>& columns = share_->layout->key(active_index).entry_columns;
-  if (subito::mariadb::ComparePrefix(cursor_->row(), columns, search_prefix_) != 0) return end;
+  // The values of a key prefix encode as a prefix of every key with them.
+  const std::string_view key = cursor_->key();
+  if (key.substr(0, search_key_.size()) != search_key_) return end;
   return ReadCurrent(buf, end);
 }
 
-int ha_subito::Seek(uchar* buf, SeekOp op, const Row& prefix, bool must_match) {
+int ha_subito::EncodeSearchKey() {
+  subito::Result<std::string> k = cursor_->EncodeKey(search_prefix_);
+  if (!k.ok()) return Error(k.status());
+  search_key_ = std::move(*k);
+  return 0;
+}
+
+int ha_subito::Seek(uchar* buf, SeekOp op, bool must_match) {
   if (int err = EnsureCursor()) return err;
-  Status st = cursor_->Seek(op, prefix);
+  if (int err = EncodeSearchKey()) return err;
+  Status st = cursor_->SeekKey(op, search_key_);
   if (!st.ok()) return Error(st);
   const int r =
       must_match ? CheckPrefix(buf, HA_ERR_KEY_NOT_FOUND) : ReadCurrent(buf, HA_ERR_KEY_NOT_FOUND);
   if (r == HA_ERR_KEY_NOT_FOUND) {
     // Next/prev reposition from the missed key (HANDLER ... READ NEXT).
-    last_entry_ = prefix;
+    ForgetLastEntry();
+    last_key_ = search_key_;
+    has_last_key_ = true;
     last_was_miss_ = true;
   }
   return r;
@@ -855,19 +886,19 @@ int ha_subito::index_read_map(uchar* buf, const uchar* key, key_part_map keypart
       case HA_READ_KEY_EXACT:
       case HA_READ_PREFIX:
         bounded_ = true;
-        return Seek(buf, SeekOp::kGE, search_prefix_, true);
+        return Seek(buf, SeekOp::kGE, true);
       case HA_READ_KEY_OR_NEXT:
-        return Seek(buf, SeekOp::kGE, search_prefix_, false);
+        return Seek(buf, SeekOp::kGE, false);
       case HA_READ_AFTER_KEY:
-        return Seek(buf, SeekOp::kGT, search_prefix_, false);
+        return Seek(buf, SeekOp::kGT, false);
       case HA_READ_BEFORE_KEY:
-        return Seek(buf, SeekOp::kLT, search_prefix_, false);
+        return Seek(buf, SeekOp::kLT, false);
       case HA_READ_KEY_OR_PREV:
       case HA_READ_PREFIX_LAST_OR_PREV:
-        return Seek(buf, SeekOp::kLE, search_prefix_, false);
+        return Seek(buf, SeekOp::kLE, false);
       case HA_READ_PREFIX_LAST:
         bounded_ = true;
-        return Seek(buf, SeekOp::kLE, search_prefix_, true);
+        return Seek(buf, SeekOp::kLE, true);
       default:
         return HA_ERR_UNSUPPORTED;
     }
@@ -895,15 +926,15 @@ int ha_subito::NextMbrMatch(uchar* buf, bool step, int end) {
       if (!st.ok()) return Error(st);
     }
     if (!cursor_->Valid()) return end;
-    const subito::Value& v = cursor_->row()[column];
-    if (std::holds_alternative<std::string>(v) && MbrMatches(std::get<std::string>(v))) {
+    const subito::ValueView v = cursor_->column(column);
+    if (std::holds_alternative<std::string_view>(v) && MbrMatches(std::get<std::string_view>(v))) {
       return ReadCurrent(buf, end);
     }
     if (thd_kill_level(ha_thd())) return HA_ERR_ABORTED_BY_USER;
   }
 }
 
-bool ha_subito::MbrMatches(const std::string& image) const {
+bool ha_subito::MbrMatches(std::string_view image) const {
   if (image.size() != 4 * sizeof(double)) return true;  // let the server decide
   double s[4];
   for (int i = 0; i < 4; ++i) float8get(s[i], reinterpret_cast<const uchar*>(image.data()) + 8 * i);
@@ -991,6 +1022,7 @@ int ha_subito::index_next_same(uchar* buf, const uchar* key, uint keylen) {
       const KEY& ki = table->key_info[active_index];
       while (n < ki.user_defined_key_parts && len < keylen) len += ki.key_part[n++].store_length;
       mapper_->KeyPrefix(active_index, key, n, &search_prefix_);
+      if (int err = EncodeSearchKey()) return err;
       bounded_ = true;
     }
     Status st = cursor_->Next();
@@ -1162,6 +1194,7 @@ int ha_subito::reset() {
     cursor_.reset();
     bounded_ = false;
     search_prefix_.clear();
+    search_key_.clear();
     dup_key_ = -1;
     return 0;
   });

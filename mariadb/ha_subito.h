@@ -124,19 +124,24 @@ class ha_subito final : public handler {
   subito::Transaction* Txn();
   subito::Table* EngineTable() const { return share_->table; }
   int Error(const subito::Status& st);
-  // Reads the cursor's current row into buf, or returns `end` if none.
+  // Reads the cursor's current row into buf and remembers its key, or
+  // returns `end` if none.
   int ReadCurrent(uchar* buf, int end);
-  // Fills buf from an engine row and remembers its position.
-  int Load(const subito::Row& row, uchar* buf);
+  // Fills buf from a whole engine row and remembers its position.
+  int LoadRow(const subito::Row& row, uchar* buf);
+  // Fills buf from the row's packed record bytes.
+  int FillRecord(std::string_view packed, uchar* buf);
   int OpenCursor(uint32_t engine_index);
-  int Seek(uchar* buf, subito::SeekOp op, const subito::Row& prefix, bool must_match);
+  // Seeks the cursor to search_prefix_ (encoded into search_key_).
+  int Seek(uchar* buf, subito::SeekOp op, bool must_match);
+  int EncodeSearchKey();
   // SPATIAL keys: the index holds each row's MBR image, in no useful order,
   // so an MBR search reads the index through and keeps the entries whose
   // MBR stands in the searched relation to the query's (the server checks
   // the exact predicate on each row it gets).
   int MbrSearch(uchar* buf, const uchar* key, enum ha_rkey_function flag);
   int NextMbrMatch(uchar* buf, bool step, int end);
-  bool MbrMatches(const std::string& image) const;
+  bool MbrMatches(std::string_view image) const;
   int CheckPrefix(uchar* buf, int end);
   int BulkWrite(const subito::Row& row);
   // Moves the auto-increment counter above an explicit value.
@@ -164,13 +169,18 @@ class ha_subito final : public handler {
   int EnsureCursor();
   // The engine key columns of the current index (the primary key for scans).
   const std::vector<uint32_t>& EntryColumns() const;
-  // The engine key of the last entry read through an index.
+  // The encoded key of the last entry read through the cursor
+  // (has_last_key_), or else the key of the row rnd_pos read (last_entry_).
+  std::string last_key_;
+  bool has_last_key_ = false;
   subito::Row last_entry_;
-  // last_entry_ is a key prefix an index read found nothing at: a later
+  // last_key_ is a key prefix an index read found nothing at: a later
   // NEXT/PREV (HANDLER) continues from where that key would be, as in InnoDB.
   bool last_was_miss_ = false;
-  // The prefix of the last index read, for index_next_same (bounded scans).
+  // The prefix of the last index read, for index_next_same (bounded scans),
+  // and its encoding.
   subito::Row search_prefix_;
+  std::string search_key_;
   bool bounded_ = false;
   bool mbr_search_ = false;  // index_next_same continues an MBR search
   enum ha_rkey_function mbr_flag_ = HA_READ_MBR_INTERSECT;

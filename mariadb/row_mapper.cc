@@ -275,16 +275,18 @@ void RowMapper::ToRow(const unsigned char* record, Row* row) {
 Status RowMapper::FromRow(const Row& row, unsigned char* record, std::string* storage) {
   const Value& v = row[layout_->record_column()];
   if (!std::holds_alternative<std::string>(v)) return Status::Corruption("row without a record");
-  const std::string* bytes = &std::get<std::string>(v);
+  return FromRecord(std::get<std::string>(v), record, storage);
+}
+
+Status RowMapper::FromRecord(std::string_view bytes, unsigned char* record, std::string* storage) {
   if (storage != nullptr) {
-    *storage = *bytes;
-    bytes = storage;
+    storage->assign(bytes);
+    bytes = *storage;
   }
   const TABLE_SHARE* s = table_->s;
-  if (bytes->size() < s->null_bytes)
-    return Status::Corruption("record shorter than its null bytes");
-  const uchar* from = reinterpret_cast<const uchar*>(bytes->data());
-  const uchar* end = from + bytes->size();
+  if (bytes.size() < s->null_bytes) return Status::Corruption("record shorter than its null bytes");
+  const uchar* from = reinterpret_cast<const uchar*>(bytes.data());
+  const uchar* end = from + bytes.size();
   std::memcpy(record, from, s->null_bytes);
   from += s->null_bytes;
   const my_ptrdiff_t diff = record - table_->record[0];
@@ -330,28 +332,6 @@ void RowMapper::KeyOfRef(const unsigned char* ref, Row* key) const {
     key->push_back(std::string(reinterpret_cast<const char*>(ref), p.image_len));
     ref += p.image_len;
   }
-}
-
-int ComparePrefix(const Row& row, const std::vector<uint32_t>& columns, const Row& prefix) {
-  for (size_t i = 0; i < prefix.size(); ++i) {
-    const Value& a = row[columns[i]];
-    const Value& b = prefix[i];
-    const bool an = std::holds_alternative<std::monostate>(a);
-    const bool bn = std::holds_alternative<std::monostate>(b);
-    if (an || bn) {
-      if (an != bn) return an ? -1 : 1;
-      continue;
-    }
-    int c = 0;
-    if (std::holds_alternative<std::string>(a)) {
-      c = std::get<std::string>(a).compare(std::get<std::string>(b));
-    } else {
-      const uint64_t x = std::get<uint64_t>(a), y = std::get<uint64_t>(b);
-      c = x < y ? -1 : x > y ? 1 : 0;
-    }
-    if (c != 0) return c < 0 ? -1 : 1;
-  }
-  return 0;
 }
 
 }  // namespace subito::mariadb

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "subito/database.h"
@@ -25,6 +26,9 @@ class RowMapper {
   // copy), or into `row` itself if storage is null; either must outlive the
   // record's use. Corruption if __record is damaged.
   Status FromRow(const Row& row, unsigned char* record, std::string* storage);
+  // The same from the packed record bytes (the row's __record column); with
+  // storage null, blob fields point into `bytes`.
+  Status FromRecord(std::string_view bytes, unsigned char* record, std::string* storage);
 
   // The engine values of the first `parts` parts of MariaDB key `key`, from
   // a key tuple in the server's key format.
@@ -47,9 +51,5 @@ class RowMapper {
   std::vector<unsigned char> scratch_record_;
   std::vector<unsigned char> tuple_;
 };
-
-// Compares the first prefix.size() key values of `row` (engine index
-// columns `columns`) with prefix: <0, 0, >0. NULL sorts first.
-int ComparePrefix(const Row& row, const std::vector<uint32_t>& columns, const Row& prefix);
 
 }  // namespace subito::mariadb

@@ -146,6 +146,21 @@ TEST(BTree, RandomOperationsMatchAMap) {
       ExpectSeekMatches(*h.tree, m, mode, k);
     }
   }
+  // Counting a range reads slot counts only; it must agree with the model
+  // up to the limit, across leaves, with an open or a closed end.
+  for (int i = 0; i < 300; ++i) {
+    std::string lo = KeyOf(rng() % 2600, rng), hi = KeyOf(rng() % 2600, rng);
+    if (hi < lo) std::swap(lo, hi);
+    const bool open_end = i % 7 == 0;
+    const uint64_t in_model = static_cast<uint64_t>(
+        std::distance(m.lower_bound(lo), open_end ? m.end() : m.lower_bound(hi)));
+    for (uint64_t limit : {uint64_t{1}, uint64_t{48}, uint64_t{1} << 40}) {
+      auto n = h.tree->CountUpTo(lo, open_end ? std::nullopt : std::optional<std::string_view>(hi),
+                                 limit);
+      ASSERT_TRUE(n.ok()) << n.status().ToString();
+      ASSERT_EQ(*n, std::min(in_model, limit)) << "range " << i << ", limit " << limit;
+    }
+  }
   EXPECT_GT(h.pool->stats().evictions, 0u);  // the tree is far larger than the pool
   // Delete everything: empty leaves are unlinked all the way up.
   for (auto& [k, v] : Model(m)) {

@@ -224,6 +224,78 @@ TEST_F(EngineTest, CursorSeeksOnCompositeKeys) {
   ASSERT_OK(txn->Commit());
 }
 
+// What the MariaDB handler reads per row: single columns in place and the
+// entry's encoded key, which a prefix's encoding starts and SeekKey returns
+// to; on both kinds of index, for snapshot and locking reads.
+TEST_F(EngineTest, CursorReadsColumnsAndKeysInPlace) {
+  Table* t = Create();
+  auto txn = db_->Begin();
+  for (int i = 1; i <= 300; ++i) {
+    ASSERT_OK(txn->Insert(
+        t, SampleRow(i, i % 7,
+                     i % 5 ? std::optional<std::string>("n" + std::to_string(i)) : std::nullopt,
+                     std::string(static_cast<size_t>(i % 40), 'v'))));
+  }
+  ASSERT_OK(txn->Commit());
+  for (ReadMode mode : {ReadMode::kSnapshot, ReadMode::kShared}) {
+    txn = db_->Begin();
+    for (uint32_t index : {0u, 1u}) {
+      auto c = txn->OpenCursor(t, index, mode);
+      ASSERT_TRUE(c.ok()) << c.status().ToString();
+      Cursor& cur = **c;
+      ASSERT_OK(cur.Seek(SeekOp::kFirst));
+      std::string previous;
+      int n = 0;
+      while (cur.Valid()) {
+        const Row row = cur.row();
+        for (uint32_t col = 0; col < row.size(); ++col) {
+          const Value owned = std::visit(
+              [](auto x) -> Value {
+                if constexpr (std::is_same_v<decltype(x), std::string_view>) {
+                  return std::string(x);
+                } else {
+                  return x;
+                }
+              },
+              cur.column(col));
+          ASSERT_EQ(owned, row[col]) << "column " << col;
+        }
+        const std::string key(cur.key());
+        ASSERT_LT(previous, key);
+        previous = key;
+        // The entry's own leading values encode as a prefix of its key.
+        Row prefix;
+        prefix.push_back(row[index == 0 ? 0 : 1]);
+        auto encoded = cur.EncodeKey(prefix);
+        ASSERT_TRUE(encoded.ok());
+        ASSERT_EQ(key.compare(0, encoded->size(), *encoded), 0);
+        ++n;
+        ASSERT_OK(cur.Next());
+      }
+      EXPECT_EQ(n, 300) << "index " << index;
+      // Back to an entry by its key: GE lands on it, GT after it, LT before.
+      ASSERT_OK(cur.Seek(SeekOp::kFirst));
+      ASSERT_OK(cur.Next());
+      const std::string second(cur.key());
+      const Row second_row = cur.row();
+      ASSERT_OK(cur.Next());
+      const std::string third(cur.key());
+      ASSERT_OK(cur.SeekKey(SeekOp::kGE, second));
+      ASSERT_TRUE(cur.Valid());
+      EXPECT_EQ(cur.key(), second);
+      EXPECT_EQ(cur.row(), second_row);
+      ASSERT_OK(cur.SeekKey(SeekOp::kGT, second));
+      EXPECT_EQ(cur.key(), third);
+      ASSERT_OK(cur.SeekKey(SeekOp::kLT, third));
+      EXPECT_EQ(cur.key(), second);
+      ASSERT_OK(cur.Prev());
+      ASSERT_OK(cur.SeekKey(SeekOp::kLT, cur.key()));
+      EXPECT_FALSE(cur.Valid());
+    }
+    ASSERT_OK(txn->Commit());
+  }
+}
+
 TEST_F(EngineTest, DescendingColumnsOrderEveryIndexHighToLowAndSurviveReopen) {
   TableDef def;
   def.name = "d";

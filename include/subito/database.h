@@ -85,6 +85,9 @@ struct TableDef {
 };
 
 using Value = std::variant<std::monostate, int64_t, uint64_t, std::string>;
+// A value read in place (Cursor::column): a string is a view of bytes owned
+// by whoever handed it out.
+using ValueView = std::variant<std::monostate, int64_t, uint64_t, std::string_view>;
 using Row = std::vector<Value>;
 
 enum class Isolation { kReadCommitted, kRepeatableRead };
@@ -416,8 +419,20 @@ class Cursor {
   virtual Status Next() = 0;
   virtual Status Prev() = 0;
   virtual bool Valid() const = 0;
-  // The whole row (for a secondary index too).
+  // The whole row (for a secondary index too), decoded on the first call
+  // at each position.
   virtual const Row& row() const = 0;
+  // Column c of the row without decoding the others; a string's bytes stay
+  // valid until the cursor moves.
+  virtual ValueView column(uint32_t c) const = 0;
+  // The current entry's encoded key, valid until the cursor moves. Keys of
+  // the index sort as these bytes (memcmp), and a key prefix's values
+  // encode (EncodeKey) as a prefix of the bytes of every key that has them.
+  virtual std::string_view key() const = 0;
+  // `prefix`: values of a prefix of the index's columns, as for Seek.
+  virtual Result<std::string> EncodeKey(const Row& prefix) const = 0;
+  // Seek with an encoded prefix (from key() or EncodeKey).
+  virtual Status SeekKey(SeekOp op, std::string_view encoded) = 0;
 };
 
 }  // namespace subito

@@ -1,5 +1,8 @@
 #include "btree/btree.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "btree/tree_op.h"
 
 namespace subito::btree {
@@ -148,6 +151,28 @@ Result<double> BTree::Rank(std::string_view key) {
     page = n.ChildFor(key);
   }
   return Status::Corruption("B-tree deeper than 64 levels (a cycle?)");
+}
+
+Result<uint64_t> BTree::CountUpTo(std::string_view lo, std::optional<std::string_view> hi,
+                                  uint64_t limit) {
+  std::shared_lock tree(latch_);
+  Result<std::vector<uint32_t>> path = Path(lo);
+  if (!path.ok()) return path.status();
+  uint64_t n = 0;
+  uint32_t page = path->back();
+  for (int hops = 0; page != 0 && n < limit; ++hops) {
+    if (hops > 1000000) return Status::Corruption("B-tree leaf chain does not end");
+    Result<PageHandle> h = Fetch(page, Latch::kShared);
+    if (!h.ok()) return h.status();
+    NodeView leaf(h->data(), pool_->page_size());
+    if (!leaf.leaf()) return Status::Corruption("B-tree leaf chain leads to an internal node");
+    const uint32_t from = hops == 0 ? leaf.LowerBound(lo) : 0;
+    const uint32_t to = hi ? std::max<uint32_t>(from, leaf.LowerBound(*hi)) : leaf.count();
+    n += to - from;
+    if (to < leaf.count()) break;  // hi is in this leaf
+    page = leaf.next();
+  }
+  return std::min(n, limit);
 }
 
 Result<std::optional<std::string>> BTree::RandomKey(uint64_t random) {
@@ -678,8 +703,14 @@ Status BTree::Cursor::Load(const uint8_t* page, uint16_t slot) {
 }
 
 Status BTree::Cursor::LoadAndCopy(const PageHandle& leaf, uint16_t slot, uint64_t changes) {
+  // The header and slots, then the heap: the gap between is never read.
   const uint32_t ps = tree_->pool_->page_size();
-  copy_.assign(leaf.data(), leaf.data() + ps);
+  const NodeView n(const_cast<uint8_t*>(leaf.data()), ps);
+  const uint32_t slots_end = std::min<uint32_t>(kNodeHeaderEnd + 2u * n.count(), ps);
+  const uint32_t heap_start = std::clamp<uint32_t>(n.heap_start(), slots_end, ps);
+  copy_.resize(ps);
+  std::memcpy(copy_.data(), leaf.data(), slots_end);
+  std::memcpy(copy_.data() + heap_start, leaf.data() + heap_start, ps - heap_start);
   copy_changes_ = changes;
   copy_valid_ = true;
   return Load(copy_.data(), slot);

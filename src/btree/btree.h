@@ -165,6 +165,10 @@ class BTree {
   // equally large; RandomKey picks a key by choosing a random child at
   // every level (nullopt: empty tree).
   Result<double> Rank(std::string_view key);
+  // Keys in [lo, hi) (hi absent: to the end), counted up to `limit`: one
+  // descent, then the leaves' slot counts (no entry is read).
+  Result<uint64_t> CountUpTo(std::string_view lo, std::optional<std::string_view> hi,
+                             uint64_t limit);
   Result<std::optional<std::string>> RandomKey(uint64_t random);
 
   class Cursor;

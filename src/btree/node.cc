@@ -61,7 +61,7 @@ void NodeView::Init(uint32_t space_id, uint32_t page_no, uint16_t level) {
 
 bool NodeView::HeaderPlausible() const {
   const uint8_t type = page::TypeOf(p_);
-  const uint32_t heap = Get16(36) == 0 && ps_ == 65536 ? ps_ : Get16(36);
+  const uint32_t heap = heap_start();
   return (type == page::kPageBtreeLeaf || type == page::kPageBtreeInternal) &&
          kNodeHeaderEnd + 2u * count() <= heap && heap <= ps_;
 }
@@ -70,7 +70,7 @@ Status NodeView::Check(const std::string& where) const {
   auto bad = [&](const std::string& what) {
     return Status::Corruption(where + ": B-tree node " + what);
   };
-  const uint32_t n = count(), heap = Get16(36) == 0 && ps_ == 65536 ? ps_ : Get16(36);
+  const uint32_t n = count(), heap = heap_start();
   if (page::TypeOf(p_) != page::kPageBtreeLeaf && page::TypeOf(p_) != page::kPageBtreeInternal) {
     return bad("has the wrong page type");
   }

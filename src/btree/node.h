@@ -57,6 +57,12 @@ class NodeView {
 
   uint16_t level() const { return Get16(32); }
   uint16_t count() const { return Get16(34); }
+  // Records occupy [heap_start, page_size); a 64 KiB page's empty heap
+  // starts at 0 (65536 does not fit the field).
+  uint32_t heap_start() const {
+    const uint32_t h = Get16(36);
+    return h == 0 && ps_ == 65536 ? ps_ : h;
+  }
   bool leaf() const { return level() == 0; }
   uint32_t prev() const { return DecodeFixed32(p_ + 40); }
   uint32_t next() const { return DecodeFixed32(p_ + 44); }

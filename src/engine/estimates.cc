@@ -20,30 +20,25 @@ namespace {
 
 constexpr uint64_t kExactCount = 48;
 
-// Entries in [lo, hi) (hi nullopt: to the end).
+// Entries in [lo, hi) (hi nullopt: to the end): exact up to kExactCount,
+// estimated from the keys' ranks beyond.
 Result<uint64_t> CountKeys(btree::BTree* tree, const std::string& lo,
                            const std::optional<std::string>& hi) {
-  btree::BTree::Cursor c(tree);
-  SUBITO_RETURN_IF_ERROR(c.Seek(btree::SeekMode::kGE, lo));
-  uint64_t n = 0;
-  while (c.Valid() && (!hi || c.key() < *hi)) {
-    if (++n >= kExactCount) {
-      Result<double> a = tree->Rank(lo);
-      if (!a.ok()) return a.status();
-      double b = 1.0;
-      if (hi) {
-        Result<double> r = tree->Rank(*hi);
-        if (!r.ok()) return r.status();
-        b = *r;
-      }
-      Result<uint64_t> entries = tree->entries();
-      if (!entries.ok()) return entries.status();
-      const double est = std::max(0.0, b - *a) * static_cast<double>(*entries);
-      return std::max<uint64_t>(kExactCount, static_cast<uint64_t>(est));
-    }
-    SUBITO_RETURN_IF_ERROR(c.Next());
+  Result<uint64_t> n =
+      tree->CountUpTo(lo, hi ? std::optional<std::string_view>(*hi) : std::nullopt, kExactCount);
+  if (!n.ok() || *n < kExactCount) return n;
+  Result<double> a = tree->Rank(lo);
+  if (!a.ok()) return a.status();
+  double b = 1.0;
+  if (hi) {
+    Result<double> r = tree->Rank(*hi);
+    if (!r.ok()) return r.status();
+    b = *r;
   }
-  return n;
+  Result<uint64_t> entries = tree->entries();
+  if (!entries.ok()) return entries.status();
+  const double est = std::max(0.0, b - *a) * static_cast<double>(*entries);
+  return std::max<uint64_t>(kExactCount, static_cast<uint64_t>(est));
 }
 
 }  // namespace

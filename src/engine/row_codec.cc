@@ -1,6 +1,7 @@
 #include "engine/row_codec.h"
 
 #include <set>
+#include <type_traits>
 
 #include "btree/key_encoding.h"
 #include "util/strings.h"
@@ -260,24 +261,28 @@ std::string EncodeRow(const TableDef& def, const Row& row) {
   return out;
 }
 
-Result<Row> DecodeRow(const TableDef& def, std::string_view in) {
+Status RowView::Parse(const TableDef& def, std::string_view in) {
   const size_t n = def.columns.size();
   auto bad = [&](const char* what) {
+    bytes_ = {};
+    spans_.clear();
     return Status::Corruption(
         StrFormat("table %s: row of %zu bytes: %s", def.name.c_str(), in.size(), what));
   };
   if (in.size() < 1 + (n + 7) / 8) return bad("shorter than its null bitmap");
   if (static_cast<uint8_t>(in[0]) != kRowFormatVersion) return bad("unknown row format version");
   size_t pos = 1 + (n + 7) / 8;
-  Row row(n);
+  spans_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const Column& c = def.columns[i];
     if (static_cast<uint8_t>(in[1 + i / 8]) & (1 << (i % 8))) {
       if (!c.nullable) return bad("NULL in a NOT NULL column");
+      spans_[i] = {0, kNull};
       continue;
     }
+    uint32_t len = c.width;
     if (c.type == ColumnType::kString) {
-      uint32_t len = 0;
+      len = 0;
       for (int shift = 0;; shift += 7) {
         if (pos >= in.size() || shift > 28) return bad("bad string length");
         const auto b = static_cast<uint8_t>(in[pos++]);
@@ -285,23 +290,52 @@ Result<Row> DecodeRow(const TableDef& def, std::string_view in) {
         if (!(b & 0x80)) break;
       }
       if (len > in.size() - pos) return bad("string past the end");
-      row[i] = std::string(in.substr(pos, len));
-      pos += len;
-      continue;
+    } else if (in.size() - pos < len) {
+      return bad("integer past the end");
     }
-    if (in.size() - pos < c.width) return bad("integer past the end");
-    uint64_t u = 0;
-    for (int b = 0; b < c.width; ++b) u |= uint64_t{static_cast<uint8_t>(in[pos + b])} << (8 * b);
-    pos += c.width;
-    if (c.type == ColumnType::kUInt) {
-      row[i] = u;
-    } else {
-      const int shift = 64 - 8 * c.width;
-      row[i] = static_cast<int64_t>(u << shift) >> shift;  // sign-extend
-    }
+    spans_[i] = {static_cast<uint32_t>(pos), len};
+    pos += len;
   }
   if (pos != in.size()) return bad("bytes after the last column");
+  bytes_ = in;
+  return Status::OK();
+}
+
+ValueView RowView::column(const TableDef& def, uint32_t i) const {
+  const Span sp = spans_[i];
+  if (sp.len == kNull) return std::monostate();
+  const Column& c = def.columns[i];
+  if (c.type == ColumnType::kString) return bytes_.substr(sp.off, sp.len);
+  uint64_t u = 0;
+  for (uint32_t b = 0; b < sp.len; ++b) {
+    u |= uint64_t{static_cast<uint8_t>(bytes_[sp.off + b])} << (8 * b);
+  }
+  if (c.type == ColumnType::kUInt) return u;
+  const int shift = 64 - 8 * c.width;
+  return static_cast<int64_t>(u << shift) >> shift;  // sign-extend
+}
+
+Row RowView::Decode(const TableDef& def) const {
+  Row row(spans_.size());
+  for (uint32_t i = 0; i < spans_.size(); ++i) {
+    std::visit(
+        [&](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, std::string_view>) {
+            row[i] = std::string(v);
+          } else {
+            row[i] = v;
+          }
+        },
+        column(def, i));
+  }
   return row;
+}
+
+Result<Row> DecodeRow(const TableDef& def, std::string_view in) {
+  RowView view;
+  SUBITO_RETURN_IF_ERROR(view.Parse(def, in));
+  return view.Decode(def);
 }
 
 std::optional<std::string> KeySuccessor(std::string p) {

@@ -52,4 +52,23 @@ std::optional<std::string> KeySuccessor(std::string prefix);
 std::string EncodeRow(const TableDef& def, const Row& row);
 Result<Row> DecodeRow(const TableDef& def, std::string_view bytes);
 
+// An encoded row read in place: Parse checks it as DecodeRow does and notes
+// where each column lies, without copying; the bytes must outlive the view.
+// Reused from row to row, it allocates only when a table has more columns.
+class RowView {
+ public:
+  Status Parse(const TableDef& def, std::string_view bytes);
+  // Column i of the parsed row; a string is a view of the bytes.
+  ValueView column(const TableDef& def, uint32_t i) const;
+  Row Decode(const TableDef& def) const;
+
+ private:
+  static constexpr uint32_t kNull = UINT32_MAX;
+  struct Span {
+    uint32_t off, len;  // len kNull: NULL
+  };
+  std::string_view bytes_;
+  std::vector<Span> spans_;
+};
+
 }  // namespace subito::engine

@@ -1,0 +1,340 @@
+// Cursors of the embedded API over one index, reading through their
+// transaction (transaction_impl.h).
+#include "engine/row_codec.h"
+#include "engine/transaction_impl.h"
+#include "util/strings.h"
+
+namespace subito::engine {
+namespace {
+
+Status VictimOf(TransactionImpl* txn, Status st) {
+  return txn->Victim(std::move(st));
+}
+
+class CursorImpl final : public Cursor {
+ public:
+  CursorImpl(TransactionImpl* txn, std::shared_ptr<std::atomic<bool>> alive, txn::TxnSystem* txns,
+             TableImpl* table, IndexImpl* index, ReadMode mode, txn::ReadView view,
+             bool own_snapshot, bool locks_ranges)
+      : txn_(txn),
+        alive_(std::move(alive)),
+        txns_(txns),
+        table_(table),
+        index_(index),
+        mode_(mode),
+        view_(view),
+        own_snapshot_(own_snapshot),
+        locks_ranges_(locks_ranges),
+        tree_cursor_(index->tree.get()) {}
+  ~CursorImpl() override;
+  Status Seek(SeekOp op, const Row& key) override;
+  Status Next() override { return Step(true); }
+  Status Prev() override { return Step(false); }
+  bool Valid() const override { return valid_; }
+  const Row& row() const override {
+    if (!row_decoded_) {
+      row_ = row_view_.Decode(table_->def());
+      row_decoded_ = true;
+    }
+    return row_;
+  }
+  ValueView column(uint32_t c) const override { return row_view_.column(table_->def(), c); }
+  std::string_view key() const override { return key_; }
+  Result<std::string> EncodeKey(const Row& prefix) const override {
+    return engine::EncodeKey(table_->def(), index_->key_columns, prefix);
+  }
+  Status SeekKey(SeekOp op, std::string_view encoded) override;
+
+ private:
+  Status Step(bool forward) {
+    if (!valid_) return Status::InvalidArgument("cursor is not positioned");
+    return Position(forward, key_, /*inclusive=*/false);
+  }
+  Status PositionOrRollBack(bool forward, std::optional<std::string> from, bool inclusive);
+  // The first (forward) or last visible entry from `from` on.
+  Status Position(bool forward, std::optional<std::string> from, bool inclusive);
+  // Position, as of the snapshot's epoch once it moved there (V6).
+  Status PositionInView(bool forward, std::optional<std::string> from, bool inclusive);
+  // Whether the snapshot moved to pages as of an LSN (V6); then the tree
+  // cursor starts again on those pages.
+  bool MoveAsOf();
+  // Whether the entry with this key is visible; if so, its row is in bytes_
+  // (parsed into row_view_).
+  Result<bool> Resolve(const std::string& key, std::optional<std::string> tree_value);
+  Status TakeRow(std::string bytes);
+  // Whether this call's locked ranges (locked_to) already cover the way to
+  // `candidate` (absent: to the index's end).
+  static bool RangeLocked(bool forward, const std::optional<std::optional<std::string>>& locked_to,
+                          const std::optional<std::string>& candidate);
+
+  TransactionImpl* const txn_;  // used only while *alive_
+  const std::shared_ptr<std::atomic<bool>> alive_;
+  txn::TxnSystem* const txns_;
+  TableImpl* const table_;
+  IndexImpl* const index_;
+  const ReadMode mode_;
+  const txn::ReadView view_;
+  const bool own_snapshot_;  // READ COMMITTED: this statement's snapshot
+  // A locking read at REPEATABLE READ: the ranges it steps over are locked
+  // (next-key locking, lock_manager.h L6-L8).
+  const bool locks_ranges_;
+  btree::BTree::Cursor tree_cursor_;
+  std::shared_ptr<const txn::AsOfSnapshot> as_of_;  // V6: once the snapshot moved
+  std::optional<std::string> bound_;                // kEq, kEqLast: the prefix
+  bool valid_ = false;
+  std::string key_;
+  std::string bytes_;  // the row, encoded (row_codec.h)
+  RowView row_view_;   // of bytes_
+  mutable Row row_;    // decoded by the first row() at this position
+  mutable bool row_decoded_ = false;
+};
+
+CursorImpl::~CursorImpl() {
+  if (own_snapshot_) txns_->CloseSnapshot(view_.read_ts);
+}
+
+Status CursorImpl::Seek(SeekOp op, const Row& key) {
+  if (op == SeekOp::kFirst || op == SeekOp::kLast) return SeekKey(op, {});
+  Result<std::string> prefix = EncodeKey(key);
+  if (!prefix.ok()) {
+    valid_ = false;
+    return prefix.status();
+  }
+  return SeekKey(op, *prefix);
+}
+
+Status CursorImpl::SeekKey(SeekOp op, std::string_view encoded) {
+  valid_ = false;
+  bound_.reset();
+  if (op == SeekOp::kFirst) return Position(true, std::nullopt, true);
+  if (op == SeekOp::kLast) return Position(false, std::nullopt, true);
+  std::string prefix(encoded);
+  if (op == SeekOp::kEq || op == SeekOp::kEqLast) bound_ = prefix;
+  switch (op) {
+    case SeekOp::kEq:
+    case SeekOp::kGE:
+      return Position(true, std::move(prefix), true);
+    case SeekOp::kGT: {
+      std::optional<std::string> succ = KeySuccessor(std::move(prefix));
+      if (!succ) return Status::OK();
+      return Position(true, std::move(succ), true);
+    }
+    case SeekOp::kEqLast:
+    case SeekOp::kLE: {
+      std::optional<std::string> succ = KeySuccessor(std::move(prefix));
+      if (!succ) return Position(false, std::nullopt, true);
+      return Position(false, std::move(succ), false);
+    }
+    case SeekOp::kLT:
+      return Position(false, std::move(prefix), false);
+    default:
+      return Status::InvalidArgument("unknown seek operation");
+  }
+}
+
+Status CursorImpl::Position(bool forward, std::optional<std::string> from, bool inclusive) {
+  if (!alive_->load()) {
+    valid_ = false;
+    return Status::InvalidArgument("the cursor's transaction has ended");
+  }
+  if (mode_ != ReadMode::kSnapshot) {
+    return VictimOf(txn_, PositionOrRollBack(forward, std::move(from), inclusive));
+  }
+  if (as_of_ && txn_->wrote()) {  // its own changes are not in the old pages
+    as_of_.reset();
+    tree_cursor_.Reset();
+  }
+  if (!as_of_) MoveAsOf();  // it may have moved since the last call
+  Status st = PositionInView(forward, from, inclusive);
+  // It moved during this call: the versions it read may be gone.
+  if (st.IsSnapshotTooOld() && !as_of_ && MoveAsOf()) {
+    st = PositionInView(forward, std::move(from), inclusive);
+  }
+  return st;
+}
+
+bool CursorImpl::MoveAsOf() {
+  as_of_ = txn_->AsOf(view_);
+  if (!as_of_) return false;
+  tree_cursor_.Reset();
+  return true;
+}
+
+Status CursorImpl::PositionInView(bool forward, std::optional<std::string> from, bool inclusive) {
+  if (as_of_) {
+    Result<bool> empty = EmptyToMovedSnapshot(*table_, view_.read_ts);
+    if (!empty.ok() || *empty) {
+      valid_ = false;
+      SUBITO_RETURN_IF_ERROR(as_of_->Check());
+      return empty.status();
+    }
+  }
+  std::optional<buffer::ReadAsOf> scope;
+  if (as_of_) scope.emplace(as_of_->epoch.get());
+  Status st = VictimOf(txn_, PositionOrRollBack(forward, std::move(from), inclusive));
+  if (st.ok()) {
+    // Also when nothing was found: a key the purge took for a cut snapshot
+    // is missed without any Visible call (V4).
+    st = as_of_ ? as_of_->Check() : index_->versions->CheckSnapshot(view_);
+    if (!st.ok()) valid_ = false;
+  }
+  return st;
+}
+
+Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> from,
+                                      bool inclusive) {
+  valid_ = false;
+  using btree::SeekMode;
+  // How far this call's ranges reach (locks_ranges_): none yet; the index's
+  // end (an empty inner value); or up to and including a key.
+  std::optional<std::optional<std::string>> locked_to;
+  for (;;) {
+    // The tree's candidate (read first: V1), then the version store's.
+    const bool continue_tree =
+        from && !inclusive && tree_cursor_.Valid() && tree_cursor_.key() == *from;
+    if (continue_tree) {
+      SUBITO_RETURN_IF_ERROR(forward ? tree_cursor_.Next() : tree_cursor_.Prev());
+    } else if (!from) {
+      SUBITO_RETURN_IF_ERROR(tree_cursor_.Seek(forward ? SeekMode::kFirst : SeekMode::kLast));
+    } else {
+      const SeekMode m = forward ? (inclusive ? SeekMode::kGE : SeekMode::kGT)
+                                 : (inclusive ? SeekMode::kLE : SeekMode::kLT);
+      SUBITO_RETURN_IF_ERROR(tree_cursor_.Seek(m, *from));
+    }
+    std::optional<std::string> candidate;
+    if (tree_cursor_.Valid()) candidate = tree_cursor_.key();
+    std::optional<std::string> other;
+    if (as_of_) {
+      other = from ? index_->versions->NeighborAsOf(*as_of_, std::string_view(*from), forward,
+                                                    inclusive)
+                   : index_->versions->NeighborAsOf(*as_of_, std::nullopt, forward, true);
+    } else {
+      other = from ? index_->versions->Neighbor(std::string_view(*from), forward, inclusive)
+                   : index_->versions->Neighbor(std::nullopt, forward, true);
+    }
+    bool from_tree = candidate.has_value();
+    if (other && (!candidate || (forward ? *other < *candidate : *other > *candidate))) {
+      candidate = std::move(other);
+      from_tree = false;
+    }
+    if (locks_ranges_ && !RangeLocked(forward, locked_to, candidate)) {
+      // The exact key of an inclusive seek needs only its key lock (Resolve).
+      if (!(candidate && from && inclusive && *candidate == *from)) {
+        txn::KeyRange r;
+        (forward ? r.lo : r.hi) = from;
+        (forward ? r.lo_inclusive : r.hi_inclusive) = inclusive;
+        (forward ? r.hi : r.lo) = candidate;
+        // A key past a prefix seek's bound ends the range without being in
+        // it (InnoDB's gap lock before the first key that does not match).
+        if (candidate && bound_ && !HasPrefix(*candidate, *bound_)) {
+          (forward ? r.hi_inclusive : r.lo_inclusive) = false;
+        }
+        txn_->LockRange(index_, std::move(r));
+        locked_to = candidate;
+        continue;  // L8: a key added before the range was locked is in the tree now
+      }
+    }
+    if (!candidate) return Status::OK();
+    if (bound_ && !HasPrefix(*candidate, *bound_)) return Status::OK();
+    std::optional<std::string> tree_value;
+    if (from_tree) tree_value = tree_cursor_.value();
+    Result<bool> found = Resolve(*candidate, std::move(tree_value));
+    if (!found.ok()) return found.status();
+    if (*found) {
+      key_ = std::move(*candidate);
+      valid_ = true;
+      return Status::OK();
+    }
+    from = std::move(candidate);
+    inclusive = false;
+  }
+}
+
+bool CursorImpl::RangeLocked(bool forward,
+                             const std::optional<std::optional<std::string>>& locked_to,
+                             const std::optional<std::string>& candidate) {
+  if (!locked_to) return false;
+  if (!*locked_to) return true;  // to the index's end
+  if (!candidate) return false;
+  return forward ? *candidate <= **locked_to : *candidate >= **locked_to;
+}
+
+Status CursorImpl::TakeRow(std::string bytes) {
+  bytes_ = std::move(bytes);
+  row_decoded_ = false;
+  return row_view_.Parse(table_->def(), bytes_);
+}
+
+Result<bool> CursorImpl::Resolve(const std::string& key, std::optional<std::string> tree_value) {
+  const TableDef& def = table_->def();
+  if (index_->number == 0) {
+    Result<std::optional<std::string>> bytes =
+        mode_ != ReadMode::kSnapshot ? txn_->ReadRowBytes(table_, key, mode_, view_)
+        : as_of_ ? index_->versions->VisibleAsOf(*as_of_, key, std::move(tree_value))
+                 : index_->versions->Visible(key, std::move(tree_value), view_);
+    if (!bytes.ok()) return bytes.status();
+    if (!bytes->has_value()) return false;
+    if (mode_ == ReadMode::kSnapshot) table_->rows_read.fetch_add(1, std::memory_order_relaxed);
+    SUBITO_RETURN_IF_ERROR(TakeRow(std::move(**bytes)));
+    return true;
+  }
+  // A secondary entry: its key ends with the primary key.
+  const size_t own_parts = def.indexes[index_->number - 1].columns.size();
+  Result<size_t> split = KeyPrefixLength(def, index_->key_columns, key, own_parts);
+  if (!split.ok()) return split.status();
+  const std::string pk = key.substr(*split);
+  if (mode_ == ReadMode::kSnapshot) {
+    Result<std::optional<std::string>> entry =
+        as_of_ ? index_->versions->VisibleAsOf(*as_of_, key, std::move(tree_value))
+               : index_->versions->Visible(key, std::move(tree_value), view_);
+    if (!entry.ok()) return entry.status();
+    if (!entry->has_value()) return false;
+    Result<std::optional<std::string>> row = txn_->ReadRowBytes(table_, pk, mode_, view_, as_of_);
+    if (!row.ok()) return row.status();
+    if (!row->has_value()) {
+      return Status::Corruption(StrFormat("index %s of %s: an entry for a missing row",
+                                          index_->cat.def.name.c_str(), def.name.c_str()));
+    }
+    SUBITO_RETURN_IF_ERROR(TakeRow(std::move(**row)));
+    return true;
+  }
+  Status locked = txn_->LockKey(index_, key, mode_);
+  if (SkipsLocked(mode_) && locked.IsTimedOut()) return false;
+  SUBITO_RETURN_IF_ERROR(locked);
+  Result<std::optional<std::string>> entry = index_->tree->Get(key);
+  if (!entry.ok()) return entry.status();
+  if (!entry->has_value()) {
+    // An entry missing from the tree may be another transaction's
+    // uncommitted delete or key change, which its rollback would put back
+    // into the range this read locked: wait for it through the row's lock.
+    // A removal that committed stays removed; one whose rollback just ended
+    // is back in the tree for the second look.
+    if (index_->versions->ChangedByActiveOther(key, txn_->state())) {
+      locked = txn_->LockKey(table_->indexes[0].get(), pk, mode_);
+      if (SkipsLocked(mode_) && locked.IsTimedOut()) return false;
+      SUBITO_RETURN_IF_ERROR(locked);
+    }
+    entry = index_->tree->Get(key);
+    if (!entry.ok()) return entry.status();
+    if (!entry->has_value()) return false;
+  }
+  Result<std::optional<std::string>> row = txn_->ReadRowBytes(table_, pk, mode_, view_);
+  if (!row.ok()) return row.status();
+  if (!row->has_value()) return false;
+  SUBITO_RETURN_IF_ERROR(TakeRow(std::move(**row)));
+  row_ = row_view_.Decode(def);
+  row_decoded_ = true;
+  return RowKey(def, index_->number, row_) == key;  // false: moved on
+}
+
+}  // namespace
+
+std::unique_ptr<Cursor> NewCursor(TransactionImpl* txn, std::shared_ptr<std::atomic<bool>> alive,
+                                  txn::TxnSystem* txns, TableImpl* table, IndexImpl* index,
+                                  ReadMode mode, txn::ReadView view, bool own_snapshot,
+                                  bool locks_ranges) {
+  return std::unique_ptr<Cursor>(new CursorImpl(txn, std::move(alive), txns, table, index, mode,
+                                                view, own_snapshot, locks_ranges));
+}
+
+}  // namespace subito::engine

@@ -1,0 +1,233 @@
+// The transaction behind the embedded API's Transaction (transaction.cc),
+// shared with its cursors (cursor.cc): a consistent read takes the tree's
+// value, then the version chain (V1); a locking read locks, then takes the
+// tree's newest value. engine_impl.h has the tables and indexes it works on.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/engine_impl.h"
+
+namespace subito::engine {
+
+inline constexpr const char* kEnded = "the transaction has ended";
+
+inline bool SkipsLocked(ReadMode mode) {
+  return mode == ReadMode::kSharedSkipLocked || mode == ReadMode::kExclusiveSkipLocked;
+}
+
+inline bool HasPrefix(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// Whether table t is empty to a snapshot at read_ts that moved to pages as
+// of an LSN (TableImpl::created_ts), or refused to it (loaded_ts).
+Result<bool> EmptyToMovedSnapshot(const TableImpl& t, uint64_t read_ts);
+
+class TransactionImpl final : public Transaction, public UndoOwner {
+ public:
+  TransactionImpl(DatabaseImpl* db, Isolation isolation)
+      : db_(db), isolation_(isolation), state_(db->txns().Begin()) {
+    db_->Register(this);
+  }
+  // An ended transaction no longer touches its database (which may be
+  // gone by the time the object is destroyed).
+  ~TransactionImpl() override {
+    if (!ended_) (void)Rollback();
+  }
+  bool RelieveLog(uint64_t limit) override {
+    std::unique_lock lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock() || ended_ || end_logging_ || !pinned_) return false;
+    const uint64_t before = pin_token_;
+    (void)RelocateIfOld(limit);
+    return pin_token_ != before;
+  }
+  // Shared with cursors: false once the transaction has ended.
+  const std::shared_ptr<std::atomic<bool>>& alive() const { return alive_; }
+  Status Insert(Table* table, const Row& row) override;
+  Status Update(Table* table, const Row& old_row, const Row& new_row) override;
+  Status Delete(Table* table, const Row& row) override;
+  Result<std::optional<Row>> Get(Table* table, const Row& key, ReadMode mode) override;
+  Result<std::unique_ptr<Cursor>> OpenCursor(Table* table, uint32_t index, ReadMode mode) override;
+  uint64_t Savepoint() const override { return undo_.size(); }
+  Status RollbackTo(uint64_t savepoint) override;
+  Status Commit() override;
+  Status Rollback() override;
+  uint64_t id() const override { return state_->id; }
+  const txn::TxnState* state() const { return state_.get(); }
+  // V6 (txn/version_store.h): the snapshot's pages-as-of state once it
+  // moved there; null while it reads row versions, once it was cut, or if
+  // this transaction has written (its own changes are not in those pages).
+  std::shared_ptr<const txn::AsOfSnapshot> AsOf(const txn::ReadView& view) const {
+    if (wrote()) return nullptr;
+    return db_->txns().AsOf(view.read_ts);
+  }
+  bool wrote() const { return !written_.empty(); }
+  // A snapshot read of a key of t's index ix: the tree, then its versions
+  // (V1), or as of the snapshot's epoch once it moved there (as_of, if the
+  // caller holds it), also while this read runs.
+  Result<std::optional<std::string>> SnapshotValue(TableImpl* t, IndexImpl* ix,
+                                                   const std::string& key,
+                                                   const txn::ReadView& view,
+                                                   std::shared_ptr<const txn::AsOfSnapshot> as_of);
+  void SetLockWaitTimeout(std::chrono::milliseconds timeout) override { lock_timeout_ = timeout; }
+  void SetInterruptCheck(std::function<bool()> interrupted) override {
+    interrupted_ = std::move(interrupted);
+  }
+  void StartStatement() override {
+    statement_scoped_ = true;
+    if (isolation_ == Isolation::kReadCommitted && has_snapshot_) {
+      db_->txns().CloseSnapshot(read_ts_);
+      has_snapshot_ = false;
+    }
+  }
+  void TakeSnapshot() override {
+    bool own = false;
+    const txn::ReadView v = View(own);
+    if (own) db_->txns().CloseSnapshot(v.read_ts);
+  }
+
+  // For cursors.
+  Status LockKey(IndexImpl* ix, const std::string& key, ReadMode mode);
+  // Waits while another transaction's range holds `key` (L7), before the
+  // key's own lock is taken: an insert that waits for a range holds no lock
+  // the range's owner may ask for next (InnoDB: its lookup finds nothing
+  // and its own insert goes in; this one then meets the duplicate).
+  // A key the tree holds already needs no wait: its insert is a duplicate
+  // (WriteKey checks again for one that goes meanwhile).
+  // With no range held, nothing to look up (WriteKey's checks stay).
+  Status WaitForRanges(IndexImpl* ix, const std::string& key) {
+    if (!db_->locks().AnyRanges()) return Status::OK();
+    Result<std::optional<std::string>> present = ix->tree->Get(key);
+    if (!present.ok()) return present.status();
+    if (present->has_value()) return Status::OK();
+    return db_->locks().WaitForRanges(state_->id, ix->space(), key, lock_timeout_, interrupted_);
+  }
+  void LockRange(IndexImpl* ix, txn::KeyRange range) {
+    db_->locks().LockRange(state_->id, ix->space(), std::move(range));
+  }
+  // as_of: the snapshot's moved state, if the caller (a moved cursor)
+  // holds it already; else it is looked up.
+  // The row's stored bytes (row_codec.h), counted as read.
+  Result<std::optional<std::string>> ReadRowBytes(
+      TableImpl* t, const std::string& pk, ReadMode mode, const txn::ReadView& view,
+      std::shared_ptr<const txn::AsOfSnapshot> as_of = nullptr);
+  void CloseStatementSnapshot(uint64_t read_ts) { db_->txns().CloseSnapshot(read_ts); }
+  // A deadlock victim is rolled back whole, as InnoDB does.
+  Status Victim(Status st) {
+    if (st.IsDeadlock() && !ended_) (void)Rollback();
+    return st;
+  }
+
+ private:
+  struct Undo {
+    IndexImpl* index;
+    std::string key;
+    std::optional<std::string> before;
+    bool before_chain;  // before is the reference to a chain the write retired
+    uint64_t logged;    // the span of its record in the log
+  };
+  Result<TableImpl*> Use(Table* table);
+  // The snapshot of a consistent read: the transaction's (REPEATABLE READ)
+  // or a new one per statement (READ COMMITTED, own=true: close it after).
+  txn::ReadView View(bool& own);
+  Status WriteKey(IndexImpl* ix, const std::string& key, std::optional<std::string> after,
+                  std::optional<std::string> before);
+  Status ApplyUndo(const Undo& u);
+  // Keeps retired_ up to date with what a tree change did with chains.
+  void NoteMoves(IndexImpl* ix, const btree::BTree::ChainMoves& moves) {
+    for (const std::string& r : moves.restored) retired_.erase({ix->versions, r});
+    for (const std::string& r : moves.retired) retired_.insert({ix->versions, r});
+  }
+  void SetEndLogging(bool on) {
+    std::lock_guard lock(mu_);
+    end_logging_ = on;
+  }
+  // Runs one statement: on failure its writes are undone; a deadlock
+  // victim is rolled back whole (as InnoDB does).
+  template <typename Fn>
+  Status Statement(Fn&& fn);
+  Result<std::optional<std::string>> LatestOf(IndexImpl* ix, const std::string& key) {
+    return ix->tree->Get(key);
+  }
+  // The row whose primary key the whole row `input` names, locked
+  // exclusively and read at its newest version. NotFound if there is none.
+  struct LockedRow {
+    std::string pk;     // encoded primary key
+    std::string bytes;  // stored row
+    Row row;            // decoded
+  };
+  Result<LockedRow> LockRowToWrite(TableImpl* t, const Row& input, const char* whole_row_error);
+  Status End(bool commit);
+  // Caller holds mu_. See txn_records.h (relocation).
+  Status RelocateIfOld(uint64_t limit);
+  Status Usable() const {
+    if (ended_) return Status::InvalidArgument(kEnded);
+    return poisoned_;
+  }
+  // The transaction keeps its locks, snapshot and checkpoint pin (nothing
+  // may build on its keys), and the engine stops accepting writes:
+  // recovery finishes it after a restart.
+  void FailStop(Status st) {
+    db_->StopWrites(st);
+    {
+      std::lock_guard lock(mu_);
+      poisoned_ = std::move(st);
+      ended_ = true;
+    }
+    alive_->store(false);
+    db_->Unregister(this);
+  }
+
+  DatabaseImpl* const db_;
+  const Isolation isolation_;
+  std::shared_ptr<txn::TxnState> state_;
+  bool ended_ = false;
+  // Set (under mu_) before the commit or abort record is appended: from
+  // then on the undo list is not relocated. Copies behind the end record
+  // would outlive it once the checkpoint passed it, and recovery would take
+  // the finished transaction for a loser and undo it.
+  bool end_logging_ = false;
+  bool has_snapshot_ = false;      // read_ts_: the transaction's (RR) or statement's (RC) snapshot
+  bool statement_scoped_ = false;  // StartStatement was called
+  std::chrono::milliseconds lock_timeout_ = db_->lock_timeout();
+  std::function<bool()> interrupted_;
+  uint64_t read_ts_ = 0;
+  bool pinned_ = false;
+  uint64_t pin_token_ = 0;
+  std::vector<Undo> undo_;
+  uint64_t undo_bytes_ = 0;
+  // Changes per (space, key) still in undo_: when one drops to zero the
+  // key is back to its value before this transaction.
+  std::map<std::pair<uint32_t, std::string>, int> live_writes_;
+  std::vector<txn::TxnSystem::KeyRef> written_;
+  // Chains this transaction's changes (and undo) took out of leaves and
+  // that are still retired: the purge after its end releases them.
+  std::set<txn::TxnSystem::KeyRef> retired_;
+  std::set<TableImpl*> used_;
+  // Held by this transaction's thread while it changes trees or its undo,
+  // and by a thread relieving the log (RelieveLog).
+  std::mutex mu_;
+  Status poisoned_;  // a failed statement rollback: only Rollback is allowed
+  std::shared_ptr<std::atomic<bool>> alive_ = std::make_shared<std::atomic<bool>>(true);
+};
+
+// A cursor of txn over index of table (cursor.cc). own_snapshot: view is
+// this statement's (READ COMMITTED), closed with the cursor; locks_ranges: a
+// locking read at REPEATABLE READ locks the ranges it steps over.
+std::unique_ptr<Cursor> NewCursor(TransactionImpl* txn, std::shared_ptr<std::atomic<bool>> alive,
+                                  txn::TxnSystem* txns, TableImpl* table, IndexImpl* index,
+                                  ReadMode mode, txn::ReadView view, bool own_snapshot,
+                                  bool locks_ranges);
+
+}  // namespace subito::engine

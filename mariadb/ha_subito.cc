@@ -857,9 +857,11 @@ int ha_subito::Seek(uchar* buf, SeekOp op, bool must_match) {
   if (r == HA_ERR_KEY_NOT_FOUND) {
     // Next/prev reposition from the missed key (HANDLER ... READ NEXT).
     ForgetLastEntry();
-    last_key_ = search_key_;
-    has_last_key_ = true;
-    last_was_miss_ = true;
+    if (!search_key_.empty()) {  // an empty prefix: nothing to continue from
+      last_key_ = search_key_;
+      has_last_key_ = true;
+      last_was_miss_ = true;
+    }
   }
   return r;
 }

@@ -173,6 +173,62 @@ TEST(BTree, RandomOperationsMatchAMap) {
   h.Close(true);
 }
 
+// A lookup leaves a hint of the key's leaf for the next lookup of that key
+// (BTree::HintedLeaf). Whatever happened to that leaf since, split away,
+// emptied, merged, freed or reused, the next Get, Put or Delete of the key
+// must act on the key's real leaf.
+TEST(BTree, StaleLeafHintsAreNeverTrusted) {
+  test::ScratchDir dir;
+  Harness h(dir.path());
+  ASSERT_TRUE(h.Open(true).ok());
+  std::mt19937_64 rng(test::TestSeed());
+  Model m;
+  auto key = [](uint32_t k) { return KeyEncoder().Unsigned(k, 4).Release(); };
+  for (uint32_t k = 0; k < 4000; k += 2) {
+    ASSERT_TRUE(h.tree->Put(key(k), std::string(60, 'a')).ok());
+    m[key(k)] = std::string(60, 'a');
+  }
+  for (int round = 0; round < 40; ++round) {
+    const uint32_t k = static_cast<uint32_t>(rng() % 4000) & ~1u;
+    auto g = h.tree->Get(key(k));  // hints k's leaf
+    ASSERT_TRUE(g.ok());
+    ASSERT_EQ(g->has_value(), m.count(key(k)) == 1);
+    // Another thread (hints are per thread) changes the neighbourhood:
+    // fills it (splits) or empties it (merges and frees). Then this thread
+    // uses k again, once by each kind of lookup.
+    const bool fill = round % 2 == 0;
+    std::thread other([&] {
+      for (uint32_t j = k > 300 ? k - 300 : 0; j < std::min<uint32_t>(k + 300, 4000); ++j) {
+        if (j == k) continue;
+        if (fill) {
+          const std::string v(static_cast<size_t>(rng() % 120), 'f');
+          ASSERT_TRUE(h.tree->Put(key(j), v).ok());
+          m[key(j)] = v;
+        } else if (m.count(key(j))) {
+          ASSERT_TRUE(*h.tree->Delete(key(j)));
+          m.erase(key(j));
+        }
+      }
+    });
+    other.join();
+    const std::string v = "round" + std::to_string(round);
+    ASSERT_TRUE(h.tree->Put(key(k), v).ok());
+    m[key(k)] = v;
+    g = h.tree->Get(key(k));
+    ASSERT_TRUE(g.ok() && g->has_value());
+    ASSERT_EQ(**g, v);
+    if (round % 3 == 0) {
+      ASSERT_TRUE(*h.tree->Delete(key(k)));
+      m.erase(key(k));
+      g = h.tree->Get(key(k));
+      ASSERT_TRUE(g.ok());
+      ASSERT_FALSE(g->has_value());
+    }
+  }
+  ExpectScansMatch(*h.tree, m);
+  h.Close(true);
+}
+
 // Keys arriving in order (auto-increment) fill leaves instead of leaving
 // each half empty; both directions.
 TEST(BTree, OrderedInsertsFillTheirLeaves) {

@@ -132,6 +132,69 @@ Result<std::vector<uint32_t>> BTree::Path(std::string_view key) {
   }
 }
 
+Result<PageHandle> BTree::LeafPage(std::string_view key, Latch latch) {
+  uint32_t page_no = root_;
+  uint32_t level = 0;
+  for (int depth = 0;; ++depth) {
+    Result<PageHandle> h = Fetch(page_no, depth > 0 && level == 1 ? latch : Latch::kShared);
+    if (!h.ok()) return h.status();
+    NodeView n(h->data(), pool_->page_size());
+    if (depth > 0 && n.level() + 1u != level) {
+      return Status::Corruption(StrFormat("space %u page %u: level %u under a level-%u node",
+                                          space_, page_no, n.level(), level));
+    }
+    level = n.level();
+    if (n.leaf()) {
+      if (h->latch() == latch) return h;
+      h->Release();  // a root leaf, wanted exclusive: it stays the root under latch_
+      return Fetch(page_no, latch);
+    }
+    if (depth > 64) return Status::Corruption("B-tree deeper than 64 levels (a cycle?)");
+    page_no = n.ChildFor(key);
+  }
+}
+
+namespace {
+// The leaf where this thread last met a key, per thread: a statement reads
+// a row, then locks it and changes it, three lookups of one key in a row.
+struct LeafHint {
+  const BTree* tree = nullptr;
+  uint32_t leaf = 0;
+  std::string key;
+};
+LeafHint& Hint() {
+  thread_local LeafHint hint;
+  return hint;
+}
+}  // namespace
+
+void BTree::NoteLeaf(std::string_view key, uint32_t leaf) {
+  LeafHint& h = Hint();
+  h.tree = this;
+  h.leaf = leaf;
+  h.key.assign(key);
+}
+
+std::optional<PageHandle> BTree::HintedLeaf(std::string_view key, Latch latch) {
+  const LeafHint& hint = Hint();
+  if (hint.tree != this || hint.key != key) return std::nullopt;
+  // The page may have been merged away, freed or reused since: only a leaf
+  // of this tree whose first and last keys enclose `key` is taken. Leaves
+  // hold disjoint key ranges, so that leaf is key's, as a descent would
+  // find (latch_ keeps the structure still meanwhile).
+  Result<PageHandle> h = pool_->Fetch({space_, hint.leaf}, latch);
+  if (!h.ok() || page::TypeOf(h->data()) != page::kPageBtreeLeaf ||
+      !CheckNode(hint.leaf, *h).ok()) {
+    return std::nullopt;
+  }
+  const NodeView n(h->data(), pool_->page_size());
+  if (!n.leaf() || n.count() == 0 || CompareKeys(key, n.Key(0)) < 0 ||
+      CompareKeys(key, n.Key(static_cast<uint16_t>(n.count() - 1))) > 0) {
+    return std::nullopt;
+  }
+  return std::move(*h);
+}
+
 Result<double> BTree::Rank(std::string_view key) {
   std::shared_lock tree(latch_);
   double below = 0, width = 1;
@@ -199,10 +262,10 @@ Result<std::optional<std::string>> BTree::Get(std::string_view key) {
   std::string ref;
   {
     std::shared_lock tree(latch_);
-    Result<std::vector<uint32_t>> path = Path(key);
-    if (!path.ok()) return path.status();
-    Result<PageHandle> leaf = Fetch(path->back(), Latch::kShared);
+    std::optional<PageHandle> hinted = HintedLeaf(key, Latch::kShared);
+    Result<PageHandle> leaf = hinted ? std::move(*hinted) : LeafPage(key, Latch::kShared);
     if (!leaf.ok()) return leaf.status();
+    if (!hinted) NoteLeaf(key, leaf->id().page_no);
     NodeView n(leaf->data(), pool_->page_size());
     const uint16_t i = n.LowerBound(key);
     if (i >= n.count() || n.Key(i) != key) return std::optional<std::string>();
@@ -388,11 +451,14 @@ Status BTree::InsertAt(Op& op, std::vector<uint32_t> path, Entry entry) {
 // leaf. Returns false, having changed nothing, when the change needs more.
 Result<buffer::PageHandle*> BTree::LeafFor(Op& op, std::string_view key, std::vector<uint8_t>& img,
                                            size_t* depth) {
-  Result<std::vector<uint32_t>> path = Path(key);
-  if (!path.ok()) return path.status();
-  *depth = path->size();
-  Result<PageHandle*> leaf = op.Page(path->back());
-  if (leaf.ok()) img.assign((*leaf)->data(), (*leaf)->data() + op.page_size());
+  std::optional<PageHandle> hinted = HintedLeaf(key, Latch::kExclusive);
+  Result<PageHandle> h = hinted ? std::move(*hinted) : LeafPage(key, Latch::kExclusive);
+  if (!h.ok()) return h.status();
+  const uint32_t page_no = h->id().page_no;
+  if (!hinted) NoteLeaf(key, page_no);
+  *depth = page_no == root_ ? 1 : 2;  // only whether the leaf is the root matters
+  PageHandle* leaf = op.Adopt(std::move(*h));
+  img.assign(leaf->data(), leaf->data() + op.page_size());
   return leaf;
 }
 
@@ -790,7 +856,11 @@ Status BTree::Cursor::SeekLocked(SeekMode mode, std::string_view key) {
     } else {
       slot = n.LowerBound(key) - 1;
     }
-    if (slot >= 0 && slot < n.count()) return Load(h->data(), static_cast<uint16_t>(slot));
+    if (slot >= 0 && slot < n.count()) {
+      SUBITO_RETURN_IF_ERROR(Load(h->data(), static_cast<uint16_t>(slot)));
+      tree_->NoteLeaf(key_, page_no);  // a row read is often changed next
+      return Status::OK();
+    }
     page_no = forward ? n.next() : n.prev();
     if (hops > 1000000) return Status::Corruption("B-tree leaf chain does not end");
   }

@@ -183,6 +183,14 @@ class BTree {
   Status CheckNode(uint32_t page_no, const buffer::PageHandle& h) const;
   // Root-to-leaf page numbers for key.
   Result<std::vector<uint32_t>> Path(std::string_view key);
+  // The leaf for key, latched with `latch` (the nodes above are read shared,
+  // one at a time): one fetch per level. The caller holds latch_.
+  Result<buffer::PageHandle> LeafPage(std::string_view key, buffer::Latch latch);
+  // A leaf that holds `key`'s place, fetched without a descent when this
+  // thread last met `key` in this tree (NoteLeaf) and the leaf, checked
+  // again now, still spans it; nullopt otherwise. The caller holds latch_.
+  std::optional<buffer::PageHandle> HintedLeaf(std::string_view key, buffer::Latch latch);
+  void NoteLeaf(std::string_view key, uint32_t leaf);
   class Op;
   Status InsertAt(Op& op, std::vector<uint32_t> path, Entry entry);
   // The key's leaf, exclusively latched in op, copied into img; depth: the

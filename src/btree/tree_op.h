@@ -103,6 +103,12 @@ class BTree::Op {
     if (node) SUBITO_RETURN_IF_ERROR(CheckNode(page_no, kept));
     return kept;
   }
+  // A node page fetched (exclusively) and checked by the caller.
+  PageHandle* Adopt(PageHandle h) {
+    PageHandle* kept = Keep(std::move(h));
+    checked_.insert(kept->id().page_no);
+    return kept;
+  }
   std::vector<uint8_t> Image(PageHandle* h) const { return {h->data(), h->data() + ps_}; }
   void Put(PageHandle* h, const std::vector<uint8_t>& img) { mtr_.WriteDiff(*h, img.data()); }
   // img changed only through n: compares only the bytes n wrote.

@@ -302,6 +302,7 @@ Status RowView::Parse(const TableDef& def, std::string_view in) {
 }
 
 ValueView RowView::column(const TableDef& def, uint32_t i) const {
+  if (i >= spans_.size()) return std::monostate();  // no row parsed (or it failed)
   const Span sp = spans_[i];
   if (sp.len == kNull) return std::monostate();
   const Column& c = def.columns[i];

@@ -109,6 +109,7 @@ void ExpectReopenedTreeMatches(const std::string& dir, const Model& m) {
   Harness again(dir, 64);
   ASSERT_TRUE(again.Open(false).ok());
   ExpectScansMatch(*again.tree, m);
+  EXPECT_EQ(*again.tree->entries(), m.size());  // the count, recovered with its pages
   again.Close(true);
 }
 
@@ -138,7 +139,10 @@ TEST(BTree, RandomOperationsMatchAMap) {
         ASSERT_EQ(**g, it->second);
       }
     }
-    if (op % 3000 == 2999) ExpectScansMatch(*h.tree, m);
+    if (op % 3000 == 2999) {
+      ExpectScansMatch(*h.tree, m);
+      ASSERT_EQ(*h.tree->entries(), m.size());
+    }
   }
   for (int i = 0; i < 300; ++i) {
     const std::string k = KeyOf(rng() % 2600, rng);

@@ -66,7 +66,8 @@ Result<std::unique_ptr<BTree>> BTree::Create(buffer::BufferPool* pool, uint32_t 
   EncodeFixed32(meta + 4, root->id().page_no);
   mtr.Write(*header, kMetaMagic, meta, sizeof meta);
   SUBITO_RETURN_IF_ERROR(mtr.Commit().status());
-  return std::unique_ptr<BTree>(new BTree(pool, space_id, root->id().page_no));
+  return std::unique_ptr<BTree>(
+      new BTree(pool, space_id, root->id().page_no, DecodeFixed64(header->data() + kMetaEntries)));
 }
 
 Result<std::unique_ptr<BTree>> BTree::Open(buffer::BufferPool* pool, uint32_t space_id) {
@@ -75,14 +76,12 @@ Result<std::unique_ptr<BTree>> BTree::Open(buffer::BufferPool* pool, uint32_t sp
   if (std::memcmp(header->data() + kMetaMagic, kTreeMagic, 4) != 0) {
     return Status::NotFound(StrFormat("space %u holds no B-tree", space_id));
   }
-  return std::unique_ptr<BTree>(
-      new BTree(pool, space_id, DecodeFixed32(header->data() + kMetaRoot)));
+  return std::unique_ptr<BTree>(new BTree(pool, space_id, DecodeFixed32(header->data() + kMetaRoot),
+                                          DecodeFixed64(header->data() + kMetaEntries)));
 }
 
 Result<uint64_t> BTree::entries() {
-  Result<PageHandle> meta = pool_->Fetch({space_, 0}, Latch::kShared);
-  if (!meta.ok()) return meta.status();
-  return DecodeFixed64(meta->data() + kMetaEntries);
+  return entries_.load(std::memory_order_relaxed);
 }
 
 Result<uint32_t> BTree::height() {

@@ -155,7 +155,8 @@ class BTree {
   // The longest chain written in the mini-transaction that links it.
   uint64_t chunk_bytes() const;
   uint32_t root() const { return root_; }
-  // Keys in the tree (kept in the space header, updated with every change).
+  // Keys in the tree (kept in the space header, updated with every change,
+  // and mirrored in memory: reading it fetches no page).
   Result<uint64_t> entries();
   // Levels: 1 for a lone leaf root.
   Result<uint32_t> height();
@@ -174,8 +175,8 @@ class BTree {
   class Cursor;
 
  private:
-  BTree(buffer::BufferPool* pool, uint32_t space_id, uint32_t root)
-      : pool_(pool), space_(space_id), root_(root) {}
+  BTree(buffer::BufferPool* pool, uint32_t space_id, uint32_t root, uint64_t entries)
+      : pool_(pool), space_(space_id), root_(root), entries_(entries) {}
   struct Entry {
     std::string key, value;
   };
@@ -226,6 +227,9 @@ class BTree {
   // Mtr commits, before its latches go). A cursor that saw the count before
   // copying a leaf may keep reading the copy while the count is unchanged.
   std::atomic<uint64_t> changes_{0};
+  // The space header's key count, as of the last committed Op (updated
+  // while that Op still latches the header).
+  std::atomic<uint64_t> entries_;
   std::mutex slot_mu_;  // build slots in use (bits)
   std::condition_variable slot_cv_;
   uint32_t slots_busy_ = 0;

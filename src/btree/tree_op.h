@@ -4,9 +4,7 @@
 #pragma once
 
 #include <cstring>
-#include <deque>
-#include <map>
-#include <set>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -85,30 +83,25 @@ class BTree::Op {
   // A node page of the tree (checked), or with node=false any page (the
   // space header, a free page).
   Result<PageHandle*> Page(uint32_t page_no, bool node = true) {
-    auto it = by_page_.find(page_no);
-    if (it != by_page_.end()) {
+    if (Held* held = Find(page_no)) {
       // Held already, maybe fetched as a non-node page: check it as a node
       // the first time it is used as one.
-      if (node && !checked_.count(page_no)) {
-        SUBITO_RETURN_IF_ERROR(CheckNode(page_no, it->second));
+      if (node && !held->checked) {
+        SUBITO_RETURN_IF_ERROR(t_->CheckNode(page_no, *held->h));
+        held->checked = true;
       }
-      return it->second;
+      return held->h;
     }
     if (page_no == 0 && node) {
       return Status::Corruption(StrFormat("space %u: a B-tree link points to page 0", t_->space_));
     }
     Result<PageHandle> h = t_->pool_->Fetch({t_->space_, page_no}, Latch::kExclusive);
     if (!h.ok()) return h.status();
-    PageHandle* kept = Keep(std::move(*h));
-    if (node) SUBITO_RETURN_IF_ERROR(CheckNode(page_no, kept));
-    return kept;
+    if (node) SUBITO_RETURN_IF_ERROR(t_->CheckNode(page_no, *h));
+    return Keep(std::move(*h), node);
   }
   // A node page fetched (exclusively) and checked by the caller.
-  PageHandle* Adopt(PageHandle h) {
-    PageHandle* kept = Keep(std::move(h));
-    checked_.insert(kept->id().page_no);
-    return kept;
-  }
+  PageHandle* Adopt(PageHandle h) { return Keep(std::move(h), /*checked=*/true); }
   std::vector<uint8_t> Image(PageHandle* h) const { return {h->data(), h->data() + ps_}; }
   void Put(PageHandle* h, const std::vector<uint8_t>& img) { mtr_.WriteDiff(*h, img.data()); }
   // img changed only through n: compares only the bytes n wrote.
@@ -136,7 +129,7 @@ class BTree::Op {
     }
     Result<PageHandle> h = t_->pool_->Allocate(t_->space_);
     if (!h.ok()) return h.status();
-    return Keep(std::move(*h));
+    return Keep(std::move(*h), /*checked=*/false);
   }
 
   // Puts a page (no longer referenced by the tree) on the free list. Only
@@ -189,6 +182,10 @@ class BTree::Op {
     }
     if (mtr_.empty()) return Status::OK();
     SUBITO_RETURN_IF_ERROR(mtr_.Commit().status());
+    if (entry_delta_ != 0) {
+      t_->entries_.fetch_add(static_cast<uint64_t>(entry_delta_), std::memory_order_relaxed);
+      entry_delta_ = 0;
+    }
     t_->changes_.fetch_add(1, std::memory_order_release);
     if (moves_ != nullptr) {
       for (std::string& r : moved_.retired) moves_->retired.push_back(std::move(r));
@@ -199,23 +196,43 @@ class BTree::Op {
   uint32_t page_size() const { return ps_; }
 
  private:
-  Status CheckNode(uint32_t page_no, PageHandle* h) {
-    SUBITO_RETURN_IF_ERROR(t_->CheckNode(page_no, *h));
-    checked_.insert(page_no);
-    return Status::OK();
+  // A held page: latched until the Op ends; checked: verified as a node.
+  struct Held {
+    uint32_t page_no;
+    bool checked;
+    PageHandle* h;
+  };
+  Held* Find(uint32_t page_no) {
+    for (size_t i = 0; i < n_inline_; ++i) {
+      if (held_[i].page_no == page_no) return &held_[i];
+    }
+    for (Held& h : held_more_) {
+      if (h.page_no == page_no) return &h;
+    }
+    return nullptr;
   }
-  PageHandle* Keep(PageHandle h) {
-    const uint32_t no = h.id().page_no;
-    held_.push_back(std::move(h));
-    by_page_[no] = &held_.back();
-    return &held_.back();
+  PageHandle* Keep(PageHandle h, bool checked) {
+    // Most operations hold a leaf and the space header: those pages live in
+    // the Op itself, and only larger ones allocate.
+    const uint32_t page_no = h.id().page_no;
+    if (n_inline_ < kInlinePages) {
+      pages_[n_inline_] = std::move(h);
+      held_[n_inline_] = {page_no, checked, &pages_[n_inline_]};
+      return held_[n_inline_++].h;
+    }
+    more_pages_.push_back(std::make_unique<PageHandle>(std::move(h)));
+    held_more_.push_back({page_no, checked, more_pages_.back().get()});
+    return held_more_.back().h;
   }
+  static constexpr size_t kInlinePages = 4;
   BTree* const t_;
   const uint32_t ps_;
   Mtr mtr_;
-  std::deque<PageHandle> held_;  // stable addresses
-  std::map<uint32_t, PageHandle*> by_page_;
-  std::set<uint32_t> checked_;  // held pages verified as nodes
+  PageHandle pages_[kInlinePages];  // stable addresses
+  Held held_[kInlinePages] = {};
+  size_t n_inline_ = 0;
+  std::vector<std::unique_ptr<PageHandle>> more_pages_;  // beyond kInlinePages
+  std::vector<Held> held_more_;
   int64_t entry_delta_ = 0;
   BTree::ChainMoves* moves_ = nullptr;
   BTree::ChainMoves moved_;  // published to moves_ by Commit

@@ -156,8 +156,10 @@ Result<PageHandle> BTree::LeafPage(std::string_view key, Latch latch) {
 namespace {
 // The leaf where this thread last met a key, per thread: a statement reads
 // a row, then locks it and changes it, three lookups of one key in a row.
+// Trees are told apart by an id never reused (a dropped tree's address
+// may be a new tree's, whose space may be shorter than the hinted page).
 struct LeafHint {
-  const BTree* tree = nullptr;
+  uint64_t tree = 0;
   uint32_t leaf = 0;
   std::string key;
 };
@@ -169,14 +171,14 @@ LeafHint& Hint() {
 
 void BTree::NoteLeaf(std::string_view key, uint32_t leaf) {
   LeafHint& h = Hint();
-  h.tree = this;
+  h.tree = id_;
   h.leaf = leaf;
   h.key.assign(key);
 }
 
 std::optional<PageHandle> BTree::HintedLeaf(std::string_view key, Latch latch) {
   const LeafHint& hint = Hint();
-  if (hint.tree != this || hint.key != key) return std::nullopt;
+  if (hint.tree != id_ || hint.key != key) return std::nullopt;
   // The page may have been merged away, freed or reused since: only a leaf
   // of this tree whose first and last keys enclose `key` is taken. Leaves
   // hold disjoint key ranges, so that leaf is key's, as a descent would

@@ -176,7 +176,11 @@ class BTree {
 
  private:
   BTree(buffer::BufferPool* pool, uint32_t space_id, uint32_t root, uint64_t entries)
-      : pool_(pool), space_(space_id), root_(root), entries_(entries) {}
+      : pool_(pool), space_(space_id), root_(root), id_(NextId()), entries_(entries) {}
+  static uint64_t NextId() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+  }
   struct Entry {
     std::string key, value;
   };
@@ -222,7 +226,8 @@ class BTree {
   buffer::BufferPool* const pool_;
   const uint32_t space_;
   const uint32_t root_;
-  TreeLatch latch_;  // shared: reads and leaf-only changes; exclusive: structure
+  const uint64_t id_;  // unique in the process (leaf hints)
+  TreeLatch latch_;    // shared: reads and leaf-only changes; exclusive: structure
   // Counts committed changes to the tree's pages (bumped after each Op's
   // Mtr commits, before its latches go). A cursor that saw the count before
   // copying a leaf may keep reading the copy while the count is unchanged.

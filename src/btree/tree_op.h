@@ -3,6 +3,7 @@
 // btree.cc (nodes) and chains.cc (overflow chains).
 #pragma once
 
+#include <cassert>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -101,7 +102,10 @@ class BTree::Op {
     return Keep(std::move(*h), node);
   }
   // A node page fetched (exclusively) and checked by the caller.
-  PageHandle* Adopt(PageHandle h) { return Keep(std::move(h), /*checked=*/true); }
+  PageHandle* Adopt(PageHandle h) {
+    assert(Find(h.id().page_no) == nullptr);
+    return Keep(std::move(h), /*checked=*/true);
+  }
   std::vector<uint8_t> Image(PageHandle* h) const { return {h->data(), h->data() + ps_}; }
   void Put(PageHandle* h, const std::vector<uint8_t>& img) { mtr_.WriteDiff(*h, img.data()); }
   // img changed only through n: compares only the bytes n wrote.

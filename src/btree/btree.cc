@@ -114,27 +114,17 @@ Status BTree::CheckNode(uint32_t page_no, const PageHandle& h) const {
 }
 
 Result<std::vector<uint32_t>> BTree::Path(std::string_view key) {
-  std::vector<uint32_t> path{root_};
-  uint32_t level = 0;
-  for (int depth = 0;; ++depth) {
-    Result<PageHandle> h = Fetch(path.back(), Latch::kShared);
-    if (!h.ok()) return h.status();
-    NodeView n(h->data(), pool_->page_size());
-    if (depth > 0 && n.level() + 1u != level) {
-      return Status::Corruption(StrFormat("space %u page %u: level %u under a level-%u node",
-                                          space_, path.back(), n.level(), level));
-    }
-    level = n.level();
-    if (n.leaf()) return path;
-    if (depth > 64) return Status::Corruption("B-tree deeper than 64 levels (a cycle?)");
-    path.push_back(n.ChildFor(key));
-  }
+  std::vector<uint32_t> path;
+  Result<PageHandle> leaf = LeafPage(key, Latch::kShared, &path);
+  if (!leaf.ok()) return leaf.status();
+  return path;
 }
 
-Result<PageHandle> BTree::LeafPage(std::string_view key, Latch latch) {
+Result<PageHandle> BTree::LeafPage(std::string_view key, Latch latch, std::vector<uint32_t>* path) {
   uint32_t page_no = root_;
   uint32_t level = 0;
   for (int depth = 0;; ++depth) {
+    if (path != nullptr) path->push_back(page_no);
     Result<PageHandle> h = Fetch(page_no, depth > 0 && level == 1 ? latch : Latch::kShared);
     if (!h.ok()) return h.status();
     NodeView n(h->data(), pool_->page_size());
@@ -174,6 +164,13 @@ void BTree::NoteLeaf(std::string_view key, uint32_t leaf) {
   h.tree = id_;
   h.leaf = leaf;
   h.key.assign(key);
+}
+
+Result<PageHandle> BTree::FindLeaf(std::string_view key, Latch latch) {
+  if (std::optional<PageHandle> hinted = HintedLeaf(key, latch)) return std::move(*hinted);
+  Result<PageHandle> leaf = LeafPage(key, latch);
+  if (leaf.ok()) NoteLeaf(key, leaf->id().page_no);
+  return leaf;
 }
 
 std::optional<PageHandle> BTree::HintedLeaf(std::string_view key, Latch latch) {
@@ -220,21 +217,20 @@ Result<double> BTree::Rank(std::string_view key) {
 Result<uint64_t> BTree::CountUpTo(std::string_view lo, std::optional<std::string_view> hi,
                                   uint64_t limit) {
   std::shared_lock tree(latch_);
-  Result<std::vector<uint32_t>> path = Path(lo);
-  if (!path.ok()) return path.status();
+  Result<PageHandle> h = LeafPage(lo, Latch::kShared);
   uint64_t n = 0;
-  uint32_t page = path->back();
-  for (int hops = 0; page != 0 && n < limit; ++hops) {
-    if (hops > 1000000) return Status::Corruption("B-tree leaf chain does not end");
-    Result<PageHandle> h = Fetch(page, Latch::kShared);
+  for (int hops = 0; n < limit; ++hops) {
     if (!h.ok()) return h.status();
-    NodeView leaf(h->data(), pool_->page_size());
+    if (hops > 1000000) return Status::Corruption("B-tree leaf chain does not end");
+    const NodeView leaf(h->data(), pool_->page_size());
     if (!leaf.leaf()) return Status::Corruption("B-tree leaf chain leads to an internal node");
     const uint32_t from = hops == 0 ? leaf.LowerBound(lo) : 0;
     const uint32_t to = hi ? std::max<uint32_t>(from, leaf.LowerBound(*hi)) : leaf.count();
     n += to - from;
-    if (to < leaf.count()) break;  // hi is in this leaf
-    page = leaf.next();
+    const uint32_t next = leaf.next();
+    if (to < leaf.count() || next == 0) break;  // hi is in this leaf, or the end
+    h->Release();
+    h = Fetch(next, Latch::kShared);
   }
   return std::min(n, limit);
 }
@@ -263,10 +259,8 @@ Result<std::optional<std::string>> BTree::Get(std::string_view key) {
   std::string ref;
   {
     std::shared_lock tree(latch_);
-    std::optional<PageHandle> hinted = HintedLeaf(key, Latch::kShared);
-    Result<PageHandle> leaf = hinted ? std::move(*hinted) : LeafPage(key, Latch::kShared);
+    Result<PageHandle> leaf = FindLeaf(key, Latch::kShared);
     if (!leaf.ok()) return leaf.status();
-    if (!hinted) NoteLeaf(key, leaf->id().page_no);
     NodeView n(leaf->data(), pool_->page_size());
     const uint16_t i = n.LowerBound(key);
     if (i >= n.count() || n.Key(i) != key) return std::optional<std::string>();
@@ -451,13 +445,10 @@ Status BTree::InsertAt(Op& op, std::vector<uint32_t> path, Entry entry) {
 // latch, so the path found under the shared one still leads to the key's
 // leaf. Returns false, having changed nothing, when the change needs more.
 Result<buffer::PageHandle*> BTree::LeafFor(Op& op, std::string_view key, std::vector<uint8_t>& img,
-                                           size_t* depth) {
-  std::optional<PageHandle> hinted = HintedLeaf(key, Latch::kExclusive);
-  Result<PageHandle> h = hinted ? std::move(*hinted) : LeafPage(key, Latch::kExclusive);
+                                           bool* is_root) {
+  Result<PageHandle> h = FindLeaf(key, Latch::kExclusive);
   if (!h.ok()) return h.status();
-  const uint32_t page_no = h->id().page_no;
-  if (!hinted) NoteLeaf(key, page_no);
-  *depth = page_no == root_ ? 1 : 2;  // only whether the leaf is the root matters
+  *is_root = h->id().page_no == root_;
   PageHandle* leaf = op.Adopt(std::move(*h));
   img.assign(leaf->data(), leaf->data() + op.page_size());
   return leaf;
@@ -475,8 +466,8 @@ std::vector<uint8_t>& LeafImage() {
 Result<bool> BTree::PutInLeaf(std::string_view key, std::string_view value) {
   Op op(this);
   std::vector<uint8_t>& img = LeafImage();
-  size_t depth = 0;
-  Result<PageHandle*> leaf = LeafFor(op, key, img, &depth);
+  bool is_root = false;
+  Result<PageHandle*> leaf = LeafFor(op, key, img, &is_root);
   if (!leaf.ok()) return leaf.status();
   NodeView n(img.data(), op.page_size());
   const uint16_t i = n.LowerBound(key);
@@ -501,8 +492,8 @@ Result<bool> BTree::PutInLeaf(std::string_view key, std::string_view value) {
 Result<std::optional<bool>> BTree::DeleteInLeaf(std::string_view key) {
   Op op(this);
   std::vector<uint8_t>& img = LeafImage();
-  size_t depth = 0;
-  Result<PageHandle*> leaf = LeafFor(op, key, img, &depth);
+  bool is_root = false;
+  Result<PageHandle*> leaf = LeafFor(op, key, img, &is_root);
   if (!leaf.ok()) return leaf.status();
   NodeView n(img.data(), op.page_size());
   const uint16_t i = n.LowerBound(key);
@@ -510,7 +501,7 @@ Result<std::optional<bool>> BTree::DeleteInLeaf(std::string_view key) {
   const std::string_view old = n.Value(i);
   if (old.empty() || old[0] != kInline) return std::optional<bool>();
   n.Remove(i);
-  if (depth > 1 && n.UsedBytes() < n.Capacity() / 4) return std::optional<bool>();
+  if (!is_root && n.UsedBytes() < n.Capacity() / 4) return std::optional<bool>();
   op.Put(*leaf, img, n);
   op.CountEntries(-1);
   SUBITO_RETURN_IF_ERROR(op.Commit());

@@ -189,8 +189,13 @@ class BTree {
   // Root-to-leaf page numbers for key.
   Result<std::vector<uint32_t>> Path(std::string_view key);
   // The leaf for key, latched with `latch` (the nodes above are read shared,
-  // one at a time): one fetch per level. The caller holds latch_.
-  Result<buffer::PageHandle> LeafPage(std::string_view key, buffer::Latch latch);
+  // one at a time): one fetch per level; with `path`, the pages descended
+  // through, root to leaf, are appended to it. The caller holds latch_.
+  Result<buffer::PageHandle> LeafPage(std::string_view key, buffer::Latch latch,
+                                      std::vector<uint32_t>* path = nullptr);
+  // The leaf for key from the hint if it holds, else by a descent, which
+  // leaves the hint for the next lookup of key.
+  Result<buffer::PageHandle> FindLeaf(std::string_view key, buffer::Latch latch);
   // A leaf that holds `key`'s place, fetched without a descent when this
   // thread last met `key` in this tree (NoteLeaf) and the leaf, checked
   // again now, still spans it; nullopt otherwise. The caller holds latch_.
@@ -198,10 +203,10 @@ class BTree {
   void NoteLeaf(std::string_view key, uint32_t leaf);
   class Op;
   Status InsertAt(Op& op, std::vector<uint32_t> path, Entry entry);
-  // The key's leaf, exclusively latched in op, copied into img; depth: the
-  // path's length.
+  // The key's leaf, exclusively latched in op, copied into img; is_root:
+  // whether that leaf is the root.
   Result<buffer::PageHandle*> LeafFor(Op& op, std::string_view key, std::vector<uint8_t>& img,
-                                      size_t* depth);
+                                      bool* is_root);
   Result<bool> PutInLeaf(std::string_view key, std::string_view value);
   Result<std::optional<bool>> DeleteInLeaf(std::string_view key);
   Result<uint32_t> WriteChain(Op& op, std::string_view value);

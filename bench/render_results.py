@@ -330,7 +330,46 @@ an instruction, so large copies weigh more here than in time.
 """
 
 
+LOAD_LABELS = {"insert": "sysbench prepare: INSERTs", "create_index": "sysbench prepare: CREATE INDEX k",
+               "load_data": "LOAD DATA of the CSV", "load_create_index": "CREATE INDEX on it"}
+
+
+def load_section(data, png):
+    s = data["settings"]
+    sub, inn = data["subito"], data["innodb"]
+    out = [f"Recorded {datetime.date.today().isoformat()} by `scripts/bench-load.sh --record`: "
+           f"{s['tables']} x {s['rows']:,} sysbench rows loaded by {s['threads']} clients, then a "
+           f"{s['csv_rows']:,}-row CSV; {s['buffer_pool']} buffer pools, {s['log_file_size']} logs on "
+           f"the PM tier (/dev/shm). Caches: Subito: {sub['caching']['text']}; InnoDB: "
+           f"{inn['caching']['text']}. Disk bytes are the server process's (`/proc/PID/io`), "
+           "redo/PM bytes its own counters.", "",
+           f"![loading]({png})", "",
+           "| phase | Subito s | InnoDB s | InnoDB / Subito | Subito disk written | InnoDB disk "
+           "written | Subito redo/PM | InnoDB redo |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    mib = lambda b: f"{b / 1048576:,.0f} MiB"  # noqa: E731
+    for p, label in LOAD_LABELS.items():
+        a, b = sub[p], inn[p]
+        out.append(f"| {label} | {a['seconds']} | {b['seconds']} | {b['seconds'] / a['seconds']:.2f}x | "
+                   f"{mib(a['disk_write_bytes'])} | {mib(b['disk_write_bytes'])} | {mib(a['pm_bytes'])} | "
+                   f"{mib(b['pm_bytes'])} |")
+    ts = sub["insert"]["seconds"] + sub["create_index"]["seconds"]
+    ti = inn["insert"]["seconds"] + inn["create_index"]["seconds"]
+    out.append(f"| sysbench prepare, both phases | {ts:.2f} | {ti:.2f} | {ti / ts:.2f}x | | | | |")
+    return "\n".join(out)
+
+
+LOAD_INTRO = """## Loading (`scripts/bench-load.sh`)
+
+sysbench's prepare in its two phases (multi-row INSERTs, then CREATE INDEX
+k on each table, which on Subito is a copying ALTER through the bulk
+loader), then LOAD DATA of a CSV into a new table and CREATE INDEX on it.
+InnoDB / Subito above 1 means Subito is faster.
+"""
+
+
 SECTIONS = {
+    "load": (load_section, LOAD_INTRO),
     "ch": (ch_section, CH_INTRO),
     "compare": (compare_section, COMPARE_INTRO),
     "log_bench": (log_section, None),

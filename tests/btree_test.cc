@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "btree/key_encoding.h"
+#include "btree_harness.h"
 #include "buffer/page_recovery.h"
 #include "storage_stack.h"
 #include "test_util.h"
@@ -23,54 +24,13 @@
 namespace subito::btree {
 namespace {
 
-constexpr uint32_t kPs = 4096;
-
-// The storage stack plus the tree of space 1 (created, or opened after
-// page recovery).
-struct Harness : test::StorageStack {
-  explicit Harness(const std::string& dir, uint64_t pool_pages = 32)
-      : StorageStack(dir, {kPs, pool_pages * kPs, 4096 + (4 << 20), 1, 16}) {}
-  Status Open(bool create) {
-    SUBITO_RETURN_IF_ERROR(StorageStack::Open());
-    if (!create) SUBITO_RETURN_IF_ERROR(Recover());
-    auto t = create ? BTree::Create(pool.get(), 1) : BTree::Open(pool.get(), 1);
-    if (!t.ok()) return t.status();
-    tree = std::move(*t);
-    return Status::OK();
-  }
-  void Close(bool flush) {
-    tree.reset();
-    StorageStack::Close(flush);
-  }
-  std::unique_ptr<BTree> tree;
-};
+using namespace test_harness;  // NOLINT(google-build-using-namespace)
 
 std::string KeyOf(uint64_t k, std::mt19937_64& rng) {
   // Variable-length keys: an encoded integer plus a random-length tail.
   std::string key = KeyEncoder().Unsigned(k, 4).Release();
   key.append(rng() % 3 == 0 ? rng() % 40 : 0, static_cast<char>('a' + k % 26));
   return key;
-}
-
-using Model = std::map<std::string, std::string>;
-
-void ExpectScansMatch(BTree& tree, const Model& m) {
-  BTree::Cursor c(&tree);
-  ASSERT_TRUE(c.Seek(SeekMode::kFirst).ok());
-  for (auto it = m.begin(); it != m.end(); ++it) {
-    ASSERT_TRUE(c.Valid()) << "forward scan ended early";
-    ASSERT_EQ(c.key(), it->first);
-    ASSERT_EQ(c.value(), it->second);
-    ASSERT_TRUE(c.Next().ok());
-  }
-  EXPECT_FALSE(c.Valid());
-  ASSERT_TRUE(c.Seek(SeekMode::kLast).ok());
-  for (auto it = m.rbegin(); it != m.rend(); ++it) {
-    ASSERT_TRUE(c.Valid()) << "backward scan ended early";
-    ASSERT_EQ(c.key(), it->first);
-    ASSERT_TRUE(c.Prev().ok());
-  }
-  EXPECT_FALSE(c.Valid());
 }
 
 void ExpectSeekMatches(BTree& tree, const Model& m, SeekMode mode, const std::string& k) {
@@ -102,15 +62,6 @@ void ExpectSeekMatches(BTree& tree, const Model& m, SeekMode mode, const std::st
   if (found) {
     ASSERT_EQ(c.key(), it->first);
   }
-}
-
-// Opens the tree in dir again (page recovery first) and compares it with m.
-void ExpectReopenedTreeMatches(const std::string& dir, const Model& m) {
-  Harness again(dir, 64);
-  ASSERT_TRUE(again.Open(false).ok());
-  ExpectScansMatch(*again.tree, m);
-  EXPECT_EQ(*again.tree->entries(), m.size());  // the count, recovered with its pages
-  again.Close(true);
 }
 
 TEST(BTree, RandomOperationsMatchAMap) {

@@ -740,11 +740,13 @@ TEST_F(EngineTest, ConcurrentTransactionsMatchTheirModels) {
   EXPECT_EQ(ScanAll(txn.get(), db_->FindTable("t")), want) << "seed " << seed;
 }
 
-// A bulk load fills an empty table: every index agrees with the rows (the
-// non-unique one built sorted, in several runs: the 4 MiB pool bounds a run
-// to 256 KiB), duplicates are
-// refused without adding the row, nothing else may use the table meanwhile,
-// and the rows are durable once Finish returns (no Close: a crash).
+// A bulk load fills an empty table: every index agrees with the rows,
+// duplicates are refused without adding the row, nothing else may use the
+// table meanwhile, and the rows are durable once Finish returns (no Close:
+// a crash). Rows come in key order (the primary key is built bottom up),
+// in key order and then not (the builder finishes, lookups take over), or
+// scattered; the non-unique index is built from sorted runs (the 4 MiB
+// pool bounds a run to 256 KiB), some values go to overflow chains.
 TEST_F(EngineTest, BulkLoadFillsAnEmptyTableAndKeepsItsIndexesRight) {
   Table* t = Create();
   ASSERT_NE(t, nullptr);
@@ -760,53 +762,76 @@ TEST_F(EngineTest, BulkLoadFillsAnEmptyTableAndKeepsItsIndexesRight) {
     EXPECT_TRUE(db_->BeginBulkLoad(t).status().IsBusy());
     ASSERT_OK(reader->Commit());
   }
-  auto loader = db_->BeginBulkLoad(t);
-  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
-  EXPECT_TRUE(db_->BeginBulkLoad(t).status().IsBusy());  // one loader at a time
-  auto other = db_->Begin();
-  EXPECT_TRUE(other->Insert(t, SampleRow(-1, 0, std::nullopt, "")).IsBusy());
-  EXPECT_TRUE(db_->DropTable("t").IsBusy());
-  std::map<int64_t, Row> model;
+  constexpr int64_t kRows = 20000;
+  enum Order { kAscending, kAscendingThenScattered, kScattered };
+  std::map<std::string, std::map<int64_t, Row>> models;
   std::mt19937_64 rng(test::TestSeed());
-  for (int64_t id = 0; id < 6000; ++id) {
-    const int64_t key = (id * 7919) % 6000;  // not in key order
-    std::optional<std::string> u;
-    if (key % 3 == 0) u = "u" + std::to_string(key);
-    Row row = SampleRow(key, rng() % 50, u, std::string(rng() % 200, 'v'));
-    ASSERT_OK((*loader)->Add(row));
-    model[key] = row;
+  for (Order order : {kAscending, kAscendingThenScattered, kScattered}) {
+    const std::string name = "t" + std::to_string(order);
+    Table* lt = order == kAscending ? t : Create(SampleTable(name));
+    ASSERT_NE(lt, nullptr);
+    auto loader = db_->BeginBulkLoad(lt);
+    ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+    EXPECT_TRUE(db_->BeginBulkLoad(lt).status().IsBusy());  // one loader at a time
+    auto other = db_->Begin();
+    EXPECT_TRUE(other->Insert(lt, SampleRow(-1, 0, std::nullopt, "")).IsBusy());
+    EXPECT_TRUE(db_->DropTable(lt->def().name).IsBusy());
+    ASSERT_OK(other->Rollback());
+    std::map<int64_t, Row>& model = models[lt->def().name];
+    for (int64_t id = 0; id < kRows; ++id) {
+      int64_t key = id;
+      if (order == kScattered || (order == kAscendingThenScattered && id >= kRows / 2)) {
+        key = (id * 7919) % kRows;
+      }
+      if (model.count(key)) continue;
+      std::optional<std::string> u;
+      if (key % 3 == 0) u = "u" + std::to_string(key);
+      const size_t len = rng() % 100 == 0 ? 3000 + rng() % 5000 : rng() % 200;
+      Row row = SampleRow(key, rng() % 50, u, std::string(len, static_cast<char>('a' + key % 26)));
+      ASSERT_OK((*loader)->Add(row));
+      model[key] = row;
+      if (order == kAscending && id == 100) {
+        Status dup = (*loader)->Add(row);  // the key just added
+        EXPECT_TRUE(dup.IsAlreadyExists()) << dup.ToString();
+      }
+    }
+    Status dup = (*loader)->Add(SampleRow(5, 1, std::nullopt, ""));
+    EXPECT_TRUE(dup.IsAlreadyExists()) << dup.ToString();
+    dup = (*loader)->Add(SampleRow(kRows + 1000, 1, "u3", ""));
+    EXPECT_TRUE(dup.IsAlreadyExists()) << dup.ToString();
+    EXPECT_NE(dup.message().find("unique index u"), std::string::npos) << dup.ToString();
+    ASSERT_OK((*loader)->Finish());
+    loader->reset();
+    other = db_->Begin();
+    ASSERT_OK(other->Insert(lt, SampleRow(-1, 0, std::nullopt, "after")));
+    ASSERT_OK(other->Commit());
+    model[-1] = SampleRow(-1, 0, std::nullopt, "after");
   }
-  Status dup = (*loader)->Add(SampleRow(5, 1, std::nullopt, ""));
-  EXPECT_TRUE(dup.IsAlreadyExists()) << dup.ToString();
-  dup = (*loader)->Add(SampleRow(7000, 1, "u3", ""));
-  EXPECT_TRUE(dup.IsAlreadyExists()) << dup.ToString();
-  EXPECT_NE(dup.message().find("unique index u"), std::string::npos) << dup.ToString();
-  ASSERT_OK((*loader)->Finish());
-  loader->reset();
-  ASSERT_OK(other->Insert(t, SampleRow(-1, 0, std::nullopt, "after")));
-  ASSERT_OK(other->Commit());
-  model[-1] = SampleRow(-1, 0, std::nullopt, "after");
   db_.reset();  // no Close: what Finish made durable must be found by recovery
   Open();
-  t = db_->FindTable("t");
-  ASSERT_NE(t, nullptr);
-  auto txn = db_->Begin();
-  std::vector<Row> want;
-  for (auto& [k, r] : model) want.push_back(r);
-  EXPECT_EQ(ScanAll(txn.get(), t, 0), want);
-  std::vector<Row> by_k = ScanAll(txn.get(), t, 1);
-  ASSERT_EQ(by_k.size(), want.size());
-  std::sort(want.begin(), want.end(), [](const Row& a, const Row& b) {
-    return std::make_pair(std::get<uint64_t>(a[1]), std::get<int64_t>(a[0])) <
-           std::make_pair(std::get<uint64_t>(b[1]), std::get<int64_t>(b[0]));
-  });
-  EXPECT_EQ(by_k, want);
-  std::vector<Row> by_u = ScanAll(txn.get(), t, 2);
-  ASSERT_EQ(by_u.size(), model.size());  // NULLs are entries too
-  EXPECT_EQ(
-      std::count_if(by_u.begin(), by_u.end(),
-                    [](const Row& r) { return !std::holds_alternative<std::monostate>(r[2]); }),
-      2000);
+  for (auto& [name, model] : models) {
+    SCOPED_TRACE(name);
+    t = db_->FindTable(name);
+    ASSERT_NE(t, nullptr);
+    auto txn = db_->Begin();
+    std::vector<Row> want;
+    for (auto& [k, r] : model) want.push_back(r);
+    EXPECT_EQ(ScanAll(txn.get(), t, 0), want);
+    std::vector<Row> by_k = ScanAll(txn.get(), t, 1);
+    ASSERT_EQ(by_k.size(), want.size());
+    std::sort(want.begin(), want.end(), [](const Row& a, const Row& b) {
+      return std::make_pair(std::get<uint64_t>(a[1]), std::get<int64_t>(a[0])) <
+             std::make_pair(std::get<uint64_t>(b[1]), std::get<int64_t>(b[0]));
+    });
+    EXPECT_EQ(by_k, want);
+    std::vector<Row> by_u = ScanAll(txn.get(), t, 2);
+    ASSERT_EQ(by_u.size(), model.size());  // NULLs are entries too
+    auto with_u = [](const Row& r) { return !std::holds_alternative<std::monostate>(r[2]); };
+    EXPECT_EQ(std::count_if(by_u.begin(), by_u.end(), with_u),
+              std::count_if(want.begin(), want.end(), with_u));
+    EXPECT_GT(std::count_if(want.begin(), want.end(), with_u), kRows / 4);
+    EXPECT_EQ(t->Stats().rows, model.size());
+  }
 }
 
 // A load that ends without Finish leaves a table that may lack index

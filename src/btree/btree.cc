@@ -8,20 +8,6 @@
 namespace subito::btree {
 namespace {
 
-std::string ChildValue(uint32_t child) {
-  std::string v(4, '\0');
-  EncodeFixed32(v.data(), child);
-  return v;
-}
-
-std::string InlineValue(std::string_view value) {
-  std::string stored;
-  stored.reserve(1 + value.size());
-  stored.push_back(kInline);
-  stored.append(value);
-  return stored;
-}
-
 // The two children of `parent` that a merge of `child` would join: left
 // absorbs right, whose parent entry goes. left = right = 0 for an only child.
 struct MergePair {

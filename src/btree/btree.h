@@ -173,6 +173,7 @@ class BTree {
   Result<std::optional<std::string>> RandomKey(uint64_t random);
 
   class Cursor;
+  class Builder;
 
  private:
   BTree(buffer::BufferPool* pool, uint32_t space_id, uint32_t root, uint64_t entries)
@@ -255,6 +256,7 @@ class BTree {
   std::condition_variable unpinned_;
   std::multiset<uint32_t> pins_;
   friend class Cursor;
+  friend class Builder;
 };
 
 // A chain written by Prepare, held in a build slot until Put links it;
@@ -272,6 +274,7 @@ class BTree::Prepared {
 
  private:
   friend class BTree;
+  friend class BTree::Builder;
   Prepared(BTree* tree, uint32_t slot) : tree_(tree), slot_(slot) {}
   BTree* tree_;  // null once linked or moved from
   uint32_t slot_;

@@ -65,6 +65,22 @@ inline uint32_t RefHead(std::string_view ref) {
   return DecodeFixed32(ref.data() + 5);
 }
 
+// An internal node's value: the child's page number.
+inline std::string ChildValue(uint32_t child) {
+  std::string v(4, '\0');
+  EncodeFixed32(v.data(), child);
+  return v;
+}
+
+// A leaf's stored value for bytes kept in the leaf.
+inline std::string InlineValue(std::string_view value) {
+  std::string stored;
+  stored.reserve(1 + value.size());
+  stored.push_back(kInline);
+  stored.append(value);
+  return stored;
+}
+
 using buffer::Latch;
 using buffer::Mtr;
 using buffer::PageHandle;

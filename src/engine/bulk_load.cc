@@ -6,15 +6,20 @@
 //     docs/formats/catalog.md: a crash drops it), its bulk_loading flag is
 //     set and the loader counts as one of its users, so no transaction
 //     reads or writes it and no DDL changes it;
-//   - every primary-key and unique-index entry is in its tree as soon as
-//     Add returns (duplicates are found by looking them up);
-//   - entries of non-unique secondary indexes are either in their tree or
-//     in `pending_`, and Finish (or the size bound, a sixteenth of the
-//     buffer pool) sorts and adds them.
-// Each tree change is one mini-transaction (page redo), as for any write;
-// Finish waits until the log holding them is durable.
+//   - while primary keys ascend (a copy reads its source in key order),
+//     rows go to a tree builder (btree/builder.h): no lookup, no descent,
+//     one mini-transaction per page; the first key that does not ascend
+//     finishes the builder, and the rest are inserted one by one, each
+//     looked up first;
+//   - every unique-index entry is in its tree as soon as Add returns
+//     (duplicates are found by looking them up);
+//   - entries of non-unique secondary indexes go to one sorter per index
+//     (util/external_sorter.h), and Finish builds each index from its
+//     sorted keys.
+// Finish waits until the log holding every page is durable.
 #include <algorithm>
 
+#include "btree/builder.h"
 #include "engine/engine_impl.h"
 #include "engine/row_codec.h"
 #include "util/strings.h"
@@ -22,9 +27,28 @@
 namespace subito::engine {
 namespace {
 
+bool EmptyTree(btree::BTree* tree) {
+  Result<uint64_t> n = tree->entries();
+  Result<uint32_t> h = tree->height();
+  return n.ok() && h.ok() && *n == 0 && *h == 1;
+}
+
 class BulkLoaderImpl final : public BulkLoader {
  public:
-  BulkLoaderImpl(DatabaseImpl* db, TableImpl* t) : db_(db), t_(t), pending_(t->indexes.size()) {}
+  BulkLoaderImpl(DatabaseImpl* db, TableImpl* t) : db_(db), t_(t), sorters_(t->indexes.size()) {
+    btree::BTree* primary = t_->indexes[0]->tree.get();
+    if (EmptyTree(primary)) primary_ = std::make_unique<btree::BTree::Builder>(primary);
+    const TableDef& def = t_->def();
+    uint32_t sorted = 0;
+    for (uint32_t i = 1; i < t_->indexes.size(); ++i) {
+      if (!def.indexes[i - 1].unique && EmptyTree(t_->indexes[i]->tree.get())) ++sorted;
+    }
+    for (uint32_t i = 1; i < t_->indexes.size(); ++i) {
+      if (!def.indexes[i - 1].unique && EmptyTree(t_->indexes[i]->tree.get())) {
+        sorters_[i] = db_->NewSorter(db_->bulk_sort_bytes() / sorted);
+      }
+    }
+  }
   ~BulkLoaderImpl() override { End(); }
 
   Status Add(const Row& input) override {
@@ -33,32 +57,48 @@ class BulkLoaderImpl final : public BulkLoader {
     if (!row.ok()) return row.status();
     const TableDef& def = t_->def();
     const std::string pk = RowKey(def, 0, *row);
-    Result<std::optional<std::string>> cur = t_->indexes[0]->tree->Get(pk);
-    if (!cur.ok()) return cur.status();
-    if (cur->has_value()) return Status::AlreadyExists("duplicate primary key in " + def.name);
+    btree::BTree* primary = t_->indexes[0]->tree.get();
+    if (primary_ && primary_->added() > 0 && pk <= primary_->last_key()) {
+      if (pk == primary_->last_key()) return Duplicate();
+      // Out of order: what is built becomes the tree, the rest goes in by
+      // lookups.
+      std::unique_ptr<btree::BTree::Builder> done = std::move(primary_);
+      SUBITO_RETURN_IF_ERROR(done->Finish());
+    }
+    if (!primary_) {
+      Result<std::optional<std::string>> cur = primary->Get(pk);
+      if (!cur.ok()) return cur.status();
+      if (cur->has_value()) return Duplicate();
+    }
     for (uint32_t i = 1; i < t_->indexes.size(); ++i) {
       if (!def.indexes[i - 1].unique || KeyHasNull(def, i, *row)) continue;
       SUBITO_RETURN_IF_ERROR(CheckUnique(t_, i, *row));  // no writer but this one
     }
-    SUBITO_RETURN_IF_ERROR(t_->indexes[0]->tree->Put(pk, EncodeRow(def, *row)));
+    const std::string value = EncodeRow(def, *row);
+    SUBITO_RETURN_IF_ERROR(primary_ ? primary_->Add(pk, value) : primary->Put(pk, value));
     for (uint32_t i = 1; i < t_->indexes.size(); ++i) {
       std::string key = RowKey(def, i, *row);
-      if (def.indexes[i - 1].unique) {
-        SUBITO_RETURN_IF_ERROR(t_->indexes[i]->tree->Put(key, ""));
+      if (sorters_[i]) {
+        SUBITO_RETURN_IF_ERROR(sorters_[i]->Add(key));
       } else {
-        pending_bytes_ += key.size() + sizeof(std::string);
-        pending_[i].push_back(std::move(key));
+        SUBITO_RETURN_IF_ERROR(t_->indexes[i]->tree->Put(key, ""));
       }
     }
     t_->SawAutoIncrement(*row);
     t_->rows_inserted.fetch_add(1, std::memory_order_relaxed);
-    if (pending_bytes_ > db_->bulk_sort_bytes()) return AddPending();
     return Status::OK();
   }
 
   Status Finish() override {
     if (ended_) return Status::InvalidArgument("the bulk load has ended");
-    Status st = AddPending();
+    Status st = primary_ ? primary_->Finish() : Status::OK();
+    for (uint32_t i = 1; i < sorters_.size() && st.ok(); ++i) {
+      if (!sorters_[i]) continue;
+      btree::BTree::Builder index(t_->indexes[i]->tree.get());
+      st = sorters_[i]->Finish([&](std::string_view key) { return index.Add(key, ""); });
+      if (st.ok()) st = index.Finish();
+      sorters_[i].reset();
+    }
     if (st.ok()) st = db_->log()->WaitDurable(db_->log()->reserved_lsn());
     if (st.ok()) st = db_->EndBulkLoad(t_);  // K4: live only now
     End();
@@ -66,17 +106,8 @@ class BulkLoaderImpl final : public BulkLoader {
   }
 
  private:
-  // Sorted, so that each index's tree grows at one edge.
-  Status AddPending() {
-    for (uint32_t i = 1; i < pending_.size(); ++i) {
-      std::vector<std::string>& keys = pending_[i];
-      std::sort(keys.begin(), keys.end());
-      for (const std::string& k : keys) SUBITO_RETURN_IF_ERROR(t_->indexes[i]->tree->Put(k, ""));
-      keys.clear();
-      keys.shrink_to_fit();
-    }
-    pending_bytes_ = 0;
-    return Status::OK();
+  Status Duplicate() const {
+    return Status::AlreadyExists("duplicate primary key in " + t_->def().name);
   }
 
   // Unfinished, the table stays marked loading (unusable until dropped).
@@ -88,8 +119,8 @@ class BulkLoaderImpl final : public BulkLoader {
 
   DatabaseImpl* const db_;
   TableImpl* const t_;
-  std::vector<std::vector<std::string>> pending_;  // by index number
-  size_t pending_bytes_ = 0;
+  std::unique_ptr<btree::BTree::Builder> primary_;        // while keys ascend
+  std::vector<std::unique_ptr<ExternalSorter>> sorters_;  // by index number
   bool ended_ = false;
 };
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "btree/builder.h"
 #include "btree/key_encoding.h"
 #include "engine/engine_impl.h"
 #include "engine/row_codec.h"
@@ -210,7 +211,10 @@ Status DatabaseImpl::OpenAll() {
   meta_fs_ = options_.meta_file_system ? options_.meta_file_system
              : options_.file_system    ? options_.file_system
                                        : PosixFileSystem(false);
-  if (!options_.file_system) SUBITO_RETURN_IF_ERROR(CreatePrivateDirectories(options_.dir));
+  if (!options_.file_system) {
+    SUBITO_RETURN_IF_ERROR(CreatePrivateDirectories(options_.dir));
+    ExternalSorter::RemoveStaleRuns(options_.dir);
+  }
   SUBITO_RETURN_IF_ERROR(PreparePrivateDir(options_.pm_dir));
 
   Result<std::optional<Catalog>> cat = ReadCatalog(meta_fs_, options_.dir);
@@ -704,9 +708,11 @@ Status DatabaseImpl::CreateIndex(std::string_view table, const IndexDef& def) {
     TableDef with = t->def();
     with.indexes.push_back(def);
     const uint32_t n = static_cast<uint32_t>(with.indexes.size());
+    // A non-unique index is built bottom up from its sorted keys; a unique
+    // one row by row, each key checked against those before it.
+    std::unique_ptr<ExternalSorter> sorted = def.unique ? nullptr : NewSorter(bulk_sort_bytes());
     btree::BTree::Cursor c(t->indexes[0]->tree.get());
     st = c.Seek(btree::SeekMode::kFirst);
-    std::string last_prefix;
     while (st.ok() && c.Valid()) {
       Result<Row> row = DecodeRow(with, c.value());
       if (!row.ok()) {
@@ -729,8 +735,13 @@ Status DatabaseImpl::CreateIndex(std::string_view table, const IndexDef& def) {
           break;
         }
       }
-      if (st.ok()) st = ix->tree->Put(key, "");
+      if (st.ok()) st = sorted ? sorted->Add(key) : ix->tree->Put(key, "");
       if (st.ok()) st = c.Next();
+    }
+    if (st.ok() && sorted) {
+      btree::BTree::Builder builder(ix->tree.get());
+      st = sorted->Finish([&](std::string_view key) { return builder.Add(key, ""); });
+      if (st.ok()) st = builder.Finish();
     }
   }
   if (st.ok()) st = log_->WaitDurable(log_->reserved_lsn());

@@ -34,6 +34,7 @@
 #include "txn/lock_manager.h"
 #include "txn/txn_records.h"
 #include "txn/version_store.h"
+#include "util/external_sorter.h"
 
 namespace subito::engine {
 
@@ -135,8 +136,12 @@ class DatabaseImpl final : public Database {
   std::atomic<uint64_t> commits{0}, rollbacks{0}, relocations{0};
   // Records a bulk-loaded table live (K4).
   Status EndBulkLoad(TableImpl* t);
-  // How many bytes of secondary entries a bulk load gathers before sorting.
+  // The memory a bulk load or an index creation sorts keys in (beyond it,
+  // sorted runs go to files in the data directory: util/external_sorter.h).
   uint64_t bulk_sort_bytes() const { return options_.buffer_pool_bytes / 16; }
+  std::unique_ptr<ExternalSorter> NewSorter(uint64_t memory_bytes) const {
+    return std::make_unique<ExternalSorter>(fs_, options_.dir, memory_bytes);
+  }
   void Register(UndoOwner* t) {
     std::lock_guard lock(owners_mu_);
     owners_.insert(t);

@@ -15,6 +15,7 @@ import json
 import os
 import random
 import string
+import subprocess
 import sys
 import threading
 import time
@@ -39,10 +40,18 @@ def write_csv(path, rows, seed=1):
 
 
 def phase(srv, name, fn, result):
+    """Runs and measures one phase; a phase that fails is recorded with the
+    server's error (the rest goes on) and False returned."""
     rd0, wr0 = srv.disk_io()
     pm0, data0 = srv.written()
     t0 = time.time()
-    fn()
+    try:
+        fn()
+    except subprocess.CalledProcessError as e:
+        error = (e.stderr or e.stdout or str(e)).strip().splitlines()[-1]
+        result[name] = {"error": error}
+        log(f"{srv.engine} {LABELS[name]}: FAILED after {time.time() - t0:.1f} s: {error}")
+        return False
     seconds = time.time() - t0
     rd1, wr1 = srv.disk_io()
     pm1, data1 = srv.written()
@@ -51,6 +60,7 @@ def phase(srv, name, fn, result):
                     "data_file_bytes": data1 - data0}
     log(f"{srv.engine} {LABELS[name]}: {seconds:.1f} s; disk read {(rd1 - rd0) >> 20} MiB, "
         f"written {(wr1 - wr0) >> 20} MiB; redo/PM {(pm1 - pm0) >> 20} MiB")
+    return True
 
 
 def in_parallel(fns, threads):
@@ -108,12 +118,17 @@ def run_engine(args, engine, csv):
         srv.sql("CREATE INDEX k ON sbtest.loaded(k)")
 
     for name, fn in zip(PHASES, [insert, create_index, load_data, load_create_index]):
-        phase(srv, name, fn, res)
-    counts = [int(srv.sql(f"SELECT COUNT(*) FROM sbtest.sbtest{i}").strip())
+        if not phase(srv, name, fn, res) and name == "load_data":
+            res["load_create_index"] = {"error": "not run: LOAD DATA failed"}
+            break
+    counts = [int(srv.sql(f"SELECT COUNT(*) FROM sbtest.sbtest{i} FORCE INDEX (k_{i})").strip())
               for i in range(1, args.tables + 1)]
-    loaded = int(srv.sql("SELECT COUNT(*) FROM sbtest.loaded FORCE INDEX (k)").strip())
-    if counts != [args.rows] * args.tables or loaded != args.csv_rows:
-        raise SystemExit(f"{engine}: row counts {counts}, loaded {loaded}: the load lost rows")
+    if counts != [args.rows] * args.tables:
+        raise SystemExit(f"{engine}: row counts {counts}: the load lost rows")
+    if "seconds" in res["load_create_index"]:
+        loaded = int(srv.sql("SELECT COUNT(*) FROM sbtest.loaded FORCE INDEX (k)").strip())
+        if loaded != args.csv_rows:
+            raise SystemExit(f"{engine}: {loaded} rows loaded of {args.csv_rows}")
     srv.destroy()
     return res
 
@@ -124,9 +139,9 @@ def plot(res, path):
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(8, 4))
     width = 0.38
-    for k, engine in enumerate(ENGINES):
+    for k, engine in enumerate(ENGINES):  # a failed phase: no bar
         ax.bar([i + (k - 0.5) * width for i in range(len(PHASES))],
-               [res[engine][p]["seconds"] for p in PHASES], width, label=engine)
+               [res[engine][p].get("seconds", 0) for p in PHASES], width, label=engine)
     ax.set_xticks(range(len(PHASES)))
     ax.set_xticklabels([LABELS[p].replace(": ", ":\n") for p in PHASES], fontsize=8)
     ax.set_ylabel("seconds (lower is better)")
@@ -173,8 +188,9 @@ def main():
         print(f"\n| phase | Subito s | InnoDB s | InnoDB / Subito (>1: Subito faster) |")
         print("|---|---:|---:|---:|")
         for p in PHASES:
-            s, i = res["subito"][p]["seconds"], res["innodb"][p]["seconds"]
-            print(f"| {LABELS[p]} | {s} | {i} | {i / s:.2f} |")
+            s, i = (res[e][p].get("seconds", "failed") for e in ENGINES)
+            rel = f"{i / s:.2f}" if "failed" not in (s, i) else "-"
+            print(f"| {LABELS[p]} | {s} | {i} | {rel} |")
         total = {e: res[e]["insert"]["seconds"] + res[e]["create_index"]["seconds"] for e in ENGINES}
         print(f"| sysbench prepare, both phases | {total['subito']:.2f} | {total['innodb']:.2f} | "
               f"{total['innodb'] / total['subito']:.2f} |")

@@ -350,6 +350,10 @@ def load_section(data, png):
     mib = lambda b: f"{b / 1048576:,.0f} MiB"  # noqa: E731
     for p, label in LOAD_LABELS.items():
         a, b = sub[p], inn[p]
+        if "error" in a or "error" in b:
+            cells = [f"failed: {x['error']}" if "error" in x else str(x["seconds"]) for x in (a, b)]
+            out.append(f"| {label} | {cells[0]} | {cells[1]} | - | | | | |")
+            continue
         out.append(f"| {label} | {a['seconds']} | {b['seconds']} | {b['seconds'] / a['seconds']:.2f}x | "
                    f"{mib(a['disk_write_bytes'])} | {mib(b['disk_write_bytes'])} | {mib(a['pm_bytes'])} | "
                    f"{mib(b['pm_bytes'])} |")

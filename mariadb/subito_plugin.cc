@@ -167,6 +167,7 @@ struct Exported {
   ulonglong log_bytes, log_record_bytes, log_padding_bytes, double_write_bytes, pm_bytes_written;
   ulonglong page_file_bytes_written, page_file_bytes_read, pages_written, pages_read;
   ulonglong buffer_hits, buffer_misses, checkpoints, version_keys, undo_relocations;
+  ulonglong bulk_built_entries, sort_runs;
   ulonglong open_files, file_closes, file_reopens, open_file_waits;
   ulonglong page_write_failures, page_writes_failing, writes_stopped;
   ulonglong version_bytes, snapshots_cut, lock_bytes, page_files_cached_by_os;
@@ -203,6 +204,8 @@ Exported Collect() {
   e.checkpoints = s.checkpoints;
   e.version_keys = s.version_keys;
   e.undo_relocations = s.undo_relocations;
+  e.bulk_built_entries = s.bulk_built_entries;
+  e.sort_runs = s.sort_runs;
   e.open_files = s.open_files;
   e.file_closes = s.file_closes;
   e.file_reopens = s.file_reopens;
@@ -256,6 +259,8 @@ constexpr StatusVar kStatusVars[] = {SUBITO_STATUS(commits, SHOW_ULONGLONG),
                                      SUBITO_STATUS(checkpoints, SHOW_ULONGLONG),
                                      SUBITO_STATUS(version_keys, SHOW_ULONGLONG),
                                      SUBITO_STATUS(undo_relocations, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(bulk_built_entries, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(sort_runs, SHOW_ULONGLONG),
                                      SUBITO_STATUS(open_files, SHOW_ULONGLONG),
                                      SUBITO_STATUS(file_closes, SHOW_ULONGLONG),
                                      SUBITO_STATUS(file_reopens, SHOW_ULONGLONG),

@@ -218,6 +218,10 @@ struct DatabaseStats {
   // the next start instead).
   uint64_t chain_release_failures = 0;
   uint64_t undo_relocations = 0;  // undo lists rewritten so the checkpoint could pass
+  // Bulk loads and index builds: entries written by bottom-up tree builds
+  // (btree/builder.h) rather than one by one, and sorted runs written to
+  // files because the keys to sort exceeded their memory.
+  uint64_t bulk_built_entries = 0, sort_runs = 0;
   // Descriptors of page files, the catalog and a double-write file
   // (Options::max_open_files): open now, the limit (0: none), closed to
   // make room, opened again after that, opens that waited for a free one.

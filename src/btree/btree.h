@@ -36,6 +36,9 @@
 // size is bounded by the log or the pool.
 //   C1. Every chain is reachable from exactly one of: a leaf record, a build
 //       slot, the retired list, the garbage list (each move is one Mtr).
+//       The exception: chains of a tree a Builder is filling are reachable
+//       from nothing until their leaf is written (builder.h B1: such a tree
+//       is dropped whole if it does not finish).
 //   C2. A chain is freed only from the garbage list, by CollectGarbage,
 //       which first waits until no reader pins it. A reader of a leaf's
 //       chain pins it (its first page) before it lets go of the leaf (and

@@ -21,8 +21,11 @@
 //       leaves are linked both ways as in any tree, the last leaf's next
 //       is 0. A node's separator in its parent is the first key of the
 //       node to its right (full keys, no truncation).
-// Values too long for a leaf go to overflow chains as Put would write them
-// (linked to no key, and so unreachable, until their leaf is written).
+// Values too long for a leaf go to overflow chains as Put would write them,
+// reachable from nothing until their leaf is written (an exception to C1 in
+// btree.h that B1 makes harmless: an unfinished tree is dropped whole). New
+// pages come from the end of the space, never from its free list (B3: an
+// empty tree; a table that once had rows keeps its freed pages).
 #pragma once
 
 #include <string>
@@ -35,7 +38,8 @@ namespace subito::btree {
 
 class BTree::Builder {
  public:
-  // Fails Finish with InvalidArgument if the tree is not empty (B3).
+  // The first Add fails with InvalidArgument if the tree is not empty, and
+  // Finish if it changed meanwhile (B3).
   explicit Builder(BTree* tree);
   Builder(const Builder&) = delete;
   Builder& operator=(const Builder&) = delete;

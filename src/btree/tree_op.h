@@ -176,6 +176,10 @@ class BTree::Op {
     return Status::OK();
   }
 
+  // Writes n bytes at offset of a held page as they are (no diff).
+  void Write(PageHandle* h, uint32_t offset, const uint8_t* src, uint32_t n) {
+    mtr_.Write(*h, offset, src, n);
+  }
   // Writes a u32 field of a held page.
   void Write32(PageHandle* h, uint32_t offset, uint32_t v) {
     uint8_t b[4];

@@ -15,10 +15,11 @@
 //     (duplicates are found by looking them up);
 //   - entries of non-unique secondary indexes go to one sorter per index
 //     (util/external_sorter.h), and Finish builds each index from its
-//     sorted keys.
+//     sorted keys;
+//   - a row refused (a duplicate, a bad value) changes nothing, and later
+//     rows may follow (ALTER IGNORE); any other failure may leave a row in
+//     part, so every later call returns it.
 // Finish waits until the log holding every page is durable.
-#include <algorithm>
-
 #include "btree/builder.h"
 #include "engine/engine_impl.h"
 #include "engine/row_codec.h"
@@ -39,20 +40,17 @@ class BulkLoaderImpl final : public BulkLoader {
     btree::BTree* primary = t_->indexes[0]->tree.get();
     if (EmptyTree(primary)) primary_ = std::make_unique<btree::BTree::Builder>(primary);
     const TableDef& def = t_->def();
-    uint32_t sorted = 0;
+    std::vector<uint32_t> sorted;
     for (uint32_t i = 1; i < t_->indexes.size(); ++i) {
-      if (!def.indexes[i - 1].unique && EmptyTree(t_->indexes[i]->tree.get())) ++sorted;
+      if (!def.indexes[i - 1].unique && EmptyTree(t_->indexes[i]->tree.get())) sorted.push_back(i);
     }
-    for (uint32_t i = 1; i < t_->indexes.size(); ++i) {
-      if (!def.indexes[i - 1].unique && EmptyTree(t_->indexes[i]->tree.get())) {
-        sorters_[i] = db_->NewSorter(db_->bulk_sort_bytes() / sorted);
-      }
-    }
+    for (uint32_t i : sorted) sorters_[i] = db_->NewSorter(db_->bulk_sort_bytes() / sorted.size());
   }
   ~BulkLoaderImpl() override { End(); }
 
   Status Add(const Row& input) override {
     if (ended_) return Status::InvalidArgument("the bulk load has ended");
+    if (!error_.ok()) return error_;
     Result<Row> row = CanonicalRow(t_->def(), input);
     if (!row.ok()) return row.status();
     const TableDef& def = t_->def();
@@ -63,7 +61,8 @@ class BulkLoaderImpl final : public BulkLoader {
       // Out of order: what is built becomes the tree, the rest goes in by
       // lookups.
       std::unique_ptr<btree::BTree::Builder> done = std::move(primary_);
-      SUBITO_RETURN_IF_ERROR(done->Finish());
+      SUBITO_RETURN_IF_ERROR(Sticky(done->Finish()));
+      db_->bulk_built_entries.fetch_add(done->added(), std::memory_order_relaxed);
     }
     if (!primary_) {
       Result<std::optional<std::string>> cur = primary->Get(pk);
@@ -75,14 +74,11 @@ class BulkLoaderImpl final : public BulkLoader {
       SUBITO_RETURN_IF_ERROR(CheckUnique(t_, i, *row));  // no writer but this one
     }
     const std::string value = EncodeRow(def, *row);
-    SUBITO_RETURN_IF_ERROR(primary_ ? primary_->Add(pk, value) : primary->Put(pk, value));
+    SUBITO_RETURN_IF_ERROR(Sticky(primary_ ? primary_->Add(pk, value) : primary->Put(pk, value)));
     for (uint32_t i = 1; i < t_->indexes.size(); ++i) {
-      std::string key = RowKey(def, i, *row);
-      if (sorters_[i]) {
-        SUBITO_RETURN_IF_ERROR(sorters_[i]->Add(key));
-      } else {
-        SUBITO_RETURN_IF_ERROR(t_->indexes[i]->tree->Put(key, ""));
-      }
+      const std::string key = RowKey(def, i, *row);
+      SUBITO_RETURN_IF_ERROR(
+          Sticky(sorters_[i] ? sorters_[i]->Add(key) : t_->indexes[i]->tree->Put(key, "")));
     }
     t_->SawAutoIncrement(*row);
     t_->rows_inserted.fetch_add(1, std::memory_order_relaxed);
@@ -91,12 +87,18 @@ class BulkLoaderImpl final : public BulkLoader {
 
   Status Finish() override {
     if (ended_) return Status::InvalidArgument("the bulk load has ended");
-    Status st = primary_ ? primary_->Finish() : Status::OK();
+    Status st = error_;
+    if (st.ok() && primary_) {
+      st = primary_->Finish();
+      if (st.ok()) db_->bulk_built_entries.fetch_add(primary_->added(), std::memory_order_relaxed);
+    }
     for (uint32_t i = 1; i < sorters_.size() && st.ok(); ++i) {
       if (!sorters_[i]) continue;
       btree::BTree::Builder index(t_->indexes[i]->tree.get());
       st = sorters_[i]->Finish([&](std::string_view key) { return index.Add(key, ""); });
       if (st.ok()) st = index.Finish();
+      if (st.ok()) db_->bulk_built_entries.fetch_add(index.added(), std::memory_order_relaxed);
+      db_->sort_runs.fetch_add(sorters_[i]->runs_written(), std::memory_order_relaxed);
       sorters_[i].reset();
     }
     if (st.ok()) st = db_->log()->WaitDurable(db_->log()->reserved_lsn());
@@ -106,6 +108,10 @@ class BulkLoaderImpl final : public BulkLoader {
   }
 
  private:
+  Status Sticky(Status st) {
+    if (!st.ok() && error_.ok()) error_ = st;
+    return st;
+  }
   Status Duplicate() const {
     return Status::AlreadyExists("duplicate primary key in " + t_->def().name);
   }
@@ -122,6 +128,7 @@ class BulkLoaderImpl final : public BulkLoader {
   std::unique_ptr<btree::BTree::Builder> primary_;        // while keys ascend
   std::vector<std::unique_ptr<ExternalSorter>> sorters_;  // by index number
   bool ended_ = false;
+  Status error_;  // the first failure that may have left a row in part
 };
 
 }  // namespace

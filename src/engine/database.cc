@@ -211,10 +211,7 @@ Status DatabaseImpl::OpenAll() {
   meta_fs_ = options_.meta_file_system ? options_.meta_file_system
              : options_.file_system    ? options_.file_system
                                        : PosixFileSystem(false);
-  if (!options_.file_system) {
-    SUBITO_RETURN_IF_ERROR(CreatePrivateDirectories(options_.dir));
-    ExternalSorter::RemoveStaleRuns(options_.dir);
-  }
+  if (!options_.file_system) SUBITO_RETURN_IF_ERROR(CreatePrivateDirectories(options_.dir));
   SUBITO_RETURN_IF_ERROR(PreparePrivateDir(options_.pm_dir));
 
   Result<std::optional<Catalog>> cat = ReadCatalog(meta_fs_, options_.dir);
@@ -270,6 +267,8 @@ Status DatabaseImpl::OpenAll() {
   Result<std::unique_ptr<log::RedoLog>> l = log::RedoLog::Open(lo);
   if (!l.ok()) return l.status();
   log_ = std::move(*l);
+  // Under the log's lock: no other process uses this directory.
+  if (!options_.file_system) ExternalSorter::RemoveStaleRuns(options_.dir);
   if (catalog_.log_salt != log_->salt()) {  // a catalog of version 1 names no log
     catalog_.log_salt = log_->salt();
     SUBITO_RETURN_IF_ERROR(Persist());
@@ -742,6 +741,8 @@ Status DatabaseImpl::CreateIndex(std::string_view table, const IndexDef& def) {
       btree::BTree::Builder builder(ix->tree.get());
       st = sorted->Finish([&](std::string_view key) { return builder.Add(key, ""); });
       if (st.ok()) st = builder.Finish();
+      sort_runs.fetch_add(sorted->runs_written(), std::memory_order_relaxed);
+      if (st.ok()) bulk_built_entries.fetch_add(builder.added(), std::memory_order_relaxed);
     }
   }
   if (st.ok()) st = log_->WaitDurable(log_->reserved_lsn());
@@ -871,6 +872,8 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.commits = commits.load();
   s.rollbacks = rollbacks.load();
   s.undo_relocations = relocations.load();
+  s.bulk_built_entries = bulk_built_entries.load();
+  s.sort_runs = sort_runs.load();
   const txn::LockStats ls = locks_.stats();
   s.deadlocks = ls.deadlocks;
   s.lock_waits = ls.waits;

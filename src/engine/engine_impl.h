@@ -134,6 +134,7 @@ class DatabaseImpl final : public Database {
     return std::chrono::milliseconds(options_.lock_wait_timeout_ms);
   }
   std::atomic<uint64_t> commits{0}, rollbacks{0}, relocations{0};
+  std::atomic<uint64_t> bulk_built_entries{0}, sort_runs{0};  // DatabaseStats
   // Records a bulk-loaded table live (K4).
   Status EndBulkLoad(TableImpl* t);
   // The memory a bulk load or an index creation sorts keys in (beyond it,

@@ -139,9 +139,13 @@ def plot(res, path):
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(8, 4))
     width = 0.38
-    for k, engine in enumerate(ENGINES):  # a failed phase: no bar
-        ax.bar([i + (k - 0.5) * width for i in range(len(PHASES))],
-               [res[engine][p].get("seconds", 0) for p in PHASES], width, label=engine)
+    for k, engine in enumerate(ENGINES):  # a failed phase: no bar, "failed"
+        xs = [i + (k - 0.5) * width for i in range(len(PHASES))]
+        ax.bar(xs, [res[engine][p].get("seconds", 0) for p in PHASES], width, label=engine)
+        for x, p in zip(xs, PHASES):
+            if "error" in res[engine][p]:
+                ax.text(x, 0.5, f"{engine}\nfailed", ha="center", va="bottom", fontsize=7,
+                        rotation=90)
     ax.set_xticks(range(len(PHASES)))
     ax.set_xticklabels([LABELS[p].replace(": ", ":\n") for p in PHASES], fontsize=8)
     ax.set_ylabel("seconds (lower is better)")

@@ -21,7 +21,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import ENGINES, Server, log, sh  # noqa: E402
+from compare import ENGINES, ROOT, Server, log, sh  # noqa: E402
 
 PHASES = ["insert", "create_index", "load_data", "load_create_index"]
 LABELS = {"insert": "sysbench prepare: INSERTs", "create_index": "sysbench prepare: CREATE INDEX k",
@@ -168,8 +168,7 @@ def main():
     ap.add_argument("--engines", default=",".join(ENGINES))
     ap.add_argument("--work", default="/var/tmp/subito-load")
     ap.add_argument("--pm-dir", default="/dev/shm/subito-load")
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))), "out"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "out"))
     args = ap.parse_args()
     if args.quick:
         args.rows = args.csv_rows = 100000

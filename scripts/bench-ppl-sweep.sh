@@ -7,22 +7,4 @@
 #   scripts/bench-ppl-sweep.sh [--quick] [--record] [--seconds S] [--sizes ..] [--thresholds ..]
 # --record: also writes the table and the plot into docs/results.md.
 # About 25 minutes at full size (--quick: about 5).
-set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-cd "$ROOT"
-record=0
-args=()
-for a in "$@"; do
-  if [ "$a" = "--record" ]; then record=1; else args+=("$a"); fi
-done
-bash scripts/install-deps.sh
-bash scripts/setup-mariadb.sh
-bash scripts/install-deps.sh sysbench
-mkdir -p out
-/usr/bin/python3 bench/ppl_sweep.py "${args[@]}" | tee out/ppl_sweep.txt
-if [ "$record" -eq 1 ]; then
-  /usr/bin/python3 bench/render_results.py ppl_sweep out/ppl_sweep.json img/ppl_sweep.png
-  mkdir -p docs/img
-  cp out/ppl_sweep.png docs/img/ppl_sweep.png
-  echo "recorded in docs/results.md and docs/img/ppl_sweep.png"
-fi
+exec bash "$(dirname "$0")/run-server-bench.sh" ppl_sweep "$@"

@@ -17,8 +17,8 @@ inline constexpr uint32_t kPs = 4096;
 // The storage stack plus the tree of space 1 (created, or opened after
 // page recovery).
 struct Harness : test::StorageStack {
-  explicit Harness(const std::string& dir, uint64_t pool_pages = 32)
-      : StorageStack(dir, {kPs, pool_pages * kPs, 4096 + (4 << 20), 1, 16}) {}
+  explicit Harness(const std::string& dir, uint64_t pool_pages = 32, uint64_t log_bytes = 4 << 20)
+      : StorageStack(dir, {kPs, pool_pages * kPs, 4096 + log_bytes, 1, 16}) {}
   Status Open(bool create) {
     SUBITO_RETURN_IF_ERROR(StorageStack::Open());
     if (!create) SUBITO_RETURN_IF_ERROR(Recover());

@@ -18,6 +18,7 @@
 #include "btree/key_encoding.h"
 #include "btree/node.h"
 #include "btree/tree_op.h"
+#include "btree_harness.h"
 #include "buffer/page_recovery.h"
 #include "pmem/tracking_persistence.h"
 #include "storage_stack.h"
@@ -26,24 +27,12 @@
 namespace subito::btree {
 namespace {
 
-constexpr uint32_t kPs = 4096;
+using test_harness::kPs;
 
-struct Harness : test::StorageStack {
+// A 1 MiB log: chains longer than a chunk are common.
+struct Harness : test_harness::Harness {
   explicit Harness(const std::string& dir, uint64_t pool_pages = 32)
-      : StorageStack(dir, {kPs, pool_pages * kPs, 4096 + (1 << 20), 1, 16}) {}
-  Status Open(bool create) {
-    SUBITO_RETURN_IF_ERROR(StorageStack::Open());
-    if (!create) SUBITO_RETURN_IF_ERROR(Recover());
-    auto t = create ? BTree::Create(pool.get(), 1) : BTree::Open(pool.get(), 1);
-    if (!t.ok()) return t.status();
-    tree = std::move(*t);
-    return Status::OK();
-  }
-  void Close(bool flush) {
-    tree.reset();
-    StorageStack::Close(flush);
-  }
-  std::unique_ptr<BTree> tree;
+      : test_harness::Harness(dir, pool_pages, 1 << 20) {}
 };
 
 std::string Bytes(size_t n, std::mt19937_64& rng) {

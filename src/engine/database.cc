@@ -613,6 +613,9 @@ Status DatabaseImpl::RemoveIndexFiles(IndexImpl* ix) {
   ix->tree.reset();
   if (ix->file) {
     SUBITO_RETURN_IF_ERROR(pool_->DropSpace(ix->space()));
+    const page::SpaceIoStats io = ix->file->stats();  // the totals keep what it did
+    dropped_io_.bytes_written += io.bytes_written;
+    dropped_io_.bytes_read += io.bytes_read;
     ix->file.reset();
   }
   by_space_.erase(ix->space());
@@ -930,6 +933,8 @@ DatabaseStats DatabaseImpl::Stats() const {
   }
   s.chain_release_failures = txns_ ? txns_->chain_release_failures() : 0;
   std::shared_lock ddl(ddl_mu_);
+  s.page_file_bytes_written = dropped_io_.bytes_written;
+  s.page_file_bytes_read = dropped_io_.bytes_read;
   for (const auto& [n, t] : tables_) {
     for (const auto& ix : t->indexes) {
       const page::SpaceIoStats io = ix->file->stats();

@@ -181,6 +181,9 @@ class DatabaseImpl final : public Database {
   bool IsDroppedSpace(uint32_t space) const;
   std::string TableDir(const TableDef& def) const;
   Status RemoveIndexFiles(IndexImpl* ix);
+  // Page-file bytes of indexes removed since the start, so that the totals
+  // in DatabaseStats never go down (guarded by ddl_mu_).
+  page::SpaceIoStats dropped_io_;
   Status Persist();  // writes catalog_
   CatalogTable* CatalogEntry(const TableImpl* t);
   void PurgeLoop();

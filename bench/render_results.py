@@ -330,10 +330,6 @@ an instruction, so large copies weigh more here than in time.
 """
 
 
-LOAD_LABELS = {"insert": "sysbench prepare: INSERTs", "create_index": "sysbench prepare: CREATE INDEX k",
-               "load_data": "LOAD DATA of the CSV", "load_create_index": "CREATE INDEX on it"}
-
-
 def load_section(data, png):
     s = data["settings"]
     sub, inn = data["subito"], data["innodb"]
@@ -348,7 +344,8 @@ def load_section(data, png):
            "written | Subito redo/PM | InnoDB redo |",
            "|---|---:|---:|---:|---:|---:|---:|---:|"]
     mib = lambda b: f"{b / 1048576:,.0f} MiB"  # noqa: E731
-    for p, label in LOAD_LABELS.items():
+    from load import LABELS  # bench/load.py, beside this file
+    for p, label in LABELS.items():
         a, b = sub[p], inn[p]
         if "error" in a or "error" in b:
             cells = [f"failed: {x['error']}" if "error" in x else str(x["seconds"]) for x in (a, b)]

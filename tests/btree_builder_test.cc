@@ -199,12 +199,7 @@ TEST(ExternalSorter, SortsInMemoryAndThroughRunsAlike) {
     EXPECT_EQ(i, all.size());
     EXPECT_TRUE(sorter.Add("late").IsInvalidArgument());
   }
-  // Its runs are gone with it.
-  size_t left = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
-    left += e.path().extension() == ".run";
-  }
-  EXPECT_EQ(left, 0u);
+  EXPECT_EQ(test::CountFiles(dir.path(), ".run"), 0u);  // the runs went with the sorter
 }
 
 // Past kMaxFanIn runs of a level, they merge into one of the next: many
@@ -224,11 +219,7 @@ TEST(ExternalSorter, ManyRunsMergeInLevels) {
   size_t i = 0, open_runs = 0;
   ASSERT_TRUE(sorter
                   .Finish([&](std::string_view s) {
-                    if (i == 0) {
-                      for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
-                        open_runs += e.path().extension() == ".run";
-                      }
-                    }
+                    if (i == 0) open_runs = test::CountFiles(dir.path(), ".run");
                     if (i >= all.size() || s != all[i]) return Status::Corruption("out of order");
                     ++i;
                     return Status::OK();
@@ -258,11 +249,7 @@ TEST(ExternalSorter, AFailedRunWriteFailsTheSortAndLeavesNoFile) {
     EXPECT_TRUE(sorter.Add("more").IsNoSpace());
     EXPECT_TRUE(sorter.Finish([](std::string_view) { return Status::OK(); }).IsNoSpace());
   }
-  size_t left = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
-    left += e.path().extension() == ".run";
-  }
-  EXPECT_EQ(left, 0u);
+  EXPECT_EQ(test::CountFiles(dir.path(), ".run"), 0u);
 }
 
 }  // namespace

@@ -505,10 +505,8 @@ TEST_F(EngineCrash, DdlSurvivesPowerCuts) {
     const bool between = k + 2 == steps.size() && got == created_empty;
     ASSERT_TRUE(before || after || between)
         << "the schema is neither before nor after statement " << k;
-    size_t files = 0, indexes = 0;
-    for (const auto& e : std::filesystem::directory_iterator(c + "/db")) {
-      files += e.path().extension() == ".sbt";
-    }
+    const size_t files = test::CountFiles(c + "/db", ".sbt");
+    size_t indexes = 0;
     for (const auto& [name, t] : got) indexes += t.first.size();
     EXPECT_EQ(files, indexes) << "page files left that no index owns";
   }

@@ -488,11 +488,7 @@ TEST_F(EngineTest, IndexesAndTablesComeAndGo) {
   ASSERT_OK(txn->Commit());
   Reopen();
   EXPECT_EQ(db_->TableNames(), std::vector<std::string>{"t"});
-  int files = 0;
-  for (auto& e : std::filesystem::directory_iterator(dir_.Sub("db"))) {
-    files += e.path().extension() == ".sbt";
-  }
-  EXPECT_EQ(files, 3);  // the dropped table's files are gone
+  EXPECT_EQ(test::CountFiles(dir_.Sub("db"), ".sbt"), 3u);  // the dropped table's files are gone
 }
 
 TEST_F(EngineTest, TablesLiveInTheirChosenDirectory) {
@@ -500,11 +496,7 @@ TEST_F(EngineTest, TablesLiveInTheirChosenDirectory) {
   def.data_dir = dir_.Sub("fast");
   Table* t = Create(def);
   ASSERT_NE(t, nullptr);
-  int files = 0;
-  for (auto& e : std::filesystem::directory_iterator(dir_.Sub("fast"))) {
-    files += e.path().extension() == ".sbt";
-  }
-  EXPECT_EQ(files, 3);
+  EXPECT_EQ(test::CountFiles(dir_.Sub("fast"), ".sbt"), 3u);
 }
 
 // (id u64 auto-increment primary key, v string)
@@ -876,9 +868,7 @@ TEST_F(EngineTest, BulkLoadFillsAnEmptyTableAndKeepsItsIndexesRight) {
     }
     const DatabaseStats after = db_->Stats();
     EXPECT_GT(after.sort_runs, before.sort_runs);
-    for (const auto& e : std::filesystem::directory_iterator(dir_.path() + "/db")) {
-      EXPECT_NE(e.path().extension(), ".run") << "a sort run outlived its load";
-    }
+    EXPECT_EQ(test::CountFiles(dir_.Sub("db"), ".run"), 0u) << "a sort run outlived its load";
     other = db_->Begin();
     ASSERT_OK(other->Insert(lt, SampleRow(-1, 0, std::nullopt, "after")));
     ASSERT_OK(other->Commit());

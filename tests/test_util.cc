@@ -120,6 +120,14 @@ void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes) {
             static_cast<std::streamsize>(bytes.size()));
 }
 
+size_t CountFiles(const std::string& dir, const std::string& extension) {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    n += e.path().extension() == extension;
+  }
+  return n;
+}
+
 std::string RunChildAndKill(const std::string& program, const std::vector<std::string>& args,
                             int ms) {
   int fds[2];

@@ -64,6 +64,8 @@ void PrintTo(const LogCase& c, std::ostream* os);
 std::vector<LogCase> AllLogCases();         // nf and classic, 1 and 4 streams
 std::string LogCaseName(const LogCase& c);  // e.g. "nf_4streams"
 void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes);
+// Files in `dir` whose name ends in `extension` (".sbt", ".run").
+size_t CountFiles(const std::string& dir, const std::string& extension);
 // Runs `program` with `args`, its stdout piped back; lets it run `ms`
 // milliseconds after its first output (30 s at most in all), kills it with
 // SIGKILL and returns everything it wrote. Expects it to die of the kill.

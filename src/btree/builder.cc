@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <mutex>
 #include <shared_mutex>
+#include <utility>
 
 #include "btree/tree_op.h"
 
@@ -32,6 +33,24 @@ void BTree::Builder::Append(uint32_t level, std::string_view key, std::string_vi
   const bool inserted = n.Insert(n.count(), key, value);
   assert(inserted);
   (void)inserted;
+}
+
+Result<std::pair<uint32_t, uint32_t>> BTree::Builder::CloseNode(uint32_t level) {
+  Level& l = levels_[level];
+  if (l.page_no == 0) {  // its own first, so that leaves follow each other in the file
+    Result<uint32_t> own = NewPage();
+    if (!own.ok()) return own.status();
+    l.page_no = *own;
+  }
+  Result<uint32_t> next = NewPage();
+  if (!next.ok()) return next.status();
+  if (level == 0) NodeView(l.image.data(), ps_).set_next(*next);
+  SUBITO_RETURN_IF_ERROR(WriteNode(level));
+  const uint32_t full = l.page_no;
+  Begin(level);
+  levels_[level].page_no = *next;
+  if (level == 0) NodeView(levels_[level].image.data(), ps_).set_prev(full);
+  return std::make_pair(full, *next);
 }
 
 Result<uint32_t> BTree::Builder::NewPage() {
@@ -84,12 +103,17 @@ Result<std::string> BTree::Builder::Store(std::string_view key, std::string_view
   return std::move(p->ref_);
 }
 
+namespace {
+bool EmptyRoot(const NodeView& root) {
+  return root.leaf() && root.count() == 0;
+}
+}  // namespace
+
 Status BTree::Builder::CheckEmpty() {
   std::shared_lock tree(t_->latch_);
   Result<PageHandle> root = t_->Fetch(t_->root_, Latch::kShared);
   if (!root.ok()) return root.status();
-  const NodeView n(root->data(), ps_);
-  if (n.count() != 0 || !n.leaf()) {
+  if (!EmptyRoot(NodeView(root->data(), ps_))) {
     return Status::InvalidArgument(
         StrFormat("space %u: a tree builder needs an empty tree", t_->space_));  // B3
   }
@@ -111,26 +135,9 @@ Status BTree::Builder::Add(std::string_view key, std::string_view value) {
   Result<std::string> stored = Store(key, value);
   Status st = stored.status();
   if (st.ok() && !Fits(0, key.size(), stored->size())) {
-    // The leaf is full: it gets its page and its right sibling's (B4).
-    Level& leaf = levels_[0];
-    if (leaf.page_no == 0) {  // its own first, so that leaves follow each other in the file
-      Result<uint32_t> own = NewPage();
-      st = own.status();
-      if (st.ok()) leaf.page_no = *own;
-    }
-    Result<uint32_t> next = st.ok() ? NewPage() : Result<uint32_t>(st);
-    st = next.status();
-    if (st.ok()) {
-      NodeView(leaf.image.data(), ps_).set_next(*next);
-      st = WriteNode(0);
-    }
-    if (st.ok()) {
-      const uint32_t left = leaf.page_no;
-      Begin(0);
-      levels_[0].page_no = *next;
-      NodeView(levels_[0].image.data(), ps_).set_prev(left);
-      st = AddSeparator(1, key, left, *next);
-    }
+    Result<std::pair<uint32_t, uint32_t>> pages = CloseNode(0);
+    st = pages.status();
+    if (st.ok()) st = AddSeparator(1, key, pages->first, pages->second);
   }
   if (!st.ok()) {
     error_ = st;
@@ -155,19 +162,10 @@ Status BTree::Builder::AddSeparator(uint32_t level, std::string_view key, uint32
   }
   // The node is full: `key` moves up and `right` becomes the leftmost child
   // of the next node at this level.
-  if (levels_[level].page_no == 0) {
-    Result<uint32_t> own = NewPage();
-    if (!own.ok()) return own.status();
-    levels_[level].page_no = *own;
-  }
-  SUBITO_RETURN_IF_ERROR(WriteNode(level));
-  const uint32_t full = levels_[level].page_no;
-  Result<uint32_t> fresh = NewPage();
-  if (!fresh.ok()) return fresh.status();
-  Begin(level);
-  levels_[level].page_no = *fresh;
+  Result<std::pair<uint32_t, uint32_t>> pages = CloseNode(level);
+  if (!pages.ok()) return pages.status();
   NodeView(levels_[level].image.data(), ps_).set_leftmost(right);
-  return AddSeparator(level + 1, key, full, *fresh);
+  return AddSeparator(level + 1, key, pages->first, pages->second);
 }
 
 Status BTree::Builder::Finish() {
@@ -185,11 +183,8 @@ Status BTree::Builder::Finish() {
     Op op(t_);
     Result<PageHandle*> root = op.Page(t_->root_);
     st = root.status();
-    if (st.ok()) {
-      const NodeView now((*root)->data(), ps_);
-      if (now.count() != 0 || !now.leaf()) {
-        st = Status::InvalidArgument(StrFormat("space %u: changed while being built", t_->space_));
-      }
+    if (st.ok() && !EmptyRoot(NodeView((*root)->data(), ps_))) {
+      st = Status::InvalidArgument(StrFormat("space %u: changed while being built", t_->space_));
     }
     if (st.ok()) {
       Level& l = levels_[top];

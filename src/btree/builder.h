@@ -30,6 +30,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "btree/btree.h"
@@ -65,6 +66,10 @@ class BTree::Builder {
   void Append(uint32_t level, std::string_view key, std::string_view value);
   // In the parent level: `right` follows `left` from `key` on.
   Status AddSeparator(uint32_t level, std::string_view key, uint32_t left, uint32_t right);
+  // The level's node is full: it gets its page (if it has none yet) and
+  // the page of the node that follows it, is written, and that node
+  // begins (leaves linked both ways, B4). Returns the two pages.
+  Result<std::pair<uint32_t, uint32_t>> CloseNode(uint32_t level);
   Result<uint32_t> NewPage();
   Status CheckEmpty();
   // Writes the level's node at its page, one mini-transaction.

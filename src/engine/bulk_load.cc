@@ -94,11 +94,7 @@ class BulkLoaderImpl final : public BulkLoader {
     }
     for (uint32_t i = 1; i < sorters_.size() && st.ok(); ++i) {
       if (!sorters_[i]) continue;
-      btree::BTree::Builder index(t_->indexes[i]->tree.get());
-      st = sorters_[i]->Finish([&](std::string_view key) { return index.Add(key, ""); });
-      if (st.ok()) st = index.Finish();
-      if (st.ok()) db_->bulk_built_entries.fetch_add(index.added(), std::memory_order_relaxed);
-      db_->sort_runs.fetch_add(sorters_[i]->runs_written(), std::memory_order_relaxed);
+      st = db_->BuildFromSorted(sorters_[i].get(), t_->indexes[i]->tree.get());
       sorters_[i].reset();
     }
     if (st.ok()) st = db_->log()->WaitDurable(db_->log()->reserved_lsn());

@@ -740,13 +740,7 @@ Status DatabaseImpl::CreateIndex(std::string_view table, const IndexDef& def) {
       if (st.ok()) st = sorted ? sorted->Add(key) : ix->tree->Put(key, "");
       if (st.ok()) st = c.Next();
     }
-    if (st.ok() && sorted) {
-      btree::BTree::Builder builder(ix->tree.get());
-      st = sorted->Finish([&](std::string_view key) { return builder.Add(key, ""); });
-      if (st.ok()) st = builder.Finish();
-      sort_runs.fetch_add(sorted->runs_written(), std::memory_order_relaxed);
-      if (st.ok()) bulk_built_entries.fetch_add(builder.added(), std::memory_order_relaxed);
-    }
+    if (st.ok() && sorted) st = BuildFromSorted(sorted.get(), ix->tree.get());
   }
   if (st.ok()) st = log_->WaitDurable(log_->reserved_lsn());
   if (st.ok()) {
@@ -766,6 +760,15 @@ Status DatabaseImpl::CreateIndex(std::string_view table, const IndexDef& def) {
   ix->created_ts = txns_->Now();
   t->RebuildDef();
   return Status::OK();
+}
+
+Status DatabaseImpl::BuildFromSorted(ExternalSorter* sorted, btree::BTree* tree) {
+  btree::BTree::Builder builder(tree);
+  Status st = sorted->Finish([&](std::string_view key) { return builder.Add(key, ""); });
+  if (st.ok()) st = builder.Finish();
+  sort_runs.fetch_add(sorted->runs_written(), std::memory_order_relaxed);
+  if (st.ok()) bulk_built_entries.fetch_add(builder.added(), std::memory_order_relaxed);
+  return st;
 }
 
 Status DatabaseImpl::DropIndex(std::string_view table, std::string_view index) {

@@ -143,6 +143,9 @@ class DatabaseImpl final : public Database {
   std::unique_ptr<ExternalSorter> NewSorter(uint64_t memory_bytes) const {
     return std::make_unique<ExternalSorter>(fs_, options_.dir, memory_bytes);
   }
+  // Builds the (empty) tree of a non-unique index from the keys `sorted`
+  // holds (btree/builder.h), and counts them in DatabaseStats.
+  Status BuildFromSorted(ExternalSorter* sorted, btree::BTree* tree);
   void Register(UndoOwner* t) {
     std::lock_guard lock(owners_mu_);
     owners_.insert(t);

@@ -166,7 +166,8 @@ struct Exported {
   ulonglong commits, rollbacks, deadlocks, lock_waits, lock_timeouts;
   ulonglong log_bytes, log_record_bytes, log_padding_bytes, double_write_bytes, pm_bytes_written;
   ulonglong page_file_bytes_written, page_file_bytes_read, pages_written, pages_read;
-  ulonglong buffer_hits, buffer_misses, checkpoints, version_keys, undo_relocations;
+  ulonglong buffer_hits, buffer_misses, checkpoints, version_keys, undo_relocations,
+      undo_spills;
   ulonglong bulk_built_entries, sort_runs;
   ulonglong open_files, file_closes, file_reopens, open_file_waits;
   ulonglong page_write_failures, page_writes_failing, writes_stopped;
@@ -204,6 +205,7 @@ Exported Collect() {
   e.checkpoints = s.checkpoints;
   e.version_keys = s.version_keys;
   e.undo_relocations = s.undo_relocations;
+  e.undo_spills = s.undo_spills;
   e.bulk_built_entries = s.bulk_built_entries;
   e.sort_runs = s.sort_runs;
   e.open_files = s.open_files;
@@ -259,6 +261,7 @@ constexpr StatusVar kStatusVars[] = {SUBITO_STATUS(commits, SHOW_ULONGLONG),
                                      SUBITO_STATUS(checkpoints, SHOW_ULONGLONG),
                                      SUBITO_STATUS(version_keys, SHOW_ULONGLONG),
                                      SUBITO_STATUS(undo_relocations, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(undo_spills, SHOW_ULONGLONG),
                                      SUBITO_STATUS(bulk_built_entries, SHOW_ULONGLONG),
                                      SUBITO_STATUS(sort_runs, SHOW_ULONGLONG),
                                      SUBITO_STATUS(open_files, SHOW_ULONGLONG),
@@ -444,7 +447,7 @@ bool ShowEngineStatusText(THD* thd, stat_print_fn* print) {
            "redo bytes persisted %llu (records %llu, padding %llu)\n"
            "double-write bytes %llu; page files: written %llu, read %llu bytes\n"
            "buffer pool: hits %llu, misses %llu; checkpoints %llu\n"
-           "versions kept for snapshots: %llu keys; undo relocations %llu\n"
+           "versions kept for snapshots: %llu keys; undo relocations %llu, spills %llu\n"
            "last start: %s, %llu redo records, %llu transactions rolled back, %.3f s\n",
            (unsigned long long)s.commits, (unsigned long long)s.rollbacks,
            (unsigned long long)s.deadlocks, (unsigned long long)s.lock_waits,
@@ -454,7 +457,7 @@ bool ShowEngineStatusText(THD* thd, stat_print_fn* print) {
            (unsigned long long)s.page_file_bytes_read, (unsigned long long)s.buffer_hits,
            (unsigned long long)s.buffer_misses, (unsigned long long)s.checkpoints,
            (unsigned long long)s.version_keys, (unsigned long long)s.undo_relocations,
-           r.created ? "created" : "recovered", (unsigned long long)r.records_redone,
+           (unsigned long long)s.undo_spills, r.created ? "created" : "recovered", (unsigned long long)r.records_redone,
            (unsigned long long)r.transactions_rolled_back, r.seconds);
   text += line;
   snprintf(line, sizeof line, "page writes: %llu failed batches%s\n",

@@ -111,6 +111,8 @@ class EngineCrash : public ::testing::Test {
     db = std::move(*opened);
   }
   void PowerCutsKeepAcknowledged(uint64_t* logged);
+  // Thread 1 runs big transactions (undo files).
+  bool big_thread = false;
   const uint64_t seed = test::TestSeed();
   std::mt19937_64 rng{seed};
   std::shared_ptr<CrashClock> clock = std::make_shared<CrashClock>();
@@ -128,7 +130,9 @@ void EngineCrash::PowerCutsKeepAcknowledged(uint64_t* logged) {
   ASSERT_TRUE(t.ok()) << t.status().ToString();
 
   std::vector<test::ThreadWorkload> work;
-  for (int w = 0; w < kThreads; ++w) work.emplace_back(w, seed, /*slow=*/w == 0);
+  for (int w = 0; w < kThreads; ++w) {
+    work.emplace_back(w, seed, /*slow=*/w == 0, /*big=*/big_thread && w == 1);
+  }
   // Per thread and committed transaction k (1-based): clock times.
   std::vector<std::vector<uint64_t>> started(kThreads), acked(kThreads);
   const uint64_t start_time = clock->Now();
@@ -138,7 +142,11 @@ void EngineCrash::PowerCutsKeepAcknowledged(uint64_t* logged) {
     threads.emplace_back([&, w] {
       // The others write on until thread 0 has been relocated at least once
       // (it waits for that while they run), so every run has relocations.
-      for (int i = 0; i < 200 || (w != 0 && i < 2000 && db->Stats().undo_relocations == 0); ++i) {
+      const bool big = big_thread && w == 1;
+      // A big thread writes until the others are done.
+      for (int i = 0; big ? i < 12 || (running.load() > 1 && i < 400)
+                          : i < 200 || (w != 0 && i < 2000 && db->Stats().undo_relocations == 0);
+           ++i) {
         bool committed = false;
         ASSERT_OK(work[w].Next(db.get(), *t, &committed, [&](uint32_t seq) {
           // Thread 0 keeps some transactions open while the others write,
@@ -159,6 +167,9 @@ void EngineCrash::PowerCutsKeepAcknowledged(uint64_t* logged) {
   for (auto& th : threads) th.join();
   const uint64_t relocations = db->Stats().undo_relocations;
   EXPECT_GT(relocations, 0u) << "no undo relocation happened: the test lost its reach";
+  if (big_thread) {
+    EXPECT_GT(db->Stats().undo_spills, 0u) << "no undo file: the test lost its reach";
+  }
   const uint64_t end_time = clock->Now();
   EXPECT_GT(db->Stats().checkpoints, 0u);
   *logged = db->Stats().ppl_pages_logged;
@@ -177,7 +188,7 @@ void EngineCrash::PowerCutsKeepAcknowledged(uint64_t* logged) {
   const std::vector<uint64_t> times =
       test::CutTimes(start_time, end_time, fs.TimesAfterWrites(), 6, rng);
   int cut_no = 0;
-  uint64_t losers = 0, redone = 0;
+  uint64_t losers = 0, redone = 0, file_losers = 0, file_entries = 0;
   for (uint64_t at : times) {
     SCOPED_TRACE(::testing::Message() << "power cut at clock " << at << " (seed " << seed << ")");
     const std::string c = dir.Sub("crash");
@@ -214,6 +225,8 @@ void EngineCrash::PowerCutsKeepAcknowledged(uint64_t* logged) {
     auto rdb = Database::Open(PlainOptions(c));
     ASSERT_TRUE(rdb.ok()) << rdb.status().ToString();
     losers += (*rdb)->recovery().transactions_rolled_back;
+    file_losers += (*rdb)->recovery().losers_with_undo_files;
+    file_entries += (*rdb)->recovery().undo_file_entries;
     redone += (*rdb)->recovery().records_redone;
     test::CheckRecovered(rdb->get(), plans, min_k, max_k);
     // Recovered once, it reopens the same way.
@@ -226,9 +239,13 @@ void EngineCrash::PowerCutsKeepAcknowledged(uint64_t* logged) {
   }
   std::printf(
       "%zu cuts: %llu log records redone, %llu transactions rolled back, %llu undo "
-      "relocations in the run\n",
+      "relocations in the run; %llu losers (%llu undo entries) from undo files\n",
       times.size(), static_cast<unsigned long long>(redone),
-      static_cast<unsigned long long>(losers), static_cast<unsigned long long>(relocations));
+      static_cast<unsigned long long>(losers), static_cast<unsigned long long>(relocations),
+      static_cast<unsigned long long>(file_losers), static_cast<unsigned long long>(file_entries));
+  if (big_thread) {
+    EXPECT_GT(file_entries, 0u) << "no cut found a loser's undo in its file: the test lost its reach";
+  }
   EXPECT_GT(redone, 0u);
 }
 
@@ -236,6 +253,16 @@ TEST_F(EngineCrash, PowerCutsKeepExactlyTheAcknowledgedTransactions) {
   uint64_t logged = 0;
   PowerCutsKeepAcknowledged(&logged);
   EXPECT_EQ(logged, 0u);
+}
+
+// One thread's transactions are larger than 1/16 of the log: their undo
+// goes to undo files (txn/undo_file.h), some roll back into the file and
+// write on, and recovery undoes losers from their files, anchored anew
+// between chunks.
+TEST_F(EngineCrash, PowerCutsKeepExactlyTheAcknowledgedTransactionsLargerThanTheLog) {
+  big_thread = true;
+  uint64_t logged = 0;
+  PowerCutsKeepAcknowledged(&logged);
 }
 
 // The same with per-page logs: pages made clean by an append let the
@@ -311,6 +338,75 @@ class DrainGate : public pmem::Persistence {
   bool armed_ = false, held_ = false;
   std::thread::id thread_;
 };
+
+// A transaction larger than the log: its undo spills to its undo file, a
+// rollback to a savepoint takes entries back out of the file, and the
+// writes after it go to the positions those entries had (U2: only once an
+// anchor below them is durable). Power is cut just after every write to the
+// undo file, with a random part of what was not yet synced kept: each image
+// recovers to the committed rows, the loser undone from its file.
+TEST_F(EngineCrash, EveryCutOfATransactionLargerThanTheLogRecoversTheCommittedRows) {
+  auto t = db->CreateTable(test::SampleTable());
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  std::map<int64_t, Row> committed;
+  {
+    auto setup = db->Begin();
+    for (int64_t id = 0; id < 200; ++id) {
+      const Row r = test::SampleRow(id, id % 7, std::nullopt, "base" + std::to_string(id));
+      ASSERT_OK(setup->Insert(*t, r));
+      committed[id] = r;
+    }
+    ASSERT_OK(setup->Commit());
+  }
+  const std::string filler(120, 'x');
+  auto big = db->Begin();
+  uint64_t sp = 0;
+  for (int64_t id = 0; id < 200; ++id) {
+    ASSERT_OK(big->Update(*t, committed[id], test::SampleRow(id, 9, "u" + std::to_string(id),
+                                                               "changed" + filler)));
+  }
+  for (int64_t id = 1000; id < 2600; ++id) {
+    if (id == 1300) sp = big->Savepoint();
+    ASSERT_OK(big->Insert(*t, test::SampleRow(id, 1, std::nullopt, "new" + filler)));
+  }
+  const uint64_t spills_before_rollback = db->Stats().undo_spills;
+  ASSERT_GT(spills_before_rollback, 1u) << "the undo never spilled: the test lost its aim";
+  ASSERT_OK(big->RollbackTo(sp));
+  for (int64_t id = 3000; id < 4200; ++id) {
+    ASSERT_OK(big->Insert(*t, test::SampleRow(id, 2, std::nullopt, "after" + filler)));
+  }
+  ASSERT_GT(db->Stats().undo_spills, spills_before_rollback + 1);
+  std::vector<uint64_t> cuts = fs.TimesAfterWrites(".sbu");
+  ASSERT_GT(cuts.size(), 4u);
+  ASSERT_OK(db->Close());  // its rollback can no longer log: a loser
+  big.reset();
+  db.reset();
+  uint64_t from_files = 0;
+  for (size_t i = 0; i < cuts.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "cut " << i << " at clock " << cuts[i] << " (seed "
+                                      << seed << ")");
+    const std::string c = dir.Sub("crash");
+    WriteImage(c, dir.Sub("pm"), pm.ImageAtTime(cuts[i], &rng),
+               fs.ImageAtTime(cuts[i], rng(), /*keep_random_unsynced=*/true));
+    auto rdb = Database::Open(PlainOptions(c));
+    ASSERT_TRUE(rdb.ok()) << rdb.status().ToString();
+    // Early cuts may find none of its records durable yet.
+    EXPECT_LE((*rdb)->recovery().transactions_rolled_back, 1u);
+    from_files += (*rdb)->recovery().undo_file_entries;
+    Table* rt = (*rdb)->FindTable("t");
+    ASSERT_NE(rt, nullptr);
+    auto check = (*rdb)->Begin();
+    std::map<int64_t, Row> got;
+    for (const Row& r : test::ScanAll(check.get(), rt)) got[std::get<int64_t>(r[0])] = r;
+    ASSERT_TRUE(got == committed) << got.size() << " rows recovered, " << committed.size()
+                                  << " committed";
+    EXPECT_EQ(test::ScanAll(check.get(), rt, 1).size(), committed.size());
+    EXPECT_EQ(test::ScanAll(check.get(), rt, 2).size(), committed.size());
+    ASSERT_OK(check->Commit());
+    EXPECT_EQ(test::CountFiles(c + "/db", ".sbu"), 0u) << "recovery left an undo file";
+  }
+  EXPECT_GT(from_files, 0u) << "no recovery read a loser's undo file";
+}
 
 // A transaction's undo may be relocated (by another thread relieving the
 // log) while it commits. Relocated after its commit record, its undo copies

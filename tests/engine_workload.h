@@ -25,8 +25,11 @@ class ThreadWorkload {
  public:
   // A slow thread sleeps between the operations of its transactions, so
   // they span other threads' commits and checkpoints.
-  ThreadWorkload(int thread, uint64_t seed, bool slow = false)
-      : w_(thread), slow_(slow), rng_(seed * 7919 + thread) {
+  // A big thread's transactions change hundreds of rows each (more undo
+  // than 1/16 of a small log: they spill to undo files), and a third of them
+  // roll back to a savepoint among their first changes.
+  ThreadWorkload(int thread, uint64_t seed, bool slow = false, bool big = false)
+      : w_(thread), slow_(slow), big_(big), rng_(seed * 7919 + thread) {
     states_.emplace_back();
   }
   // Runs the next transaction (in db if not null). Returns whether it was
@@ -38,17 +41,18 @@ class ThreadWorkload {
     std::map<int64_t, Row> work = states_.back(), at_sp = work;
     std::unique_ptr<Transaction> txn = db ? db->Begin() : nullptr;
     uint64_t sp = txn ? txn->Savepoint() : 0;
-    const int ops = 1 + static_cast<int>(rng_() % 4);
-    const int sp_at = rng_() % 10 == 0 ? static_cast<int>(rng_() % ops) : -1;
+    const int ops = big_ ? 150 + static_cast<int>(rng_() % 300) : 1 + static_cast<int>(rng_() % 4);
+    const int sp_at = rng_() % (big_ ? 3 : 10) == 0 ? static_cast<int>(rng_() % ops) : -1;
     for (int i = 0; i < ops; ++i) {
       if (i == sp_at) {
         sp = txn ? txn->Savepoint() : 0;
         at_sp = work;
       }
-      const int64_t id = w_ * 1000 + static_cast<int64_t>(rng_() % 40);
+      const int64_t id = w_ * 1000 + static_cast<int64_t>(rng_() % (big_ ? 300 : 40));
       // Some values take a chain of overflow pages; a few take chains
       // longer than one mini-transaction can write (btree.h).
-      const size_t len = rng_() % 80 == 0   ? 40000 + rng_() % 120000
+      const size_t len = big_                ? rng_() % 300
+                         : rng_() % 80 == 0 ? 40000 + rng_() % 120000
                          : rng_() % 25 == 0 ? 3000 + rng_() % 3000
                                             : rng_() % 300;
       std::optional<std::string> u;
@@ -91,7 +95,7 @@ class ThreadWorkload {
 
  private:
   const int w_;
-  const bool slow_;
+  const bool slow_, big_;
   std::mt19937_64 rng_;
   uint32_t seq_ = 0;
   std::vector<std::map<int64_t, Row>> states_;

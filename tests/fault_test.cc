@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -839,6 +840,152 @@ TEST_F(FaultTest, APmDirectoryOthersCanWriteIsRefused) {
   EXPECT_NE(db.status().message().find("symbolic link"), std::string::npos)
       << db.status().ToString();
   Open();
+}
+
+// A transaction whose undo is larger than 1/16 of the redo log (InnoDB has
+// no such bound): its undo spills to its undo file (txn/undo_file.h). It
+// commits, rolls back whole or to a savepoint inside the file, and a crash
+// leaves a loser that recovery undoes from its file; no file stays behind.
+class BigTransactionTest : public FaultTest {
+ protected:
+  void SetUp() override {
+    FaultTest::SetUp();
+    ASSERT_OK(db_->Close());
+    db_.reset();
+    // A new database (a log keeps its size): undo past 64 KiB spills.
+    std::filesystem::remove_all(options_.dir);
+    std::filesystem::remove_all(options_.pm_dir);
+    std::filesystem::create_directories(options_.dir);
+    options_.log_file_size = 4096 + (1u << 20);
+    Open();
+    t_ = Create("t");
+    auto setup = db_->Begin();
+    for (int64_t id = 0; id < 300; ++id) {
+      ASSERT_OK(setup->Insert(t_, SampleRow(id, id % 5, std::nullopt, Value(id, 80))));
+      base_[id] = Value(id, 80);
+    }
+    ASSERT_OK(setup->Commit());
+  }
+  // Changes every base row and inserts ids [from, from + n): far more undo
+  // than 64 KiB.
+  void Write(Transaction* txn, int64_t from, int64_t n, std::map<int64_t, std::string>* model) {
+    for (int64_t id = 0; id < 300; ++id) {
+      const std::string before = model->count(id) ? (*model)[id] : base_.at(id);
+      const std::string after = Value(id + from, 90);
+      ASSERT_OK(txn->Update(t_, SampleRow(id, id % 5, std::nullopt, before),
+                            SampleRow(id, 7, std::nullopt, after)));
+      (*model)[id] = after;
+    }
+    for (int64_t id = from; id < from + n; ++id) {
+      ASSERT_OK(txn->Insert(t_, SampleRow(id, 3, std::nullopt, Value(id, 100))));
+      (*model)[id] = Value(id, 100);
+    }
+  }
+  size_t UndoFiles() { return test::CountFiles(dir_.Sub("db"), ".sbu"); }
+  Table* t_ = nullptr;
+  std::map<int64_t, std::string> base_;
+};
+
+TEST_F(BigTransactionTest, CommitsAndRollsBackWholeAndToASavepointInItsUndoFile) {
+  std::map<int64_t, std::string> model = base_;
+  {
+    auto big = db_->Begin();
+    Write(big.get(), 1000, 3000, &model);
+    EXPECT_GT(db_->Stats().undo_spills, 1u) << "the undo never spilled: the test lost its aim";
+    EXPECT_EQ(UndoFiles(), 1u);
+    ASSERT_OK(big->Rollback());
+  }
+  EXPECT_EQ(UndoFiles(), 0u);
+  ASSERT_EQ(Rows("t"), base_);
+
+  auto big = db_->Begin();
+  Write(big.get(), 1000, 3000, &model);
+  const uint64_t sp = big->Savepoint();
+  const std::map<int64_t, std::string> at_sp = model;
+  const uint64_t spills = db_->Stats().undo_spills;
+  for (int64_t id = 5000; id < 9000; ++id) {
+    ASSERT_OK(big->Insert(t_, SampleRow(id, 4, std::nullopt, Value(id, 100))));
+  }
+  ASSERT_GT(db_->Stats().undo_spills, spills) << "the savepoint is not inside the undo file";
+  ASSERT_OK(big->RollbackTo(sp));
+  model = at_sp;
+  for (int64_t id = 9000; id < 10000; ++id) {
+    ASSERT_OK(big->Insert(t_, SampleRow(id, 4, std::nullopt, Value(id, 100))));
+    model[id] = Value(id, 100);
+  }
+  ASSERT_OK(big->Commit());
+  EXPECT_EQ(UndoFiles(), 0u);
+  ASSERT_EQ(Rows("t"), model);
+  Reopen();
+  EXPECT_EQ(db_->recovery().transactions_rolled_back, 0u);
+  ASSERT_EQ(Rows("t"), model);
+}
+
+TEST_F(BigTransactionTest, ALoserLargerThanTheLogIsUndoneFromItsUndoFile) {
+  std::map<int64_t, std::string> model = base_;
+  auto big = db_->Begin();
+  Write(big.get(), 1000, 4000, &model);
+  ASSERT_OK(db_->Close());  // its rollback can no longer log: a loser
+  big.reset();
+  db_.reset();
+  Open();
+  EXPECT_EQ(db_->recovery().transactions_rolled_back, 1u);
+  EXPECT_EQ(db_->recovery().losers_with_undo_files, 1u);
+  EXPECT_GT(db_->recovery().undo_file_entries, 4000u);
+  EXPECT_EQ(UndoFiles(), 0u);
+  ASSERT_EQ(Rows("t"), base_);
+}
+
+TEST_F(BigTransactionTest, ADamagedUndoFileIsRefusedWithItsNameAndOffset) {
+  std::map<int64_t, std::string> model = base_;
+  auto big = db_->Begin();
+  Write(big.get(), 1000, 3000, &model);
+  ASSERT_OK(db_->Close());
+  big.reset();
+  db_.reset();
+  std::string path;
+  for (const auto& e : std::filesystem::directory_iterator(dir_.Sub("db"))) {
+    if (e.path().extension() == ".sbu") path = e.path().string();
+  }
+  ASSERT_FALSE(path.empty());
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4096 + 40);
+    char c = 0;
+    f.seekg(4096 + 40);
+    f.get(c);
+    f.seekp(4096 + 40);
+    f.put(static_cast<char>(c ^ 0x10));
+  }
+  auto db = Database::Open(options_);
+  ASSERT_FALSE(db.ok());
+  EXPECT_TRUE(db.status().IsCorruption()) << db.status().ToString();
+  EXPECT_NE(db.status().message().find(path), std::string::npos) << db.status().ToString();
+  EXPECT_NE(db.status().message().find("offset 4096"), std::string::npos)
+      << db.status().ToString();
+}
+
+// A full disk when the undo spills fails the statement that needed the
+// space; the transaction goes on once space is back and commits all that
+// was acknowledged.
+TEST_F(BigTransactionTest, AFullDiskFailsOnlyTheStatementWhoseUndoSpills) {
+  fs_.Add({kFaultAnyWrite, ".sbu", ENOSPC, 0, 1});
+  std::map<int64_t, std::string> model = base_;
+  auto big = db_->Begin();
+  int failed = 0;
+  for (int64_t id = 1000; id < 4000; ++id) {
+    Status s = big->Insert(t_, SampleRow(id, 3, std::nullopt, Value(id, 100)));
+    if (s.IsNoSpace()) {
+      ++failed;
+      continue;
+    }
+    ASSERT_OK(s);
+    model[id] = Value(id, 100);
+  }
+  EXPECT_EQ(failed, 1) << "the spill never met the full disk";
+  ASSERT_OK(big->Commit());
+  ASSERT_EQ(Rows("t"), model);
+  EXPECT_EQ(UndoFiles(), 0u);
 }
 
 }  // namespace

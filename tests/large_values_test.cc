@@ -157,8 +157,8 @@ TEST_F(LargeValues, SnapshotsRollbacksAndThePurgeSeeTheRightValue) {
 }
 
 TEST_F(LargeValues, AValueLargerThanTheUndoLimitCanBeDeletedAndUpdated) {
-  // The undo of one transaction is bounded by 1/16 of the log (64 KiB
-  // here); a value stored as a chain is named by its undo, not copied.
+  // A value stored as a chain is named by its undo, not copied: the undo
+  // stays far below 1/16 of the log, past which it would spill to a file.
   auto created = db_->CreateTable(SampleTable());
   ASSERT_TRUE(created.ok());
   Table* t = *created;

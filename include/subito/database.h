@@ -218,6 +218,7 @@ struct DatabaseStats {
   // the next start instead).
   uint64_t chain_release_failures = 0;
   uint64_t undo_relocations = 0;  // undo lists rewritten so the checkpoint could pass
+  uint64_t undo_spills = 0;       // undo written to a transaction's undo file
   // Bulk loads and index builds: entries written by bottom-up tree builds
   // (btree/builder.h) rather than one by one, and sorted runs written to
   // files because the keys to sort exceeded their memory.
@@ -257,6 +258,10 @@ struct RecoveryInfo {
   uint64_t records_redone = 0;
   uint64_t transactions_rolled_back = 0;
   uint64_t undo_applied = 0;
+  // Losers whose undo had gone to an undo file before the crash, and the
+  // entries applied that were written there before it.
+  uint64_t losers_with_undo_files = 0;
+  uint64_t undo_file_entries = 0;
   double seconds = 0;
 };
 

@@ -344,12 +344,17 @@ Status DatabaseImpl::OpenAll() {
 
   Result<recovery::RecoveryStats> rs = recovery::Recover(
       pool_.get(), dwb_.get(), [this](const txn::UndoRecord& u) { return ApplyUndo(u); },
-      [this](uint32_t space) { return IsDroppedSpace(space); });
+      [this](uint32_t space) { return IsDroppedSpace(space); }, {fs_, options_.dir});
   if (!rs.ok()) return rs.status();
+  // Every loser is undone: the undo files left are those of transactions
+  // whose end was durable before they were removed.
+  if (!options_.file_system) txn::UndoFile::RemoveAll(options_.dir);
   recovery_.pages_repaired = rs->pages.pages_repaired;
   recovery_.records_redone = rs->pages.records_redone;
   recovery_.transactions_rolled_back = rs->losers;
   recovery_.undo_applied = rs->undo_applied;
+  recovery_.losers_with_undo_files = rs->losers_with_undo_files;
+  recovery_.undo_file_entries = rs->undo_file_entries;
   for (auto& [name, t] : tables_) {
     for (auto& ix : t->indexes) {
       if (!ix->tree) {
@@ -878,6 +883,7 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.commits = commits.load();
   s.rollbacks = rollbacks.load();
   s.undo_relocations = relocations.load();
+  s.undo_spills = undo_spills.load();
   s.bulk_built_entries = bulk_built_entries.load();
   s.sort_runs = sort_runs.load();
   const txn::LockStats ls = locks_.stats();

@@ -33,6 +33,7 @@
 #include "subito/database.h"
 #include "txn/lock_manager.h"
 #include "txn/txn_records.h"
+#include "txn/undo_file.h"
 #include "txn/version_store.h"
 #include "util/external_sorter.h"
 
@@ -133,7 +134,11 @@ class DatabaseImpl final : public Database {
   std::chrono::milliseconds lock_timeout() const {
     return std::chrono::milliseconds(options_.lock_wait_timeout_ms);
   }
-  std::atomic<uint64_t> commits{0}, rollbacks{0}, relocations{0};
+  std::atomic<uint64_t> commits{0}, rollbacks{0}, relocations{0}, undo_spills{0};
+  // Undo files (txn/undo_file.h) live in the data directory, O_DIRECT as
+  // the page files.
+  FileSystem* undo_fs() const { return fs_; }
+  const std::string& undo_dir() const { return options_.dir; }
   std::atomic<uint64_t> bulk_built_entries{0}, sort_runs{0};  // DatabaseStats
   // Records a bulk-loaded table live (K4).
   Status EndBulkLoad(TableImpl* t);

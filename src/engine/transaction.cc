@@ -82,13 +82,6 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
     }
   }
   const std::string rec = txn::EncodeUndo(state_->id, ix->space(), key, before, before_chain);
-  if (undo_bytes_ + log::RecordSpan(rec.size()) > log->capacity() / 16) {
-    return Status::Busy(StrFormat(
-        "transaction %llu is too large: its undo would exceed %llu KiB (1/16 of the redo log); "
-        "commit in smaller pieces or raise log_file_size",
-        static_cast<unsigned long long>(state_->id),
-        static_cast<unsigned long long>(log->capacity() / 16 >> 10)));
-  }
   // A new key waits for other transactions' range locks over it, before it
   // goes into the tree and again once it is there (L7, L8).
   const bool inserts = after && !before;
@@ -113,6 +106,14 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
     pinned_ = true;
   }
   SUBITO_RETURN_IF_ERROR(RelocateIfOld(log->capacity() / 4));
+  // Past 1/16 of the log, the undo goes to the undo file; so does it
+  // before a new entry would take a position a rollback freed below the
+  // newest anchor (U2).
+  if (undo_bytes_ + log::RecordSpan(rec.size()) > log->capacity() / 16 ||
+      (undo_file_ && ListSize() < anchored_count_)) {
+    SUBITO_RETURN_IF_ERROR(ReAnchor());
+  }
+  wrote_spaces_[ix->space()] = ix;
   Result<log::AppendResult> a =
       log->Append(txn::kRecordTxnUndo, rec.data(), static_cast<uint32_t>(rec.size()));
   if (!a.ok()) return a.status();
@@ -141,6 +142,8 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
 Status TransactionImpl::RelocateIfOld(uint64_t limit) {
   log::RedoLog* log = db_->log();
   if (!pinned_ || log->reserved_lsn() - pin_token_ <= limit) return Status::OK();
+  // A long list is cheaper to append to the undo file than to copy.
+  if (undo_file_ || undo_bytes_ > log->capacity() / 64) return ReAnchor();
   const uint64_t new_pin = db_->pool()->BeginChange();
   Status st;
   for (const Undo& u : undo_) {
@@ -170,6 +173,72 @@ Status TransactionImpl::RelocateIfOld(uint64_t limit) {
   return Status::OK();
 }
 
+Status TransactionImpl::ReAnchor() {
+  if (!undo_file_) {
+    Result<std::unique_ptr<txn::UndoFile>> f =
+        txn::UndoFile::Create(db_->undo_fs(), db_->undo_dir(), state_->id);
+    if (!f.ok()) return f.status();
+    undo_file_ = std::move(*f);
+  }
+  std::vector<std::string> payloads;
+  payloads.reserve(undo_.size());
+  for (const Undo& u : undo_) {
+    payloads.push_back(
+        txn::EncodeUndo(state_->id, u.index->space(), u.key, u.before, u.before_chain));
+  }
+  const uint64_t new_pin = db_->pool()->BeginChange();
+  Status st = undo_file_->Append(payloads);  // U1
+  if (!st.ok()) {
+    db_->pool()->EndChange(new_pin);
+    return st;
+  }
+  // undo_ is in the file now; until the anchor is durable the old pin keeps
+  // its records in the log readable, so either one describes the list.
+  undo_.clear();
+  undo_bytes_ = 0;
+  const std::string rec = txn::EncodeUndoAnchor(undo_file_->anchor());
+  Result<log::AppendResult> a =
+      db_->log()->Append(txn::kRecordTxnUndoFile, rec.data(), static_cast<uint32_t>(rec.size()));
+  if (a.ok()) {
+    anchored_count_ = undo_file_->count();  // may be durable from now on (U2)
+    st = db_->log()->WaitDurable(a->end);
+  } else {
+    st = a.status();
+  }
+  if (!st.ok()) {
+    db_->pool()->EndChange(new_pin);
+    return st;
+  }
+  db_->pool()->EndChange(pin_token_);
+  pin_token_ = new_pin;
+  db_->undo_spills.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status TransactionImpl::Reload(uint64_t savepoint) {
+  const uint64_t end = undo_file_->count();
+  const uint64_t first = std::max(savepoint, end - std::min(end, kReloadEntries));
+  Result<std::vector<std::string>> payloads = undo_file_->Read(first, end);
+  if (!payloads.ok()) return payloads.status();
+  std::vector<Undo> loaded;
+  loaded.reserve(payloads->size());
+  for (const std::string& p : *payloads) {
+    Result<txn::UndoRecord> r =
+        txn::DecodeUndo(reinterpret_cast<const uint8_t*>(p.data()), static_cast<uint32_t>(p.size()));
+    if (!r.ok()) return r.status();
+    auto it = wrote_spaces_.find(r->space);
+    if (it == wrote_spaces_.end() || r->txn != state_->id) {
+      return Status::Corruption(StrFormat("undo file %s holds an entry of another transaction "
+                                          "or of a space it did not write",
+                                          undo_file_->path().c_str()));
+    }
+    loaded.push_back({it->second, std::move(r->key), std::move(r->before), r->before_chain, 0});
+  }
+  SUBITO_RETURN_IF_ERROR(undo_file_->Truncate(first));
+  undo_ = std::move(loaded);
+  return Status::OK();
+}
+
 // Caller holds mu_.
 Status TransactionImpl::ApplyUndo(const Undo& u) {
   buffer::BufferPool::LogFreeExemption exempt;
@@ -184,7 +253,7 @@ Status TransactionImpl::ApplyUndo(const Undo& u) {
 
 Status TransactionImpl::RollbackTo(uint64_t savepoint) {
   if (ended_) return Status::InvalidArgument(kEnded);
-  if (savepoint > undo_.size()) {
+  if (savepoint > Savepoint()) {
     return Status::InvalidArgument("savepoint is ahead of the transaction");
   }
   // In chunks: between them this thread waits for log space, which a
@@ -195,10 +264,11 @@ Status TransactionImpl::RollbackTo(uint64_t savepoint) {
   // the quarter of the log kept for rollbacks (ApplyUndo's exemption).
   // Only a log that stays completely full fails it.
   InterruptScope uninterrupted(nullptr, nullptr);
-  while (undo_.size() > savepoint) {
+  while (Savepoint() > savepoint) {
     (void)db_->pool()->LogFreeCheck();
     std::lock_guard lock(mu_);
-    for (int n = 0; n < 16 && undo_.size() > savepoint; ++n) {
+    if (undo_.empty()) SUBITO_RETURN_IF_ERROR(Reload(savepoint));
+    for (int n = 0; n < 16 && !undo_.empty() && ListSize() > savepoint; ++n) {
       const Undo& u = undo_.back();
       SUBITO_RETURN_IF_ERROR(ApplyUndo(u));
       auto it = live_writes_.find({u.index->space(), u.key});
@@ -507,13 +577,16 @@ Status TransactionImpl::End(bool commit) {
     }
   }
   db_->txns().End(state_, commit, std::move(written_), {retired_.begin(), retired_.end()});
+  std::unique_ptr<txn::UndoFile> spent;  // its end record is durable: not needed
   {
     // Under mu_: a relocation (RelieveLog) may have moved the pin until now.
     std::lock_guard lock(mu_);
     if (pinned_) db_->pool()->EndChange(pin_token_);
     pinned_ = false;
     ended_ = true;
+    spent = std::move(undo_file_);
   }
+  if (spent) (void)db_->undo_fs()->Remove(spent->path());
   db_->Unregister(this);
   db_->locks().ReleaseAll(state_->id);
   if (has_snapshot_) db_->txns().CloseSnapshot(read_ts_);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/engine_impl.h"
+#include "txn/undo_file.h"
 
 namespace subito::engine {
 
@@ -59,7 +60,11 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   Status Delete(Table* table, const Row& row) override;
   Result<std::optional<Row>> Get(Table* table, const Row& key, ReadMode mode) override;
   Result<std::unique_ptr<Cursor>> OpenCursor(Table* table, uint32_t index, ReadMode mode) override;
-  uint64_t Savepoint() const override { return undo_.size(); }
+  // Positions in the undo list: the undo file's entries, then undo_.
+  uint64_t Savepoint() const override {
+    std::lock_guard lock(mu_);  // a relief may move undo_ to the file
+    return ListSize();
+  }
   Status RollbackTo(uint64_t savepoint) override;
   Status Commit() override;
   Status Rollback() override;
@@ -169,8 +174,17 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   };
   Result<LockedRow> LockRowToWrite(TableImpl* t, const Row& input, const char* whole_row_error);
   Status End(bool commit);
-  // Caller holds mu_. See txn_records.h (relocation).
+  // Caller holds mu_. See txn_records.h (relocation, spilling).
   Status RelocateIfOld(uint64_t limit);
+  // Caller holds mu_. Writes undo_ to the undo file (created on first use),
+  // then the anchor naming all of the file, durable, and moves the pin to
+  // it; undo_ is then empty (txn/undo_file.h U1-U3).
+  Status ReAnchor();
+  // Caller holds mu_, undo_ is empty: moves up to kReloadEntries of the
+  // undo file's last entries above `savepoint` back into undo_.
+  Status Reload(uint64_t savepoint);
+  static constexpr uint64_t kReloadEntries = 4096;
+  uint64_t ListSize() const { return (undo_file_ ? undo_file_->count() : 0) + undo_.size(); }
   Status Usable() const {
     if (ended_) return Status::InvalidArgument(kEnded);
     return poisoned_;
@@ -205,8 +219,18 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   uint64_t read_ts_ = 0;
   bool pinned_ = false;
   uint64_t pin_token_ = 0;
+  // The undo list: the undo file's entries, then undo_ (entry i of undo_
+  // is at position file count + i). undo_bytes_: what undo_'s records take
+  // in the log (0 for entries reloaded from the file).
   std::vector<Undo> undo_;
   uint64_t undo_bytes_ = 0;
+  std::unique_ptr<txn::UndoFile> undo_file_;
+  // The count of the newest durable anchor: positions below it are
+  // rewritten only with the same entries (U2).
+  uint64_t anchored_count_ = 0;
+  // The indexes this transaction wrote, by space (entries reloaded from
+  // the undo file name a space).
+  std::map<uint32_t, IndexImpl*> wrote_spaces_;
   // Changes per (space, key) still in undo_: when one drops to zero the
   // key is back to its value before this transaction.
   std::map<std::pair<uint32_t, std::string>, int> live_writes_;
@@ -217,7 +241,7 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   std::set<TableImpl*> used_;
   // Held by this transaction's thread while it changes trees or its undo,
   // and by a thread relieving the log (RelieveLog).
-  std::mutex mu_;
+  mutable std::mutex mu_;
   Status poisoned_;  // a failed statement rollback: only Rollback is allowed
   std::shared_ptr<std::atomic<bool>> alive_ = std::make_shared<std::atomic<bool>>(true);
 };

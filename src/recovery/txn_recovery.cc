@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <optional>
 #include <tuple>
 #include <unordered_set>
 #include <vector>
@@ -17,7 +19,7 @@ struct Analysis {
 };
 
 Result<Analysis> Analyze(log::RedoLog* log, RecoveryStats& stats) {
-  std::unordered_set<uint64_t> ended, seen;  // seen: transactions with undo records
+  std::unordered_set<uint64_t> ended, seen;  // seen: transactions with undo
   SUBITO_RETURN_IF_ERROR(log->ForEachRecoveredRecord([&](const log::LogRecordView& r) {
     if (r.type == txn::kRecordTxnCommit || r.type == txn::kRecordTxnAbort) {
       Result<uint64_t> id = txn::DecodeTxnEnd(r.payload, r.length);
@@ -25,7 +27,7 @@ Result<Analysis> Analyze(log::RedoLog* log, RecoveryStats& stats) {
       ended.insert(*id);
       stats.max_txn = std::max(stats.max_txn, *id);
       ++(r.type == txn::kRecordTxnCommit ? stats.committed : stats.aborted);
-    } else if (r.type == txn::kRecordTxnUndo) {
+    } else if (r.type == txn::kRecordTxnUndo || r.type == txn::kRecordTxnUndoFile) {
       if (r.length < 8) return Status::Corruption("undo record: truncated header");
       const uint64_t id = DecodeFixed64(r.payload);
       seen.insert(id);
@@ -40,19 +42,39 @@ Result<Analysis> Analyze(log::RedoLog* log, RecoveryStats& stats) {
   return a;
 }
 
-// Each loser's undo records (after any undo reset), in log order.
-using LoserUndo = std::map<uint64_t, std::vector<std::pair<log::Lsn, txn::UndoRecord>>>;
+// A loser's undo list: its undo file's first anchor.count entries (if an
+// anchor was found), then `tail`, its undo records after the anchor (and
+// after any undo reset), in log order.
+struct Loser {
+  std::optional<txn::UndoAnchor> anchor;
+  log::Lsn anchor_lsn = 0;
+  std::vector<std::pair<log::Lsn, txn::UndoRecord>> tail;
+  std::unique_ptr<txn::UndoFile> file;
+  uint64_t from_before_crash = 0;  // entries the file held at analysis
+  uint64_t pin = 0;
+};
+using Losers = std::map<uint64_t, Loser>;
 
-Result<LoserUndo> CollectUndo(log::RedoLog* log, const Analysis& a, const IsDropped& dropped) {
-  LoserUndo undo;
-  for (uint64_t id : a.losers) undo[id];
-  SUBITO_RETURN_IF_ERROR(log->ForEachRecoveredRecord([&](const log::LogRecordView& r) {
+Status CollectUndo(log::RedoLog* log, const IsDropped& dropped, Losers& losers) {
+  const auto drop_before = [](Loser& l, log::Lsn lsn) {
+    std::erase_if(l.tail, [&](const auto& u) { return u.first < lsn; });
+  };
+  return log->ForEachRecoveredRecord([&](const log::LogRecordView& r) {
     if (r.type == txn::kRecordTxnUndoReset) {
       Result<std::pair<uint64_t, uint64_t>> reset = txn::DecodeUndoReset(r.payload, r.length);
       if (!reset.ok()) return reset.status();
-      auto it = undo.find(reset->first);
-      if (it != undo.end()) {
-        std::erase_if(it->second, [&](const auto& u) { return u.first < reset->second; });
+      auto it = losers.find(reset->first);
+      if (it != losers.end()) drop_before(it->second, reset->second);
+      return Status::OK();
+    }
+    if (r.type == txn::kRecordTxnUndoFile) {
+      Result<txn::UndoAnchor> a = txn::DecodeUndoAnchor(r.payload, r.length);
+      if (!a.ok()) return a.status();
+      auto it = losers.find(a->txn);
+      if (it != losers.end()) {  // U3: the records before it are in the file
+        drop_before(it->second, r.lsn);
+        it->second.anchor = *a;
+        it->second.anchor_lsn = r.lsn;
       }
       return Status::OK();
     }
@@ -63,29 +85,103 @@ Result<LoserUndo> CollectUndo(log::RedoLog* log, const Analysis& a, const IsDrop
                                           static_cast<unsigned long long>(r.lsn),
                                           u.status().message().c_str()));
     }
-    auto it = undo.find(u->txn);
-    if (it != undo.end() && !(dropped && dropped(u->space))) {
-      it->second.emplace_back(r.lsn, std::move(*u));
+    auto it = losers.find(u->txn);
+    if (it != losers.end() && !(dropped && dropped(u->space))) {
+      it->second.tail.emplace_back(r.lsn, std::move(*u));
     }
     return Status::OK();
-  }));
-  return undo;
+  });
 }
 
-// Rolls one loser back: its undo newest first, then its abort record, made
-// durable. The loser's pin keeps its records readable until then.
-Status UndoLoser(buffer::BufferPool* pool, uint64_t id,
-                 const std::vector<std::pair<log::Lsn, txn::UndoRecord>>& undo,
-                 const ApplyUndo& apply, RecoveryStats& stats) {
-  {
-    // The losers pin the checkpoint, so waiting for log space could wait
-    // for ever: one transaction's undo is bounded (1/16 of the log) and
-    // fits in the quarter of the log that LogFreeCheck keeps free.
-    buffer::BufferPool::LogFreeExemption exempt;
-    for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
-      SUBITO_RETURN_IF_ERROR(apply(it->second));
-      ++stats.undo_applied;
+// Appends an anchor naming all of each loser's file, makes them durable and
+// moves each loser's pin to its anchor.
+Status AnchorAll(buffer::BufferPool* pool, std::vector<Loser*>& pending) {
+  log::RedoLog* log = pool->log();
+  std::vector<uint64_t> new_pins;
+  Status st;
+  log::Lsn end = 0;
+  for (Loser* l : pending) {
+    new_pins.push_back(pool->BeginChange());
+    const std::string rec = txn::EncodeUndoAnchor(l->file->anchor());
+    Result<log::AppendResult> a =
+        log->Append(txn::kRecordTxnUndoFile, rec.data(), static_cast<uint32_t>(rec.size()));
+    if (!a.ok()) {
+      st = a.status();
+      break;
     }
+    end = a->end;
+  }
+  if (st.ok() && end != 0) st = log->WaitDurable(end);
+  for (size_t i = 0; i < new_pins.size(); ++i) {
+    uint64_t& old = pending[i]->pin;
+    pool->EndChange(st.ok() ? old : new_pins[i]);
+    if (st.ok()) old = new_pins[i];
+  }
+  return st;
+}
+
+// Moves each loser's undo into its file (U1), anchored.
+Status ToFiles(buffer::BufferPool* pool, const UndoFiles& files, Losers& losers,
+               std::vector<Loser*>& pending) {
+  for (auto& [id, l] : losers) {
+    Result<std::unique_ptr<txn::UndoFile>> f =
+        l.anchor ? txn::UndoFile::Open(files.fs, files.dir, *l.anchor)
+                 : txn::UndoFile::Create(files.fs, files.dir, id);
+    if (!f.ok()) return f.status();
+    l.file = std::move(*f);
+    l.from_before_crash = l.file->count();
+    std::vector<std::string> payloads;
+    payloads.reserve(l.tail.size());
+    for (const auto& [lsn, u] : l.tail) {
+      payloads.push_back(txn::EncodeUndo(u.txn, u.space, u.key, u.before, u.before_chain));
+    }
+    l.tail.clear();
+    SUBITO_RETURN_IF_ERROR(l.file->Append(payloads));
+    pending.push_back(&l);
+  }
+  return AnchorAll(pool, pending);
+}
+
+// Rolls back pending.front() from its file, newest first, in chunks whose
+// compensation fits in the quarter of the log kept free (every loser pins
+// the checkpoint, so this may not wait for log space); between chunks every
+// pending loser is anchored anew, and then the log may be waited for. Then
+// its abort record, made durable.
+Status UndoLoser(buffer::BufferPool* pool, uint64_t id, std::vector<Loser*>& pending,
+                 const ApplyUndo& apply, const IsDropped& dropped, RecoveryStats& stats) {
+  txn::UndoFile* file = pending.front()->file.get();
+  const uint64_t chunk_bytes = std::max<uint64_t>(pool->log()->capacity() / 64, 4096);
+  while (file->count() > 0) {
+    const uint64_t end = file->count();
+    uint64_t first = end;
+    {
+      buffer::BufferPool::LogFreeExemption exempt;
+      uint64_t bytes = 0;
+      while (first > 0 && bytes < chunk_bytes) {
+        const uint64_t from = first - std::min<uint64_t>(first, 256);
+        Result<std::vector<std::string>> payloads = file->Read(from, first);
+        if (!payloads.ok()) return payloads.status();
+        for (auto p = payloads->rbegin(); p != payloads->rend(); ++p) {
+          Result<txn::UndoRecord> u = txn::DecodeUndo(reinterpret_cast<const uint8_t*>(p->data()),
+                                                      static_cast<uint32_t>(p->size()));
+          if (!u.ok() || u->txn != id) {
+            return Status::Corruption(StrFormat("undo file %s: an entry %s", file->path().c_str(),
+                                                u.ok() ? "of another transaction"
+                                                       : u.status().message().c_str()));
+          }
+          bytes += p->size();
+          if (dropped && dropped(u->space)) continue;
+          SUBITO_RETURN_IF_ERROR(apply(*u));
+          ++stats.undo_applied;
+          const uint64_t index = first - 1 - static_cast<uint64_t>(p - payloads->rbegin());
+          stats.undo_file_entries += index < pending.front()->from_before_crash;
+        }
+        first = from;
+      }
+    }
+    SUBITO_RETURN_IF_ERROR(file->Truncate(first));
+    SUBITO_RETURN_IF_ERROR(AnchorAll(pool, pending));
+    if (first > 0) SUBITO_RETURN_IF_ERROR(pool->LogFreeCheck());
   }
   const std::string rec = txn::EncodeTxnEnd(id);
   Result<log::AppendResult> r = pool->log()->Append(txn::kRecordTxnAbort, rec.data(), rec.size());
@@ -97,35 +193,52 @@ Status UndoLoser(buffer::BufferPool* pool, uint64_t id,
 }  // namespace
 
 Result<RecoveryStats> Recover(buffer::BufferPool* pool, buffer::DoubleWrite* dwb,
-                              const ApplyUndo& apply, const IsDropped& dropped) {
+                              const ApplyUndo& apply, const IsDropped& dropped,
+                              const UndoFiles& files) {
   RecoveryStats stats;
   pool->HoldCheckpoint();
   Result<buffer::PageRecoveryStats> pages = buffer::RecoverPages(pool, dwb, dropped);
   Result<Analysis> analysis =
       pages.ok() ? Analyze(pool->log(), stats) : Result<Analysis>(pages.status());
-  Result<LoserUndo> undo = !analysis.ok() ? Result<LoserUndo>(analysis.status())
-                           : analysis->losers.empty()
-                               ? Result<LoserUndo>(LoserUndo{})
-                               : CollectUndo(pool->log(), *analysis, dropped);
-  if (!undo.ok()) {
+  Losers losers;
+  Status st = analysis.status();
+  if (st.ok()) {
+    for (uint64_t id : analysis->losers) losers[id];
+    if (!losers.empty()) st = CollectUndo(pool->log(), dropped, losers);
+  }
+  if (!st.ok()) {
     pool->ReleaseCheckpoint();
-    return undo.status();
+    return st;
   }
   stats.pages = *pages;
   // One pin per loser at its first needed record, taken while the
-  // checkpoint is still held; losers are then rolled back oldest first, each
-  // unpinned once its abort record is durable.
-  std::vector<std::tuple<log::Lsn, uint64_t, uint64_t>> order;  // first LSN, txn, pin
-  for (const auto& [id, records] : *undo) {
-    const log::Lsn first = records.empty() ? pool->log()->reserved_lsn() : records.front().first;
-    order.emplace_back(first, id, pool->PinCheckpoint(first));
+  // checkpoint is still held; each moves to the loser's anchors, and goes
+  // once its abort record is durable.
+  for (auto& [id, l] : losers) {
+    const log::Lsn first = l.anchor          ? l.anchor_lsn
+                           : !l.tail.empty() ? l.tail.front().first
+                                             : pool->log()->reserved_lsn();
+    l.pin = pool->PinCheckpoint(first);
   }
   pool->ReleaseCheckpoint();
-  std::sort(order.begin(), order.end());
-  Status st;
-  for (const auto& [first, id, pin] : order) {
-    if (st.ok()) st = UndoLoser(pool, id, (*undo)[id], apply, stats);
-    pool->EndChange(pin);
+  for (auto& [id, l] : losers) stats.losers_with_undo_files += l.anchor.has_value();
+  std::vector<Loser*> pending;
+  st = ToFiles(pool, files, losers, pending);
+  std::vector<uint64_t> done;
+  for (auto& [id, l] : losers) {
+    if (st.ok()) {
+      st = UndoLoser(pool, id, pending, apply, dropped, stats);
+      if (st.ok()) {
+        pending.erase(pending.begin());
+        done.push_back(id);
+      }
+    }
+    pool->EndChange(l.pin);
+  }
+  for (uint64_t id : done) {
+    const std::string path = losers[id].file->path();
+    losers[id].file.reset();
+    (void)files.fs->Remove(path);
   }
   SUBITO_RETURN_IF_ERROR(st);
   return stats;

@@ -10,6 +10,14 @@
 //             logical and idempotent), each applied as an ordinary logged
 //             change; then one abort record per loser, made durable.
 //
+// Undo goes through undo files (txn/undo_file.h): first every loser's undo
+// records in the log are appended to its file (created if it had none) and
+// anchored, so that all losers' pins sit at the log's end; then each loser
+// is undone from its file's end in chunks, and after each chunk every loser
+// still pending is anchored again (its count now smaller for the one being
+// undone) and the pins move there: the checkpoint can pass the compensation
+// already done, so a loser of any size is undone in a log of any size.
+//
 // While a transaction runs, the checkpoint never passes its first record
 // (engine/, BufferPool::PinCheckpoint), so every loser's undo records are at
 // or after it. Here the checkpoint is held from before page redo until each
@@ -21,11 +29,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "buffer/buffer_pool.h"
 #include "buffer/double_write.h"
 #include "buffer/page_recovery.h"
 #include "txn/txn_records.h"
+#include "txn/undo_file.h"
 
 namespace subito::recovery {
 
@@ -35,16 +45,26 @@ struct RecoveryStats {
   uint64_t aborted = 0;    // abort records read
   uint64_t losers = 0;     // rolled back here
   uint64_t undo_applied = 0;
+  uint64_t losers_with_undo_files = 0;  // anchored before the crash
+  uint64_t undo_file_entries = 0;       // applied entries those files held
   uint64_t max_txn = 0;  // largest id seen (new ids start above it)
 };
 
 using ApplyUndo = std::function<Status(const txn::UndoRecord&)>;
 using IsDropped = std::function<bool(uint32_t space)>;
 
+// Where the undo files are (the data directory).
+struct UndoFiles {
+  FileSystem* fs = nullptr;
+  std::string dir;
+};
+
 // Every live space must be open in the pool. `apply` is called for each
 // undo record of a loser once the pages are recovered; `dropped` spaces'
-// records are skipped.
+// records are skipped. The losers' undo files are removed once their abort
+// records are durable.
 Result<RecoveryStats> Recover(buffer::BufferPool* pool, buffer::DoubleWrite* dwb,
-                              const ApplyUndo& apply, const IsDropped& dropped);
+                              const ApplyUndo& apply, const IsDropped& dropped,
+                              const UndoFiles& files);
 
 }  // namespace subito::recovery

@@ -13,6 +13,10 @@
 //   kRecordTxnUndoReset  u64 txn, u64 lsn: the transaction's undo records
 //                     before `lsn` are superseded by copies written from
 //                     `lsn` on (relocation, below).
+//   kRecordTxnUndoFile  u64 txn, u64 count, u64 bytes: the anchor of an
+//                     undo file (txn/undo_file.h): the transaction's undo
+//                     list is the file's first `count` entries, then its
+//                     undo records after this one.
 //
 // Undo is logical and idempotent: "make key hold `before` (or be absent)".
 // The writer holds the key's exclusive lock from before the undo record
@@ -34,6 +38,13 @@
 // restores every key. After it, recovery drops the older records. No copy
 // is written once the commit or abort record is being appended: copies
 // behind the end record would survive it when the checkpoint passes it.
+//
+// Spilling: a transaction whose undo in the log would pass 1/16 of the log
+// (which relocation and recovery's rollback must fit in), or that has an
+// undo file already, writes the undo it has in the log to its undo file
+// instead (txn/undo_file.h), then an anchor record naming the file's
+// entries, waits until that is durable and moves its pin to it. Its size is
+// then bounded by the data directory's disk, as InnoDB's undo is.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +61,7 @@ inline constexpr uint16_t kRecordTxnUndo = log::kRecordTxnFirst + 1;
 inline constexpr uint16_t kRecordTxnCommit = log::kRecordTxnFirst + 2;
 inline constexpr uint16_t kRecordTxnAbort = log::kRecordTxnFirst + 3;
 inline constexpr uint16_t kRecordTxnUndoReset = log::kRecordTxnFirst + 4;
+inline constexpr uint16_t kRecordTxnUndoFile = log::kRecordTxnFirst + 5;
 inline constexpr uint32_t kUndoHeaderSize = 17;
 
 struct UndoRecord {

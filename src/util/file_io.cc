@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <random>
 
 #include "util/strings.h"
@@ -451,11 +452,20 @@ Status TrackingFileSystem::SyncDirOf(const std::string& path) {
   return Status::OK();
 }
 
-std::vector<uint64_t> TrackingFileSystem::TimesAfterWrites() const {
+std::vector<uint64_t> TrackingFileSystem::TimesAfterWrites(const std::string& suffix) const {
   std::lock_guard lock(clock_->mu);
+  std::set<size_t> chosen;
+  for (const auto& [name, node] : files_) {
+    if (name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(),
+                                                     suffix) == 0) {
+      chosen.insert(node->index);
+    }
+  }
   std::vector<uint64_t> times;
   for (const Event& e : events_) {
-    if (e.kind == Event::kWrite) times.push_back(e.time + 1);
+    if (e.kind == Event::kWrite && (suffix.empty() || chosen.count(e.file))) {
+      times.push_back(e.time + 1);
+    }
   }
   return times;
 }

@@ -99,9 +99,10 @@ class TrackingFileSystem final : public FileSystem {
     return ImageAtTime(UINT64_MAX, seed, keep_random_unsynced);
   }
   uint64_t syncs() const;
-  // Clock times just after each write: cutting power there finds the write
-  // not yet synced (the torn-write window crash tests want to hit).
-  std::vector<uint64_t> TimesAfterWrites() const;
+  // Clock times just after each write (to files whose name, as they are
+  // named now, ends with `suffix`): cutting power there finds the write not
+  // yet synced (the torn-write window crash tests want to hit).
+  std::vector<uint64_t> TimesAfterWrites(const std::string& suffix = "") const;
 
  private:
   friend class TrackingFile;

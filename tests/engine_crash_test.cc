@@ -365,19 +365,28 @@ TEST_F(EngineCrash, EveryCutOfATransactionLargerThanTheLogRecoversTheCommittedRo
     ASSERT_OK(big->Update(*t, committed[id], test::SampleRow(id, 9, "u" + std::to_string(id),
                                                                "changed" + filler)));
   }
+  uint64_t spills_at_sp = 0;
   for (int64_t id = 1000; id < 2600; ++id) {
-    if (id == 1300) sp = big->Savepoint();
+    if (id == 1300) {
+      sp = big->Savepoint();
+      spills_at_sp = db->Stats().undo_spills;
+    }
     ASSERT_OK(big->Insert(*t, test::SampleRow(id, 1, std::nullopt, "new" + filler)));
   }
   const uint64_t spills_before_rollback = db->Stats().undo_spills;
-  ASSERT_GT(spills_before_rollback, 1u) << "the undo never spilled: the test lost its aim";
+  // A spill after the savepoint wrote the entry at its position to the file.
+  ASSERT_GT(spills_before_rollback, spills_at_sp) << "the savepoint is not inside the file";
   ASSERT_OK(big->RollbackTo(sp));
   for (int64_t id = 3000; id < 4200; ++id) {
     ASSERT_OK(big->Insert(*t, test::SampleRow(id, 2, std::nullopt, "after" + filler)));
   }
   ASSERT_GT(db->Stats().undo_spills, spills_before_rollback + 1);
+  // Just after each write (torn, unsynced) and just before each sync (an
+  // anchor appended before its bytes were synced would be found here).
   std::vector<uint64_t> cuts = fs.TimesAfterWrites(".sbu");
-  ASSERT_GT(cuts.size(), 4u);
+  const std::vector<uint64_t> syncs = fs.TimesBeforeSyncs(".sbu");
+  ASSERT_GT(syncs.size(), 4u);
+  cuts.insert(cuts.end(), syncs.begin(), syncs.end());
   ASSERT_OK(db->Close());  // its rollback can no longer log: a loser
   big.reset();
   db.reset();

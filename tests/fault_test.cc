@@ -965,27 +965,78 @@ TEST_F(BigTransactionTest, ADamagedUndoFileIsRefusedWithItsNameAndOffset) {
       << db.status().ToString();
 }
 
-// A full disk when the undo spills fails the statement that needed the
-// space; the transaction goes on once space is back and commits all that
-// was acknowledged.
+// A full disk when the undo spills (its file's creation, a short write to
+// it, a failed sync) fails the statement that needed the space; the
+// transaction goes on once space is back, rolls back to a savepoint inside
+// its file, and commits exactly what it kept, or is undone after a crash.
 TEST_F(BigTransactionTest, AFullDiskFailsOnlyTheStatementWhoseUndoSpills) {
-  fs_.Add({kFaultAnyWrite, ".sbu", ENOSPC, 0, 1});
+  for (const bool crash : {false, true}) {
+    SCOPED_TRACE(crash ? "then a crash" : "then a commit");
+    fs_.Add({kFaultCreate, ".sbu", ENOSPC, 0, 1});
+    fs_.Add({kFaultWrite, ".sbu", ENOSPC, 2, 1, 1.0, /*short_write=*/true});
+    fs_.Add({kFaultSync, ".sbu", EIO, 4, 1});
+    std::map<int64_t, std::string> model = base_, at_sp;
+    auto big = db_->Begin();
+    int failed = 0;
+    uint64_t sp = 0;
+    for (int64_t id = 1000; id < 6000; ++id) {
+      if (id == 2500) {
+        sp = big->Savepoint();
+        at_sp = model;
+      }
+      Status s = big->Insert(t_, SampleRow(id, 3, std::nullopt, Value(id, 100)));
+      if (s.IsNoSpace() || s.IsIOError()) {
+        ++failed;
+        continue;
+      }
+      ASSERT_OK(s);
+      model[id] = Value(id, 100);
+    }
+    EXPECT_EQ(failed, 3) << "a spill never met its fault";
+    fs_.Clear();
+    ASSERT_OK(big->RollbackTo(sp));
+    for (int64_t id = 7000; id < 7100; ++id) {
+      ASSERT_OK(big->Insert(t_, SampleRow(id, 3, std::nullopt, Value(id, 100))));
+      at_sp[id] = Value(id, 100);
+    }
+    if (crash) {
+      ASSERT_OK(db_->Close());
+      big.reset();
+      db_.reset();
+      Open();
+      t_ = db_->FindTable("t");
+      EXPECT_EQ(db_->recovery().losers_with_undo_files, 1u);
+      ASSERT_EQ(Rows("t"), base_);
+    } else {
+      ASSERT_OK(big->Commit());
+      ASSERT_EQ(Rows("t"), at_sp);
+      // Back to the base rows for the next round.
+      auto undo = db_->Begin();
+      for (const auto& [id, v] : at_sp) {
+        if (!base_.count(id)) ASSERT_OK(undo->Delete(t_, SampleRow(id, 3, std::nullopt, v)));
+      }
+      ASSERT_OK(undo->Commit());
+    }
+    EXPECT_EQ(UndoFiles(), 0u);
+  }
+}
+
+// A read of the undo file that fails during a rollback to a savepoint
+// fails that rollback and loses nothing: tried again, it undoes every change
+// after the savepoint.
+TEST_F(BigTransactionTest, AFailedReadOfTheUndoFileFailsTheRollbackAndLosesNothing) {
   std::map<int64_t, std::string> model = base_;
   auto big = db_->Begin();
-  int failed = 0;
-  for (int64_t id = 1000; id < 4000; ++id) {
-    Status s = big->Insert(t_, SampleRow(id, 3, std::nullopt, Value(id, 100)));
-    if (s.IsNoSpace()) {
-      ++failed;
-      continue;
-    }
-    ASSERT_OK(s);
-    model[id] = Value(id, 100);
-  }
-  EXPECT_EQ(failed, 1) << "the spill never met the full disk";
+  const uint64_t sp = big->Savepoint();
+  Write(big.get(), 1000, 6000, &model);
+  ASSERT_GT(db_->Stats().undo_spills, 1u);
+  fs_.Add({kFaultRead, ".sbu", EIO, 1, 1});  // the second read: the tail after the first
+  Status r = big->RollbackTo(sp);
+  EXPECT_TRUE(r.IsIOError()) << r.ToString();
+  fs_.Clear();
+  ASSERT_OK(big->RollbackTo(sp));
   ASSERT_OK(big->Commit());
-  ASSERT_EQ(Rows("t"), model);
-  EXPECT_EQ(UndoFiles(), 0u);
+  ASSERT_EQ(Rows("t"), base_);
 }
 
 }  // namespace

@@ -200,8 +200,10 @@ Status TransactionImpl::ReAnchor() {
   Result<log::AppendResult> a =
       db_->log()->Append(txn::kRecordTxnUndoFile, rec.data(), static_cast<uint32_t>(rec.size()));
   if (a.ok()) {
-    anchored_count_ = undo_file_->count();  // may be durable from now on (U2)
+    // Either anchor may be the newest durable one until this one is (U2).
+    anchored_count_ = std::max(anchored_count_, undo_file_->count());
     st = db_->log()->WaitDurable(a->end);
+    if (st.ok()) anchored_count_ = undo_file_->count();
   } else {
     st = a.status();
   }

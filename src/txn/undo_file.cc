@@ -153,17 +153,21 @@ Result<std::unique_ptr<UndoFile>> UndoFile::Open(FileSystem* fs, const std::stri
   }
   if (pos != a.bytes) return bad(pos, "entries end before the size the redo log names");
   u->end_ = u->high_water_ = pos;
-  SUBITO_RETURN_IF_ERROR(u->LoadTail());
+  Result<AlignedBuffer> at_end = u->TailAt(pos);
+  if (!at_end.ok()) return at_end.status();
+  u->tail_ = std::move(*at_end);
   return u;
 }
 
-Status UndoFile::LoadTail() {
-  std::memset(tail_.get(), 0, kBlock);
-  const uint64_t in_block = end_ % kBlock;
-  if (in_block == 0) return Status::OK();
-  SUBITO_RETURN_IF_ERROR(file_->Read(end_ - in_block, tail_.get(), kBlock));
-  std::memset(tail_.get() + in_block, 0, kBlock - in_block);
-  return Status::OK();
+Result<AlignedBuffer> UndoFile::TailAt(uint64_t end) {
+  Result<AlignedBuffer> tail = AlignedBuffer::Allocate(kBlock);
+  if (!tail.ok()) return tail.status();
+  std::memset(tail->get(), 0, kBlock);
+  const uint64_t in_block = end % kBlock;
+  if (in_block == 0) return tail;
+  SUBITO_RETURN_IF_ERROR(file_->Read(end - in_block, tail->get(), kBlock));
+  std::memset(tail->get() + in_block, 0, kBlock - in_block);
+  return tail;
 }
 
 Status UndoFile::Append(const std::vector<std::string>& payloads) {
@@ -208,8 +212,12 @@ Status UndoFile::Append(const std::vector<std::string>& payloads) {
   offsets_.insert(offsets_.end(), added.begin(), added.end());
   end_ = new_end;
   high_water_ = std::max(high_water_, end_);
-  std::memcpy(tail_.get(), b + (last - start), kBlock);
-  std::memset(tail_.get() + (end_ - last), 0, kBlock - (end_ - last));
+  if (end_ % kBlock == 0) {
+    std::memset(tail_.get(), 0, kBlock);
+  } else {
+    std::memcpy(tail_.get(), b + (last - start), kBlock);
+    std::memset(tail_.get() + (end_ - last), 0, kBlock - (end_ - last));
+  }
   return Status::OK();
 }
 
@@ -249,9 +257,12 @@ void UndoFile::RemoveAll(const std::string& dir) {
 
 Status UndoFile::Truncate(uint64_t count) {
   if (count >= offsets_.size()) return Status::OK();
+  Result<AlignedBuffer> tail = TailAt(offsets_[count]);  // first: a failure changes nothing
+  if (!tail.ok()) return tail.status();
+  tail_ = std::move(*tail);
   end_ = offsets_[count];
   offsets_.resize(count);
-  return LoadTail();
+  return Status::OK();
 }
 
 }  // namespace subito::txn

@@ -76,6 +76,7 @@ class UndoFile {
   Result<std::vector<std::string>> Read(uint64_t first, uint64_t end);
   // Forgets entries from `count` on: the next Append writes there (U2 is
   // the caller's: an anchor below the old count must be durable first).
+  // On failure nothing changed.
   Status Truncate(uint64_t count);
 
   // Removes every undo file of `dir` (at open, once recovery is done: none
@@ -90,7 +91,9 @@ class UndoFile {
  private:
   UndoFile(std::unique_ptr<File> file, uint64_t txn, AlignedBuffer tail)
       : file_(std::move(file)), txn_(txn), tail_(std::move(tail)) {}
-  Status LoadTail();
+  // The block holding byte `end`, as the file has it before `end`, zeros
+  // after.
+  Result<AlignedBuffer> TailAt(uint64_t end);
 
   std::unique_ptr<File> file_;
   FileSystem* fs_ = nullptr;

@@ -453,6 +453,15 @@ Status TrackingFileSystem::SyncDirOf(const std::string& path) {
 }
 
 std::vector<uint64_t> TrackingFileSystem::TimesAfterWrites(const std::string& suffix) const {
+  return TimesOf(Event::kWrite, 1, suffix);
+}
+
+std::vector<uint64_t> TrackingFileSystem::TimesBeforeSyncs(const std::string& suffix) const {
+  return TimesOf(Event::kSync, 0, suffix);
+}
+
+std::vector<uint64_t> TrackingFileSystem::TimesOf(Event::Kind kind, uint64_t after,
+                                                  const std::string& suffix) const {
   std::lock_guard lock(clock_->mu);
   std::set<size_t> chosen;
   for (const auto& [name, node] : files_) {
@@ -463,9 +472,7 @@ std::vector<uint64_t> TrackingFileSystem::TimesAfterWrites(const std::string& su
   }
   std::vector<uint64_t> times;
   for (const Event& e : events_) {
-    if (e.kind == Event::kWrite && (suffix.empty() || chosen.count(e.file))) {
-      times.push_back(e.time + 1);
-    }
+    if (e.kind == kind && (suffix.empty() || chosen.count(e.file))) times.push_back(e.time + after);
   }
   return times;
 }

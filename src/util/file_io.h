@@ -103,6 +103,9 @@ class TrackingFileSystem final : public FileSystem {
   // named now, ends with `suffix`): cutting power there finds the write not
   // yet synced (the torn-write window crash tests want to hit).
   std::vector<uint64_t> TimesAfterWrites(const std::string& suffix = "") const;
+  // Clock times of each sync (of such files): cutting power there finds
+  // everything before it, the sync not done.
+  std::vector<uint64_t> TimesBeforeSyncs(const std::string& suffix = "") const;
 
  private:
   friend class TrackingFile;
@@ -120,6 +123,8 @@ class TrackingFileSystem final : public FileSystem {
     uint64_t offset;  // write offset, or the new size for kExtend
     std::vector<uint8_t> bytes;
   };
+  std::vector<uint64_t> TimesOf(Event::Kind kind, uint64_t after, const std::string& suffix) const;
+
   std::shared_ptr<CrashClock> clock_;  // its mutex guards everything below
   std::map<std::string, std::shared_ptr<Node>> files_;
   size_t nodes_ = 0;  // files ever created; Node::index counts them

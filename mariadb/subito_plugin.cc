@@ -166,8 +166,7 @@ struct Exported {
   ulonglong commits, rollbacks, deadlocks, lock_waits, lock_timeouts;
   ulonglong log_bytes, log_record_bytes, log_padding_bytes, double_write_bytes, pm_bytes_written;
   ulonglong page_file_bytes_written, page_file_bytes_read, pages_written, pages_read;
-  ulonglong buffer_hits, buffer_misses, checkpoints, version_keys, undo_relocations,
-      undo_spills;
+  ulonglong buffer_hits, buffer_misses, checkpoints, version_keys, undo_relocations, undo_spills;
   ulonglong bulk_built_entries, sort_runs;
   ulonglong open_files, file_closes, file_reopens, open_file_waits;
   ulonglong page_write_failures, page_writes_failing, writes_stopped;
@@ -457,8 +456,9 @@ bool ShowEngineStatusText(THD* thd, stat_print_fn* print) {
            (unsigned long long)s.page_file_bytes_read, (unsigned long long)s.buffer_hits,
            (unsigned long long)s.buffer_misses, (unsigned long long)s.checkpoints,
            (unsigned long long)s.version_keys, (unsigned long long)s.undo_relocations,
-           (unsigned long long)s.undo_spills, r.created ? "created" : "recovered", (unsigned long long)r.records_redone,
-           (unsigned long long)r.transactions_rolled_back, r.seconds);
+           (unsigned long long)s.undo_spills, r.created ? "created" : "recovered",
+           (unsigned long long)r.records_redone, (unsigned long long)r.transactions_rolled_back,
+           r.seconds);
   text += line;
   snprintf(line, sizeof line, "page writes: %llu failed batches%s\n",
            (unsigned long long)s.page_write_failures,

@@ -244,7 +244,8 @@ void EngineCrash::PowerCutsKeepAcknowledged(uint64_t* logged) {
       static_cast<unsigned long long>(losers), static_cast<unsigned long long>(relocations),
       static_cast<unsigned long long>(file_losers), static_cast<unsigned long long>(file_entries));
   if (big_thread) {
-    EXPECT_GT(file_entries, 0u) << "no cut found a loser's undo in its file: the test lost its reach";
+    EXPECT_GT(file_entries, 0u)
+        << "no cut found a loser's undo in its file: the test lost its reach";
   }
   EXPECT_GT(redone, 0u);
 }
@@ -362,8 +363,8 @@ TEST_F(EngineCrash, EveryCutOfATransactionLargerThanTheLogRecoversTheCommittedRo
   auto big = db->Begin();
   uint64_t sp = 0;
   for (int64_t id = 0; id < 200; ++id) {
-    ASSERT_OK(big->Update(*t, committed[id], test::SampleRow(id, 9, "u" + std::to_string(id),
-                                                               "changed" + filler)));
+    ASSERT_OK(big->Update(*t, committed[id],
+                          test::SampleRow(id, 9, "u" + std::to_string(id), "changed" + filler)));
   }
   uint64_t spills_at_sp = 0;
   for (int64_t id = 1000; id < 2600; ++id) {
@@ -392,8 +393,8 @@ TEST_F(EngineCrash, EveryCutOfATransactionLargerThanTheLogRecoversTheCommittedRo
   db.reset();
   uint64_t from_files = 0;
   for (size_t i = 0; i < cuts.size(); ++i) {
-    SCOPED_TRACE(::testing::Message() << "cut " << i << " at clock " << cuts[i] << " (seed "
-                                      << seed << ")");
+    SCOPED_TRACE(::testing::Message()
+                 << "cut " << i << " at clock " << cuts[i] << " (seed " << seed << ")");
     const std::string c = dir.Sub("crash");
     WriteImage(c, dir.Sub("pm"), pm.ImageAtTime(cuts[i], &rng),
                fs.ImageAtTime(cuts[i], rng(), /*keep_random_unsynced=*/true));

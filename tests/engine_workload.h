@@ -51,7 +51,7 @@ class ThreadWorkload {
       const int64_t id = w_ * 1000 + static_cast<int64_t>(rng_() % (big_ ? 300 : 40));
       // Some values take a chain of overflow pages; a few take chains
       // longer than one mini-transaction can write (btree.h).
-      const size_t len = big_                ? rng_() % 300
+      const size_t len = big_               ? rng_() % 300
                          : rng_() % 80 == 0 ? 40000 + rng_() % 120000
                          : rng_() % 25 == 0 ? 3000 + rng_() % 3000
                                             : rng_() % 300;

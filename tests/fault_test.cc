@@ -961,8 +961,7 @@ TEST_F(BigTransactionTest, ADamagedUndoFileIsRefusedWithItsNameAndOffset) {
   ASSERT_FALSE(db.ok());
   EXPECT_TRUE(db.status().IsCorruption()) << db.status().ToString();
   EXPECT_NE(db.status().message().find(path), std::string::npos) << db.status().ToString();
-  EXPECT_NE(db.status().message().find("offset 4096"), std::string::npos)
-      << db.status().ToString();
+  EXPECT_NE(db.status().message().find("offset 4096"), std::string::npos) << db.status().ToString();
 }
 
 // A full disk when the undo spills (its file's creation, a short write to

@@ -225,14 +225,15 @@ Status TransactionImpl::Reload(uint64_t savepoint) {
   std::vector<Undo> loaded;
   loaded.reserve(payloads->size());
   for (const std::string& p : *payloads) {
-    Result<txn::UndoRecord> r =
-        txn::DecodeUndo(reinterpret_cast<const uint8_t*>(p.data()), static_cast<uint32_t>(p.size()));
+    Result<txn::UndoRecord> r = txn::DecodeUndo(reinterpret_cast<const uint8_t*>(p.data()),
+                                                static_cast<uint32_t>(p.size()));
     if (!r.ok()) return r.status();
     auto it = wrote_spaces_.find(r->space);
     if (it == wrote_spaces_.end() || r->txn != state_->id) {
-      return Status::Corruption(StrFormat("undo file %s holds an entry of another transaction "
-                                          "or of a space it did not write",
-                                          undo_file_->path().c_str()));
+      return Status::Corruption(
+          StrFormat("undo file %s holds an entry of another transaction "
+                    "or of a space it did not write",
+                    undo_file_->path().c_str()));
     }
     loaded.push_back({it->second, std::move(r->key), std::move(r->before), r->before_chain, 0});
   }

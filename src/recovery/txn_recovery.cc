@@ -165,9 +165,9 @@ Status UndoLoser(buffer::BufferPool* pool, uint64_t id, std::vector<Loser*>& pen
           Result<txn::UndoRecord> u = txn::DecodeUndo(reinterpret_cast<const uint8_t*>(p->data()),
                                                       static_cast<uint32_t>(p->size()));
           if (!u.ok() || u->txn != id) {
-            return Status::Corruption(StrFormat("undo file %s: an entry %s", file->path().c_str(),
-                                                u.ok() ? "of another transaction"
-                                                       : u.status().message().c_str()));
+            return Status::Corruption(
+                StrFormat("undo file %s: an entry %s", file->path().c_str(),
+                          u.ok() ? "of another transaction" : u.status().message().c_str()));
           }
           bytes += p->size();
           if (dropped && dropped(u->space)) continue;

@@ -47,7 +47,7 @@ struct RecoveryStats {
   uint64_t undo_applied = 0;
   uint64_t losers_with_undo_files = 0;  // anchored before the crash
   uint64_t undo_file_entries = 0;       // applied entries those files held
-  uint64_t max_txn = 0;  // largest id seen (new ids start above it)
+  uint64_t max_txn = 0;                 // largest id seen (new ids start above it)
 };
 
 using ApplyUndo = std::function<Status(const txn::UndoRecord&)>;

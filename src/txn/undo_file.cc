@@ -39,8 +39,7 @@ std::string EncodeUndoAnchor(const UndoAnchor& a) {
 Result<UndoAnchor> DecodeUndoAnchor(const uint8_t* payload, uint32_t length) {
   if (length != 24) return Status::Corruption("undo-file record: wrong length");
   UndoAnchor a{DecodeFixed64(payload), DecodeFixed64(payload + 8), DecodeFixed64(payload + 16)};
-  if (a.bytes < kUndoFileHeaderBytes ||
-      (a.count == 0) != (a.bytes == kUndoFileHeaderBytes) ||
+  if (a.bytes < kUndoFileHeaderBytes || (a.count == 0) != (a.bytes == kUndoFileHeaderBytes) ||
       a.bytes - kUndoFileHeaderBytes < a.count * (kUndoEntryHeaderBytes + 1)) {
     return Status::Corruption("undo-file record: count and size disagree");
   }

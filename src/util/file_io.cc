@@ -10,8 +10,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <set>
 #include <random>
+#include <set>
 
 #include "util/strings.h"
 
@@ -465,8 +465,8 @@ std::vector<uint64_t> TrackingFileSystem::TimesOf(Event::Kind kind, uint64_t aft
   std::lock_guard lock(clock_->mu);
   std::set<size_t> chosen;
   for (const auto& [name, node] : files_) {
-    if (name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(),
-                                                     suffix) == 0) {
+    if (name.size() >= suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
       chosen.insert(node->index);
     }
   }

@@ -196,7 +196,7 @@ Status UndoFile::Append(const std::vector<std::string>& payloads) {
     EncodeFixed32(e, static_cast<uint32_t>(p.size()));
     EncodeFixed32(e + 4, EntryCrc(seq, p));
     EncodeFixed64(e + 8, seq);
-    std::memcpy(e + kUndoEntryHeaderBytes, p.data(), p.size());
+    std::copy(p.begin(), p.end(), e + kUndoEntryHeaderBytes);
     added.push_back(pos);
     pos += kUndoEntryHeaderBytes + p.size();
   }

@@ -220,22 +220,19 @@ Status TransactionImpl::ReAnchor() {
 Status TransactionImpl::Reload(uint64_t savepoint) {
   const uint64_t end = undo_file_->count();
   const uint64_t first = std::max(savepoint, end - std::min(end, kReloadEntries));
-  Result<std::vector<std::string>> payloads = undo_file_->Read(first, end);
-  if (!payloads.ok()) return payloads.status();
+  Result<std::vector<txn::UndoRecord>> records = undo_file_->Read(first, end);
+  if (!records.ok()) return records.status();
   std::vector<Undo> loaded;
-  loaded.reserve(payloads->size());
-  for (const std::string& p : *payloads) {
-    Result<txn::UndoRecord> r = txn::DecodeUndo(reinterpret_cast<const uint8_t*>(p.data()),
-                                                static_cast<uint32_t>(p.size()));
-    if (!r.ok()) return r.status();
-    auto it = wrote_spaces_.find(r->space);
-    if (it == wrote_spaces_.end() || r->txn != state_->id) {
+  loaded.reserve(records->size());
+  for (txn::UndoRecord& r : *records) {
+    auto it = wrote_spaces_.find(r.space);
+    if (it == wrote_spaces_.end()) {
       return Status::Corruption(
-          StrFormat("undo file %s holds an entry of another transaction "
-                    "or of a space it did not write",
-                    undo_file_->path().c_str()));
+          StrFormat("undo file %s holds an entry of a space %u "
+                    "the transaction did not write",
+                    undo_file_->path().c_str(), r.space));
     }
-    loaded.push_back({it->second, std::move(r->key), std::move(r->before), r->before_chain, 0});
+    loaded.push_back({it->second, std::move(r.key), std::move(r.before), r.before_chain, 0});
   }
   SUBITO_RETURN_IF_ERROR(undo_file_->Truncate(first));
   undo_ = std::move(loaded);

@@ -44,11 +44,11 @@ Result<Analysis> Analyze(log::RedoLog* log, RecoveryStats& stats) {
 
 // A loser's undo list: its undo file's first anchor.count entries (if an
 // anchor was found), then `tail`, its undo records after the anchor (and
-// after any undo reset), in log order.
+// after any undo reset), in log order, as the log holds them (checked).
 struct Loser {
   std::optional<txn::UndoAnchor> anchor;
   log::Lsn anchor_lsn = 0;
-  std::vector<std::pair<log::Lsn, txn::UndoRecord>> tail;
+  std::vector<std::pair<log::Lsn, std::string>> tail;
   std::unique_ptr<txn::UndoFile> file;
   uint64_t from_before_crash = 0;  // entries the file held at analysis
   uint64_t pin = 0;
@@ -87,7 +87,8 @@ Status CollectUndo(log::RedoLog* log, const IsDropped& dropped, Losers& losers) 
     }
     auto it = losers.find(u->txn);
     if (it != losers.end() && !(dropped && dropped(u->space))) {
-      it->second.tail.emplace_back(r.lsn, std::move(*u));
+      it->second.tail.emplace_back(r.lsn,
+                                   std::string(reinterpret_cast<const char*>(r.payload), r.length));
     }
     return Status::OK();
   });
@@ -132,9 +133,7 @@ Status ToFiles(buffer::BufferPool* pool, const UndoFiles& files, Losers& losers,
     l.from_before_crash = l.file->count();
     std::vector<std::string> payloads;
     payloads.reserve(l.tail.size());
-    for (const auto& [lsn, u] : l.tail) {
-      payloads.push_back(txn::EncodeUndo(u.txn, u.space, u.key, u.before, u.before_chain));
-    }
+    for (auto& [lsn, payload] : l.tail) payloads.push_back(std::move(payload));
     l.tail.clear();
     SUBITO_RETURN_IF_ERROR(l.file->Append(payloads));
     pending.push_back(&l);
@@ -159,21 +158,15 @@ Status UndoLoser(buffer::BufferPool* pool, uint64_t id, std::vector<Loser*>& pen
       uint64_t bytes = 0;
       while (first > 0 && bytes < chunk_bytes) {
         const uint64_t from = first - std::min<uint64_t>(first, 256);
-        Result<std::vector<std::string>> payloads = file->Read(from, first);
-        if (!payloads.ok()) return payloads.status();
-        for (auto p = payloads->rbegin(); p != payloads->rend(); ++p) {
-          Result<txn::UndoRecord> u = txn::DecodeUndo(reinterpret_cast<const uint8_t*>(p->data()),
-                                                      static_cast<uint32_t>(p->size()));
-          if (!u.ok() || u->txn != id) {
-            return Status::Corruption(
-                StrFormat("undo file %s: an entry %s", file->path().c_str(),
-                          u.ok() ? "of another transaction" : u.status().message().c_str()));
-          }
-          bytes += p->size();
+        Result<std::vector<txn::UndoRecord>> records = file->Read(from, first);
+        if (!records.ok()) return records.status();
+        for (auto u = records->rbegin(); u != records->rend(); ++u) {
+          // The entry's encoded size (txn_records.h).
+          bytes += txn::kUndoHeaderSize + u->key.size() + (u->before ? u->before->size() : 0);
           if (dropped && dropped(u->space)) continue;
           SUBITO_RETURN_IF_ERROR(apply(*u));
           ++stats.undo_applied;
-          const uint64_t index = first - 1 - static_cast<uint64_t>(p - payloads->rbegin());
+          const uint64_t index = first - 1 - static_cast<uint64_t>(u - records->rbegin());
           stats.undo_file_entries += index < pending.front()->from_before_crash;
         }
         first = from;

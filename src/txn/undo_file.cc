@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 
 #include "util/coding.h"
 #include "util/crc32c.h"
@@ -14,6 +13,11 @@ namespace {
 constexpr char kMagic[8] = {'S', 'U', 'B', 'U', 'N', 'D', 'O', '\0'};
 constexpr uint64_t kBlock = AlignedBuffer::kAlign;
 constexpr size_t kReadWindow = 1 << 20;
+
+Status Damaged(const std::string& path, uint64_t offset, const std::string& what) {
+  return Status::Corruption(StrFormat("undo file %s, offset %llu: %s", path.c_str(),
+                                      static_cast<unsigned long long>(offset), what.c_str()));
+}
 
 uint32_t EntryCrc(uint64_t seq, std::string_view payload) {
   uint8_t s[8];
@@ -81,8 +85,7 @@ Result<std::unique_ptr<UndoFile>> UndoFile::Open(FileSystem* fs, const std::stri
   Result<std::unique_ptr<File>> f = fs->Open(path);
   if (!f.ok()) return f.status();
   const auto bad = [&](uint64_t offset, const std::string& what) {
-    return Status::Corruption(StrFormat("undo file %s, offset %llu: %s", path.c_str(),
-                                        static_cast<unsigned long long>(offset), what.c_str()));
+    return Damaged(path, offset, what);
   };
   if ((*f)->Size() < AlignUp(a.bytes, kBlock)) {
     return bad((*f)->Size(), StrFormat("the file ends there, before the %llu bytes the redo log "
@@ -220,8 +223,8 @@ Status UndoFile::Append(const std::vector<std::string>& payloads) {
   return Status::OK();
 }
 
-Result<std::vector<std::string>> UndoFile::Read(uint64_t first, uint64_t end) {
-  std::vector<std::string> out;
+Result<std::vector<UndoRecord>> UndoFile::Read(uint64_t first, uint64_t end) {
+  std::vector<UndoRecord> out;
   if (first >= end) return out;
   if (end > count()) return Status::InvalidArgument("undo file: reading past its entries");
   const uint64_t from = AlignDown(offsets_[first], kBlock);
@@ -233,25 +236,22 @@ Result<std::vector<std::string>> UndoFile::Read(uint64_t first, uint64_t end) {
   for (uint64_t i = first; i < end; ++i) {
     const uint8_t* e = buf->get() + (offsets_[i] - from);
     const uint32_t length = DecodeFixed32(e);
-    std::string p(reinterpret_cast<const char*>(e + kUndoEntryHeaderBytes), length);
-    if (DecodeFixed64(e + 8) != i || EntryCrc(i, p) != DecodeFixed32(e + 4)) {
-      return Status::Corruption(StrFormat("undo file %s, offset %llu: checksum mismatch",
-                                          path().c_str(),
-                                          static_cast<unsigned long long>(offsets_[i])));
+    const uint8_t* payload = e + kUndoEntryHeaderBytes;
+    const auto bad = [&](const std::string& what) { return Damaged(path(), offsets_[i], what); };
+    if (DecodeFixed64(e + 8) != i ||
+        EntryCrc(i, {reinterpret_cast<const char*>(payload), length}) != DecodeFixed32(e + 4)) {
+      return bad("checksum mismatch");
     }
-    out.push_back(std::move(p));
+    Result<UndoRecord> r = DecodeUndo(payload, length);
+    if (!r.ok()) return bad(r.status().message());
+    if (r->txn != txn_) return bad("an entry of another transaction");
+    out.push_back(std::move(*r));
   }
   return out;
 }
 
 void UndoFile::RemoveAll(const std::string& dir) {
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("undo-", 0) == 0 && e.path().extension() == ".sbu") {
-      std::filesystem::remove(e.path(), ec);
-    }
-  }
+  RemoveFilesNamed(dir, "undo-", ".sbu");
 }
 
 Status UndoFile::Truncate(uint64_t count) {

@@ -37,6 +37,7 @@
 #include <string_view>
 #include <vector>
 
+#include "txn/txn_records.h"
 #include "util/aligned_buffer.h"
 #include "util/file_io.h"
 
@@ -72,8 +73,9 @@ class UndoFile {
   // Appends payloads as entries count()..count()+n-1 and makes the file
   // durable (U1).
   Status Append(const std::vector<std::string>& payloads);
-  // The payloads of entries [first, end), in order.
-  Result<std::vector<std::string>> Read(uint64_t first, uint64_t end);
+  // The undo records of entries [first, end), in order, each checked
+  // (checksum, position, and that it is this file's transaction's).
+  Result<std::vector<UndoRecord>> Read(uint64_t first, uint64_t end);
   // Forgets entries from `count` on: the next Append writes there (U2 is
   // the caller's: an anchor below the old count must be durable first).
   // On failure nothing changed.

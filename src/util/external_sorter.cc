@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <filesystem>
 #include <queue>
 
 #include "util/aligned_buffer.h"
@@ -142,13 +141,7 @@ void ExternalSorter::RemoveRun(Run& run) {
 }
 
 void ExternalSorter::RemoveStaleRuns(const std::string& dir) {
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("sort-", 0) == 0 && e.path().extension() == ".run") {
-      std::filesystem::remove(e.path(), ec);
-    }
-  }
+  RemoveFilesNamed(dir, "sort-", ".run");
 }
 
 Status ExternalSorter::Fail(Status st) {

@@ -17,6 +17,17 @@
 
 namespace subito {
 
+void RemoveFilesNamed(const std::string& dir, const std::string& prefix,
+                      const std::string& extension) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && e.path().extension() == extension) {
+      std::filesystem::remove(e.path(), ec);
+    }
+  }
+}
+
 Status StatusFromErrno(int err, const std::string& what, const std::string& path) {
   std::string msg = what + " " + path + ": " + std::strerror(err);
   if (err == ENOSPC || err == EDQUOT) return Status::NoSpace(std::move(msg));

@@ -55,6 +55,11 @@ class FileSystem {
 // that met it fails; writes resume once space is freed), IOError otherwise.
 Status StatusFromErrno(int err, const std::string& what, const std::string& path);
 
+// Removes the files of `dir` whose names start with `prefix` and end with
+// `extension` (".run"); errors are ignored (stale temporary files).
+void RemoveFilesNamed(const std::string& dir, const std::string& prefix,
+                      const std::string& extension);
+
 // Creates `dir` and any missing parent, each new one with mode 0700 (the
 // umask aside: a server's umask may leave directories group-writable).
 Status CreatePrivateDirectories(const std::string& dir);

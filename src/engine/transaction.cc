@@ -113,7 +113,6 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
       (undo_file_ && ListSize() < anchored_count_)) {
     SUBITO_RETURN_IF_ERROR(ReAnchor());
   }
-  wrote_spaces_[ix->space()] = ix;
   Result<log::AppendResult> a =
       log->Append(txn::kRecordTxnUndo, rec.data(), static_cast<uint32_t>(rec.size()));
   if (!a.ok()) return a.status();
@@ -183,6 +182,7 @@ Status TransactionImpl::ReAnchor() {
   std::vector<std::string> payloads;
   payloads.reserve(undo_.size());
   for (const Undo& u : undo_) {
+    wrote_spaces_[u.index->space()] = u.index;  // for Reload
     payloads.push_back(
         txn::EncodeUndo(state_->id, u.index->space(), u.key, u.before, u.before_chain));
   }

@@ -228,8 +228,8 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // The count of the newest durable anchor: positions below it are
   // rewritten only with the same entries (U2).
   uint64_t anchored_count_ = 0;
-  // The indexes this transaction wrote, by space (entries reloaded from
-  // the undo file name a space).
+  // The indexes of the entries in the undo file, by space (entries
+  // reloaded from it name a space); filled as they are written there.
   std::map<uint32_t, IndexImpl*> wrote_spaces_;
   // Changes per (space, key) still in undo_: when one drops to zero the
   // key is back to its value before this transaction.

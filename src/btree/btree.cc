@@ -137,6 +137,7 @@ namespace {
 struct LeafHint {
   uint64_t tree = 0;
   uint32_t leaf = 0;
+  bool first = false, last = false;  // the tree's first or last leaf when met
   std::string key;
 };
 LeafHint& Hint() {
@@ -145,37 +146,45 @@ LeafHint& Hint() {
 }
 }  // namespace
 
-void BTree::NoteLeaf(std::string_view key, uint32_t leaf) {
+void BTree::NoteLeaf(std::string_view key, uint32_t leaf, const uint8_t* node) {
+  const NodeView n(const_cast<uint8_t*>(node), pool_->page_size());
   LeafHint& h = Hint();
   h.tree = id_;
   h.leaf = leaf;
+  h.first = n.prev() == 0;
+  h.last = n.next() == 0;
   h.key.assign(key);
 }
 
 Result<PageHandle> BTree::FindLeaf(std::string_view key, Latch latch) {
-  if (std::optional<PageHandle> hinted = HintedLeaf(key, latch)) return std::move(*hinted);
-  Result<PageHandle> leaf = LeafPage(key, latch);
-  if (leaf.ok()) NoteLeaf(key, leaf->id().page_no);
+  std::optional<PageHandle> hinted = HintedLeaf(key, latch);
+  Result<PageHandle> leaf = hinted ? std::move(*hinted) : LeafPage(key, latch);
+  if (leaf.ok()) NoteLeaf(key, leaf->id().page_no, leaf->data());
   return leaf;
 }
 
 std::optional<PageHandle> BTree::HintedLeaf(std::string_view key, Latch latch) {
   const LeafHint& hint = Hint();
-  if (hint.tree != id_ || hint.key != key) return std::nullopt;
+  if (hint.tree != id_) return std::nullopt;
+  const int c = CompareKeys(key, hint.key);
+  if (!(c == 0 || (c > 0 && hint.last) || (c < 0 && hint.first))) return std::nullopt;
   // The page may have been merged away, freed or reused since: only a leaf
-  // of this tree whose first and last keys enclose `key` is taken. Leaves
-  // hold disjoint key ranges, so that leaf is key's, as a descent would
-  // find (latch_ keeps the structure still meanwhile).
+  // of this tree that spans `key` is taken: its first and last keys enclose
+  // it, or the key lies past the end of the last leaf (no next) or before
+  // the first (no prev). Leaves hold disjoint key ranges, so that leaf is
+  // key's, as a descent would find (latch_ keeps the structure still
+  // meanwhile).
   Result<PageHandle> h = pool_->Fetch({space_, hint.leaf}, latch);
   if (!h.ok() || page::TypeOf(h->data()) != page::kPageBtreeLeaf ||
       !CheckNode(hint.leaf, *h).ok()) {
     return std::nullopt;
   }
   const NodeView n(h->data(), pool_->page_size());
-  if (!n.leaf() || n.count() == 0 || CompareKeys(key, n.Key(0)) < 0 ||
-      CompareKeys(key, n.Key(static_cast<uint16_t>(n.count() - 1))) > 0) {
-    return std::nullopt;
-  }
+  if (!n.leaf() || n.count() == 0) return std::nullopt;
+  const bool after_first = CompareKeys(key, n.Key(0)) >= 0 || n.prev() == 0;
+  const bool before_last =
+      CompareKeys(key, n.Key(static_cast<uint16_t>(n.count() - 1))) <= 0 || n.next() == 0;
+  if (!after_first || !before_last) return std::nullopt;
   return std::move(*h);
 }
 
@@ -836,7 +845,7 @@ Status BTree::Cursor::SeekLocked(SeekMode mode, std::string_view key) {
     }
     if (slot >= 0 && slot < n.count()) {
       SUBITO_RETURN_IF_ERROR(Load(h->data(), static_cast<uint16_t>(slot)));
-      tree_->NoteLeaf(key_, page_no);  // a row read is often changed next
+      tree_->NoteLeaf(key_, page_no, h->data());  // a row read is often changed next
       return Status::OK();
     }
     page_no = forward ? n.next() : n.prev();

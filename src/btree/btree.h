@@ -202,9 +202,13 @@ class BTree {
   Result<buffer::PageHandle> FindLeaf(std::string_view key, buffer::Latch latch);
   // A leaf that holds `key`'s place, fetched without a descent when this
   // thread last met `key` in this tree (NoteLeaf) and the leaf, checked
-  // again now, still spans it; nullopt otherwise. The caller holds latch_.
+  // again now, still spans it; nullopt otherwise. A key past the last leaf's
+  // end (or before the first's) takes the hint of the key met before it
+  // there: rows loaded in key order descend once per leaf, not per row. The
+  // caller holds latch_.
   std::optional<buffer::PageHandle> HintedLeaf(std::string_view key, buffer::Latch latch);
-  void NoteLeaf(std::string_view key, uint32_t leaf);
+  // `node`: the leaf's bytes (whether it is the first or last leaf).
+  void NoteLeaf(std::string_view key, uint32_t leaf, const uint8_t* node);
   class Op;
   Status InsertAt(Op& op, std::vector<uint32_t> path, Entry entry);
   // The key's leaf, exclusively latched in op, copied into img; is_root:

@@ -69,6 +69,48 @@ bool KeyRange::Contains(std::string_view key) const {
   return true;
 }
 
+const LockMode* LockManager::Holders::Find(TxnId txn) const {
+  if (first_used_ && first_.txn == txn) return &first_.mode;
+  for (const Request& r : rest_) {
+    if (r.txn == txn) return &r.mode;
+  }
+  return nullptr;
+}
+
+void LockManager::Holders::Add(TxnId txn, LockMode mode) {
+  if (!first_used_) {
+    first_ = {txn, mode};
+    first_used_ = true;
+  } else {
+    rest_.push_back({txn, mode});
+  }
+}
+
+void LockManager::Holders::Erase(TxnId txn) {
+  if (first_used_ && first_.txn == txn) {
+    if (rest_.empty()) {
+      first_used_ = false;
+    } else {
+      first_ = rest_.back();
+      rest_.pop_back();
+    }
+    return;
+  }
+  rest_.erase(std::remove_if(rest_.begin(), rest_.end(),
+                             [&](const Request& r) { return r.txn == txn; }),
+              rest_.end());
+}
+
+void LockManager::Grant(Node& node, TxnId txn, LockMode mode) {
+  if (LockMode* own = node.second.granted.Find(txn)) {
+    if (mode == LockMode::kExclusive) *own = mode;  // an upgrade; S never weakens X
+    return;
+  }
+  node.second.granted.Add(txn, mode);
+  held_[txn].push_back(&node);
+  bytes_ += Cost(node.first);
+}
+
 std::string LockManager::Name(uint32_t space, std::string_view key) {
   std::string n(4, '\0');
   for (int i = 0; i < 4; ++i) n[i] = static_cast<char>(space >> (8 * i));
@@ -78,17 +120,16 @@ std::string LockManager::Name(uint32_t space, std::string_view key) {
 
 std::vector<TxnId> LockManager::Blockers(const Entry& e, TxnId txn, LockMode mode) const {
   std::vector<TxnId> out;
-  auto own = e.granted.find(txn);
-  if (own != e.granted.end() &&
-      (own->second == LockMode::kExclusive || mode == LockMode::kShared)) {
+  const LockMode* own = e.granted.Find(txn);
+  if (own != nullptr && (*own == LockMode::kExclusive || mode == LockMode::kShared)) {
     return out;  // L1: already covered
   }
-  for (const auto& [holder, held] : e.granted) {
+  e.granted.ForEach([&](TxnId holder, LockMode held) {
     if (holder != txn && !Compatible(held, mode)) out.push_back(holder);
-  }
-  if (own == e.granted.end()) {
+  });
+  if (own == nullptr && e.waiters) {
     // L2: earlier waiters that conflict come first (upgrades skip the queue).
-    for (const Request& r : e.waiting) {
+    for (const Request& r : e.waiters->queue) {
       if (r.txn == txn) break;
       if (!Compatible(r.mode, mode)) out.push_back(r.txn);
     }
@@ -160,23 +201,22 @@ Status LockManager::RefuseWait(TxnId txn, const std::vector<TxnId>& blockers,
 Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMode mode,
                          std::chrono::milliseconds timeout,
                          const std::function<bool()>& interrupted) {
-  const std::string name = Name(space, key);
+  std::string name = Name(space, key);
   std::unique_lock lk(mu_);
   if (budget_ != 0 && bytes_ + Cost(name) > budget_) {
-    auto h = held_.find(txn);
-    if (h == held_.end() || h->second.count(name) == 0) {
+    auto held = table_.find(name);
+    if (held == table_.end() || held->second.granted.Find(txn) == nullptr) {
       ++stats_.refused_over_budget;
       return Status::TooManyLocks(StrFormat(
           "row locks would take more than their budget of %llu bytes (subito_lock_memory_budget)",
           static_cast<unsigned long long>(budget_)));
     }
   }
-  Entry& e = table_[name];
+  Node& node = *table_.try_emplace(std::move(name)).first;
+  Entry& e = node.second;
   std::vector<TxnId> blockers = Blockers(e, txn, mode);
   if (blockers.empty()) {
-    auto own = e.granted.find(txn);
-    if (own == e.granted.end() || mode == LockMode::kExclusive) e.granted[txn] = mode;
-    NoteHeld(txn, name);
+    Grant(node, txn, mode);
     ++stats_.granted_at_once;
     return Status::OK();
   }
@@ -184,16 +224,18 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
   // stays in table_ whatever this request does.
   SUBITO_RETURN_IF_ERROR(RefuseWait(txn, blockers, timeout, interrupted));
   ++stats_.waits;
-  e.waiting.push_back({txn, mode});
-  waiting_on_[txn] = Wait{false, name, mode, 0, {}};
+  if (!e.waiters) e.waiters = std::make_unique<Waiters>();
+  Waiters& w = *e.waiters;
+  w.queue.push_back({txn, mode});
+  waiting_on_[txn] = Wait{false, node.first, mode, 0, {}};
   const WaitEnd end = WaitFor(
-      lk, e.cv, timeout, [&] { return Grantable(e, txn, mode); },
+      lk, w.cv, timeout, [&] { return Grantable(e, txn, mode); },
       [&] { return interrupted && interrupted(); });
   waiting_on_.erase(txn);
-  e.waiting.erase(std::find_if(e.waiting.begin(), e.waiting.end(),
-                               [&](const Request& r) { return r.txn == txn; }));
+  w.queue.erase(std::find_if(w.queue.begin(), w.queue.end(),
+                             [&](const Request& r) { return r.txn == txn; }));
   if (end != WaitEnd::kReady) {
-    e.cv.notify_all();  // a waiter behind this one may now go first
+    w.cv.notify_all();  // a waiter behind this one may now go first
     if (end == WaitEnd::kStopped) {
       ++stats_.interrupted;
       return InterruptedWait(txn);
@@ -201,10 +243,8 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
     ++stats_.timeouts;
     return TimedOutWait(txn, timeout);
   }
-  e.granted[txn] = mode == LockMode::kExclusive ? LockMode::kExclusive
-                                                : (e.granted.count(txn) ? e.granted[txn] : mode);
-  NoteHeld(txn, name);
-  e.cv.notify_all();  // compatible waiters behind may go too
+  Grant(node, txn, mode);
+  w.cv.notify_all();  // compatible waiters behind may go too
   return Status::OK();
 }
 
@@ -276,7 +316,7 @@ void LockManager::Wake(TxnId txn) {
     return;
   }
   auto e = table_.find(w->second.name);
-  if (e != table_.end()) e->second.cv.notify_all();
+  if (e != table_.end() && e->second.waiters) e->second.waiters->cv.notify_all();
 }
 
 void LockManager::ReleaseAll(TxnId txn) {
@@ -298,15 +338,14 @@ void LockManager::ReleaseAll(TxnId txn) {
   }
   auto h = held_.find(txn);
   if (h == held_.end()) return;
-  for (const std::string& name : h->second) {
-    bytes_ -= Cost(name);
-    auto it = table_.find(name);
-    if (it == table_.end()) continue;
-    it->second.granted.erase(txn);
-    if (it->second.granted.empty() && it->second.waiting.empty()) {
-      table_.erase(it);
-    } else {
-      it->second.cv.notify_all();
+  for (Node* node : h->second) {
+    bytes_ -= Cost(node->first);
+    Entry& e = node->second;
+    e.granted.Erase(txn);
+    if (e.idle()) {
+      table_.erase(table_.find(node->first));
+    } else if (e.waiters) {
+      e.waiters->cv.notify_all();
     }
   }
   held_.erase(h);
@@ -316,9 +355,8 @@ bool LockManager::Holds(TxnId txn, uint32_t space, std::string_view key, LockMod
   std::lock_guard lk(mu_);
   auto it = table_.find(Name(space, key));
   if (it == table_.end()) return false;
-  auto g = it->second.granted.find(txn);
-  return g != it->second.granted.end() &&
-         (g->second == LockMode::kExclusive || mode == LockMode::kShared);
+  const LockMode* g = it->second.granted.Find(txn);
+  return g != nullptr && (*g == LockMode::kExclusive || mode == LockMode::kShared);
 }
 
 LockStats LockManager::stats() const {

@@ -49,6 +49,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -128,11 +129,39 @@ class LockManager {
     TxnId txn;
     LockMode mode;
   };
-  struct Entry {
-    std::map<TxnId, LockMode> granted;
-    std::vector<Request> waiting;  // in arrival order
+  // The transactions holding a key: most keys have one, kept inline (no
+  // allocation); more go to `rest`.
+  class Holders {
+   public:
+    const LockMode* Find(TxnId txn) const;
+    LockMode* Find(TxnId txn) {
+      return const_cast<LockMode*>(static_cast<const Holders*>(this)->Find(txn));
+    }
+    void Add(TxnId txn, LockMode mode);  // txn holds nothing here yet
+    void Erase(TxnId txn);
+    bool empty() const { return !first_used_; }
+    template <typename Fn>
+    void ForEach(Fn&& fn) const {
+      if (first_used_) fn(first_.txn, first_.mode);
+      for (const Request& r : rest_) fn(r.txn, r.mode);
+    }
+
+   private:
+    bool first_used_ = false;  // rest_ is empty while this is false
+    Request first_{0, LockMode::kShared};
+    std::vector<Request> rest_;
+  };
+  // Made on a key's first wait, and kept while the entry lives.
+  struct Waiters {
+    std::vector<Request> queue;  // in arrival order
     std::condition_variable cv;
   };
+  struct Entry {
+    Holders granted;
+    std::unique_ptr<Waiters> waiters;
+    bool idle() const { return granted.empty() && (!waiters || waiters->queue.empty()); }
+  };
+  using Node = std::pair<const std::string, Entry>;  // stable: table_ is a node-based map
   struct HeldRange {
     TxnId txn = 0;
     KeyRange range;
@@ -159,8 +188,12 @@ class LockManager {
                     std::chrono::milliseconds timeout, const std::function<bool()>& interrupted);
 
   mutable std::mutex mu_;
-  std::unordered_map<std::string, Entry> table_;
-  std::unordered_map<TxnId, std::set<std::string>> held_;  // for ReleaseAll
+  // Ordered: the keys one transaction locks in bulk (a load, a scan, an
+  // UPDATE of many rows) mostly ascend, so consecutive lookups share a path
+  // that stays in the CPU's caches, where a hash table's are random.
+  std::map<std::string, Entry> table_;
+  // The keys each transaction holds, once each (ReleaseAll, L9).
+  std::unordered_map<TxnId, std::vector<Node*>> held_;
   std::unordered_map<TxnId, Wait> waiting_on_;
   std::unordered_map<uint32_t, std::vector<HeldRange>> ranges_;  // by space
   std::unordered_map<TxnId, std::set<uint32_t>> range_spaces_;   // for ReleaseAll
@@ -169,10 +202,9 @@ class LockManager {
   LockStats stats_;
   uint64_t budget_ = 0, bytes_ = 0;  // L9, guarded by mu_
   static uint64_t Cost(const std::string& name) { return kLockCost + 2 * name.size(); }
-  // Records that txn holds name (L9's accounting).
-  void NoteHeld(TxnId txn, const std::string& name) {
-    if (held_[txn].insert(name).second) bytes_ += Cost(name);
-  }
+  // Grants txn the key of `node` (which it may hold already, then in a
+  // weaker mode) and records it for ReleaseAll (L9's accounting).
+  void Grant(Node& node, TxnId txn, LockMode mode);
 };
 
 }  // namespace subito::txn

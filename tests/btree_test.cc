@@ -184,6 +184,49 @@ TEST(BTree, StaleLeafHintsAreNeverTrusted) {
   h.Close(true);
 }
 
+// A key past the end of the last leaf takes the leaf hint of the key met
+// before it (rows loaded in order descend once per leaf); once another
+// thread has split that leaf, so that it is no longer the last, a key
+// beyond its new right neighbour's first key must not go into it. The same
+// at the front for descending keys.
+TEST(BTree, HintsAtTheTreesEndsFollowSplitsByOtherThreads) {
+  for (bool ascending : {true, false}) {
+    test::ScratchDir dir;
+    Harness h(dir.path(), 64);
+    ASSERT_TRUE(h.Open(true).ok());
+    auto key = [](uint32_t k) { return KeyEncoder().Unsigned(k, 4).Release(); };
+    // Ascending: this thread loads 10000..11000, another thread 20000..21000
+    // past it and makes room in this thread's hinted leaf, then this thread
+    // goes on past both, then between them. Descending: the mirror image.
+    auto at = [&](uint32_t k) { return ascending ? k : 40000 - k; };
+    Model m;
+    auto put = [&](uint32_t k) {
+      const std::string v(80, static_cast<char>('a' + k % 26));
+      ASSERT_TRUE(h.tree->Put(key(at(k)), v).ok());
+      m[key(at(k))] = v;
+    };
+    for (uint32_t k = 10000; k <= 11000; ++k) put(k);
+    std::thread other([&] {
+      for (uint32_t k = 20000; k <= 21000; ++k) put(k);
+      // Room again in the hinted leaf, which is no longer the last.
+      for (uint32_t k = 10990; k <= 10999; ++k) {
+        ASSERT_TRUE(*h.tree->Delete(key(at(k))));
+        m.erase(key(at(k)));
+      }
+    });
+    other.join();
+    for (uint32_t k = 30000; k <= 30100; ++k) put(k);  // past the other thread's keys
+    for (uint32_t k = 15000; k <= 15100; ++k) put(k);      // between the two runs
+    ExpectScansMatch(*h.tree, m);
+    for (const auto& [k, v] : m) {
+      auto g = h.tree->Get(k);
+      ASSERT_TRUE(g.ok() && g->has_value());
+      ASSERT_EQ(**g, v);
+    }
+    h.Close(true);
+  }
+}
+
 // Keys arriving in order (auto-increment) fill leaves instead of leaving
 // each half empty; both directions.
 TEST(BTree, OrderedInsertsFillTheirLeaves) {

@@ -35,6 +35,36 @@ TEST(LockManager, SharedLocksShareAndExclusiveLocksExclude) {
   EXPECT_EQ(lm.stats().timeouts, 1u);
 }
 
+// Each (transaction, key) counts once against the memory budget (L9),
+// however often it is locked and whatever the number of other holders;
+// a transaction's end releases exactly its own share.
+TEST(LockManager, EachHeldKeyCountsOnceUntilItsHolderEnds) {
+  LockManager lm;
+  const uint64_t cost = LockManager::kLockCost + 2 * (4 + 3);  // space id + 3-byte keys
+  for (TxnId t : {1, 2, 3}) {
+    for (int round = 0; round < 2; ++round) {
+      for (const char* k : {"k01", "k02", "k03"}) {
+        ASSERT_TRUE(lm.Lock(t, 1, k, LockMode::kShared, kLong).ok());
+      }
+    }
+  }
+  EXPECT_EQ(lm.stats().memory_bytes, 9 * cost);
+  lm.ReleaseAll(1);  // the inline holder of every key goes first
+  EXPECT_EQ(lm.stats().memory_bytes, 6 * cost);
+  EXPECT_FALSE(lm.Holds(1, 1, "k02", LockMode::kShared));
+  EXPECT_TRUE(lm.Holds(2, 1, "k02", LockMode::kShared));
+  EXPECT_TRUE(lm.Holds(3, 1, "k02", LockMode::kShared));
+  EXPECT_TRUE(lm.Lock(4, 1, "k02", LockMode::kExclusive, 20ms).IsTimedOut());
+  lm.ReleaseAll(3);
+  // Transaction 2, sole holder now, upgrades without counting again.
+  ASSERT_TRUE(lm.Lock(2, 1, "k02", LockMode::kExclusive, kLong).ok());
+  EXPECT_EQ(lm.stats().memory_bytes, 3 * cost);
+  lm.ReleaseAll(2);
+  EXPECT_EQ(lm.stats().memory_bytes, 0u);
+  ASSERT_TRUE(lm.Lock(4, 1, "k02", LockMode::kExclusive, 0ms).ok());  // free at once
+  EXPECT_EQ(lm.stats().memory_bytes, cost);
+}
+
 TEST(LockManager, AWaiterIsGrantedWhenTheHolderEnds) {
   LockManager lm;
   ASSERT_TRUE(lm.Lock(1, 1, "k", LockMode::kExclusive, kLong).ok());

@@ -216,7 +216,7 @@ TEST(BTree, HintsAtTheTreesEndsFollowSplitsByOtherThreads) {
     });
     other.join();
     for (uint32_t k = 30000; k <= 30100; ++k) put(k);  // past the other thread's keys
-    for (uint32_t k = 15000; k <= 15100; ++k) put(k);      // between the two runs
+    for (uint32_t k = 15000; k <= 15100; ++k) put(k);  // between the two runs
     ExpectScansMatch(*h.tree, m);
     for (const auto& [k, v] : m) {
       auto g = h.tree->Get(k);

@@ -96,9 +96,9 @@ void LockManager::Holders::Erase(TxnId txn) {
     }
     return;
   }
-  rest_.erase(std::remove_if(rest_.begin(), rest_.end(),
-                             [&](const Request& r) { return r.txn == txn; }),
-              rest_.end());
+  rest_.erase(
+      std::remove_if(rest_.begin(), rest_.end(), [&](const Request& r) { return r.txn == txn; }),
+      rest_.end());
 }
 
 void LockManager::Grant(Node& node, TxnId txn, LockMode mode) {
@@ -232,8 +232,8 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
       lk, w.cv, timeout, [&] { return Grantable(e, txn, mode); },
       [&] { return interrupted && interrupted(); });
   waiting_on_.erase(txn);
-  w.queue.erase(std::find_if(w.queue.begin(), w.queue.end(),
-                             [&](const Request& r) { return r.txn == txn; }));
+  w.queue.erase(
+      std::find_if(w.queue.begin(), w.queue.end(), [&](const Request& r) { return r.txn == txn; }));
   if (end != WaitEnd::kReady) {
     w.cv.notify_all();  // a waiter behind this one may now go first
     if (end == WaitEnd::kStopped) {

@@ -65,6 +65,26 @@ TEST(LockManager, EachHeldKeyCountsOnceUntilItsHolderEnds) {
   EXPECT_EQ(lm.stats().memory_bytes, cost);
 }
 
+// Past the budget, a key held by another transaction is refused like any
+// new one and counts nothing; a waiter that timed out leaves no entry
+// behind once the holder ends.
+TEST(LockManager, RefusalsAndTimedOutWaitersLeaveNothingBehind) {
+  LockManager lm;
+  const uint64_t cost = LockManager::kLockCost + 2 * (4 + 1);
+  lm.SetMemoryBudget(cost + cost / 2);
+  ASSERT_TRUE(lm.Lock(1, 1, "a", LockMode::kShared, kLong).ok());
+  EXPECT_TRUE(lm.Lock(2, 1, "a", LockMode::kShared, kLong).IsTooManyLocks());
+  EXPECT_TRUE(lm.Lock(1, 1, "a", LockMode::kExclusive, kLong).ok());  // held already
+  EXPECT_EQ(lm.stats().memory_bytes, cost);
+  lm.SetMemoryBudget(0);
+  EXPECT_TRUE(lm.Lock(2, 1, "a", LockMode::kShared, 20ms).IsTimedOut());
+  lm.ReleaseAll(1);
+  EXPECT_EQ(lm.stats().memory_bytes, 0u);
+  EXPECT_FALSE(lm.Holds(2, 1, "a", LockMode::kShared));
+  ASSERT_TRUE(lm.Lock(3, 1, "a", LockMode::kExclusive, 0ms).ok());
+  EXPECT_EQ(lm.stats().refused_over_budget, 1u);
+}
+
 TEST(LockManager, AWaiterIsGrantedWhenTheHolderEnds) {
   LockManager lm;
   ASSERT_TRUE(lm.Lock(1, 1, "k", LockMode::kExclusive, kLong).ok());

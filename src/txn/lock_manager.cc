@@ -101,14 +101,14 @@ void LockManager::Holders::Erase(TxnId txn) {
       rest_.end());
 }
 
-void LockManager::Grant(Node& node, TxnId txn, LockMode mode) {
-  if (LockMode* own = node.second.granted.Find(txn)) {
+void LockManager::Grant(Node node, TxnId txn, LockMode mode) {
+  if (LockMode* own = node->second.granted.Find(txn)) {
     if (mode == LockMode::kExclusive) *own = mode;  // an upgrade; S never weakens X
     return;
   }
-  node.second.granted.Add(txn, mode);
-  held_[txn].push_back(&node);
-  bytes_ += Cost(node.first);
+  node->second.granted.Add(txn, mode);
+  held_[txn].push_back(node);
+  bytes_ += Cost(node->first);
 }
 
 std::string LockManager::Name(uint32_t space, std::string_view key) {
@@ -212,8 +212,8 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
           static_cast<unsigned long long>(budget_)));
     }
   }
-  Node& node = *table_.try_emplace(std::move(name)).first;
-  Entry& e = node.second;
+  const Node node = table_.try_emplace(std::move(name)).first;
+  Entry& e = node->second;
   std::vector<TxnId> blockers = Blockers(e, txn, mode);
   if (blockers.empty()) {
     Grant(node, txn, mode);
@@ -227,7 +227,7 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
   if (!e.waiters) e.waiters = std::make_unique<Waiters>();
   Waiters& w = *e.waiters;
   w.queue.push_back({txn, mode});
-  waiting_on_[txn] = Wait{false, node.first, mode, 0, {}};
+  waiting_on_[txn] = Wait{false, node->first, mode, 0, {}};
   const WaitEnd end = WaitFor(
       lk, w.cv, timeout, [&] { return Grantable(e, txn, mode); },
       [&] { return interrupted && interrupted(); });
@@ -338,12 +338,12 @@ void LockManager::ReleaseAll(TxnId txn) {
   }
   auto h = held_.find(txn);
   if (h == held_.end()) return;
-  for (Node* node : h->second) {
+  for (Node node : h->second) {
     bytes_ -= Cost(node->first);
     Entry& e = node->second;
     e.granted.Erase(txn);
     if (e.idle()) {
-      table_.erase(table_.find(node->first));
+      table_.erase(node);
     } else if (e.waiters) {
       e.waiters->cv.notify_all();
     }

@@ -161,7 +161,6 @@ class LockManager {
     std::unique_ptr<Waiters> waiters;
     bool idle() const { return granted.empty() && (!waiters || waiters->queue.empty()); }
   };
-  using Node = std::pair<const std::string, Entry>;  // stable: table_ is a node-based map
   struct HeldRange {
     TxnId txn = 0;
     KeyRange range;
@@ -192,8 +191,9 @@ class LockManager {
   // UPDATE of many rows) mostly ascend, so consecutive lookups share a path
   // that stays in the CPU's caches, where a hash table's are random.
   std::map<std::string, Entry> table_;
+  using Node = std::map<std::string, Entry>::iterator;  // stays valid until its entry is erased
   // The keys each transaction holds, once each (ReleaseAll, L9).
-  std::unordered_map<TxnId, std::vector<Node*>> held_;
+  std::unordered_map<TxnId, std::vector<Node>> held_;
   std::unordered_map<TxnId, Wait> waiting_on_;
   std::unordered_map<uint32_t, std::vector<HeldRange>> ranges_;  // by space
   std::unordered_map<TxnId, std::set<uint32_t>> range_spaces_;   // for ReleaseAll
@@ -204,7 +204,7 @@ class LockManager {
   static uint64_t Cost(const std::string& name) { return kLockCost + 2 * name.size(); }
   // Grants txn the key of `node` (which it may hold already, then in a
   // weaker mode) and records it for ReleaseAll (L9's accounting).
-  void Grant(Node& node, TxnId txn, LockMode mode);
+  void Grant(Node node, TxnId txn, LockMode mode);
 };
 
 }  // namespace subito::txn

@@ -452,6 +452,8 @@ int ha_subito::write_row(const uchar* buf) {
     int err = 0;
     if (bulk_) {
       err = BulkWrite(row);
+    } else if (txn_loader_) {
+      if (Status st = txn_loader_->Add(row); !st.ok()) err = Error(st);
     } else if (subito::Transaction* txn = Txn(); txn == nullptr) {
       return HA_ERR_INTERNAL_ERROR;
     } else if (Status st = txn->Insert(t, row); !st.ok()) {
@@ -506,6 +508,38 @@ int ha_subito::BulkWrite(const Row& row) {
     if (!st.ok()) return Error(st);
   }
   return 0;
+}
+
+// A statement that inserts many rows (multi-row INSERT, INSERT ... SELECT,
+// LOAD DATA) into an empty table with unique_checks=0 and
+// foreign_key_checks=0, as mysqldump's output sets them, fills it through
+// its transaction's bulk insert (Transaction::BulkInsert), as InnoDB does
+// under the same settings: no row locks or undo per row, other sessions
+// wait for the table until the transaction ends, a rollback empties it.
+// Otherwise, and when the table does not qualify, rows go in one by one.
+void ha_subito::start_bulk_insert(ha_rows, uint) {
+  (void)Guard(ha_thd(), "start_bulk_insert", [&]() -> int {
+    txn_loader_.reset();
+    THD* thd = ha_thd();
+    if (bulk_ || !thd_test_options(thd, OPTION_RELAXED_UNIQUE_CHECKS) ||
+        !thd_test_options(thd, OPTION_NO_FOREIGN_KEY_CHECKS) || thd->lex->duplicates != DUP_ERROR) {
+      return 0;
+    }
+    subito::Transaction* txn = Txn();
+    if (txn == nullptr) return 0;
+    auto loader = txn->BulkInsert(EngineTable());
+    if (loader.ok()) txn_loader_ = std::move(*loader);
+    return 0;  // not qualified (Busy) or failed: row by row, which reports any error
+  });
+}
+
+int ha_subito::end_bulk_insert() {
+  return Guard(ha_thd(), "end_bulk_insert", [&]() -> int {
+    if (!txn_loader_) return 0;
+    std::unique_ptr<subito::BulkLoader> loader = std::move(txn_loader_);
+    Status st = loader->Finish();
+    return st.ok() ? 0 : Error(st);
+  });
 }
 
 int ha_subito::EndBulk(bool commit) {
@@ -1194,6 +1228,7 @@ int ha_subito::extra(enum ha_extra_function operation) {
 int ha_subito::reset() {
   return Guard(ha_thd(), "reset", [&]() -> int {
     cursor_.reset();
+    txn_loader_.reset();  // a statement that ended without end_bulk_insert
     bounded_ = false;
     search_prefix_.clear();
     search_key_.clear();

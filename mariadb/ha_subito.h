@@ -94,6 +94,8 @@ class ha_subito final : public handler {
                            page_range* pages) override;
   int info(uint flag) override;
   int extra(enum ha_extra_function operation) override;
+  void start_bulk_insert(ha_rows rows, uint flags) override;
+  int end_bulk_insert() override;
   int reset() override;
   double scan_time() override;
   // Any index may be scanned to give an order, as InnoDB allows: without
@@ -193,6 +195,9 @@ class ha_subito final : public handler {
   std::unique_ptr<subito::Transaction> bulk_txn_;
   std::unique_ptr<subito::BulkLoader> loader_;
   bool bulk_ = false;
+  // The statement's rows go through its transaction's bulk insert
+  // (start_bulk_insert) until end_bulk_insert.
+  std::unique_ptr<subito::BulkLoader> txn_loader_;
   uint64_t bulk_rows_ = 0;
   int dup_key_ = -1;
   // Auto-increment values the statement still has reserved (InnoDB's

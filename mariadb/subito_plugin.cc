@@ -167,7 +167,7 @@ struct Exported {
   ulonglong log_bytes, log_record_bytes, log_padding_bytes, double_write_bytes, pm_bytes_written;
   ulonglong page_file_bytes_written, page_file_bytes_read, pages_written, pages_read;
   ulonglong buffer_hits, buffer_misses, checkpoints, version_keys, undo_relocations, undo_spills;
-  ulonglong bulk_built_entries, sort_runs;
+  ulonglong bulk_built_entries, sort_runs, bulk_inserts;
   ulonglong open_files, file_closes, file_reopens, open_file_waits;
   ulonglong page_write_failures, page_writes_failing, writes_stopped;
   ulonglong version_bytes, snapshots_cut, lock_bytes, page_files_cached_by_os;
@@ -206,6 +206,7 @@ Exported Collect() {
   e.undo_relocations = s.undo_relocations;
   e.undo_spills = s.undo_spills;
   e.bulk_built_entries = s.bulk_built_entries;
+  e.bulk_inserts = s.bulk_inserts;
   e.sort_runs = s.sort_runs;
   e.open_files = s.open_files;
   e.file_closes = s.file_closes;
@@ -262,6 +263,7 @@ constexpr StatusVar kStatusVars[] = {SUBITO_STATUS(commits, SHOW_ULONGLONG),
                                      SUBITO_STATUS(undo_relocations, SHOW_ULONGLONG),
                                      SUBITO_STATUS(undo_spills, SHOW_ULONGLONG),
                                      SUBITO_STATUS(bulk_built_entries, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(bulk_inserts, SHOW_ULONGLONG),
                                      SUBITO_STATUS(sort_runs, SHOW_ULONGLONG),
                                      SUBITO_STATUS(open_files, SHOW_ULONGLONG),
                                      SUBITO_STATUS(file_closes, SHOW_ULONGLONG),

@@ -418,6 +418,84 @@ TEST_F(EngineCrash, EveryCutOfATransactionLargerThanTheLogRecoversTheCommittedRo
   EXPECT_GT(from_files, 0u) << "no recovery read a loser's undo file";
 }
 
+// A bulk insert (Transaction::BulkInsert) is all or nothing across power
+// cuts: a committed one keeps every row; one that never committed leaves
+// its table empty and pristine (it qualifies for a bulk insert again),
+// whatever of its pages and of its later row-by-row writes reached the
+// files.
+TEST_F(EngineCrash, PowerCutsKeepABulkInsertWholeOrLeaveItsTableEmpty) {
+  auto a = db->CreateTable(test::SampleTable("a"));
+  auto b = db->CreateTable(test::SampleTable("b"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto row = [](int64_t id) {
+    return test::SampleRow(id, static_cast<uint64_t>(id % 97), "u" + std::to_string(id),
+                           "bulk " + std::to_string(id) + std::string(90, 'x'));
+  };
+  auto load = [&](Transaction* txn, Table* t) {
+    auto loader = txn->BulkInsert(t);
+    ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+    for (int64_t id = 0; id < 1500; ++id) ASSERT_OK((*loader)->Add(row(id)));
+    ASSERT_OK((*loader)->Finish());
+  };
+  const uint64_t start = clock->Now();
+  auto winner = db->Begin();
+  load(winner.get(), *a);
+  ASSERT_OK(winner->Commit());
+  const uint64_t acked = clock->Now();
+  auto loser = db->Begin();
+  load(loser.get(), *b);
+  ASSERT_OK(loser->Insert(*b, row(9999)));
+  ASSERT_OK(loser->Update(*b, row(3), test::SampleRow(3, 1, "u3", "changed")));
+  const uint64_t end = clock->Now();
+  ASSERT_GT(db->Stats().bulk_built_entries, 0u);
+  ASSERT_OK(db->Close());  // the loser's rollback can no longer log
+  loser.reset();
+  db.reset();
+  std::vector<uint64_t> cuts{acked, end};
+  for (int i = 0; i < 22; ++i) cuts.push_back(start + rng() % (end - start));
+  size_t empty = 0, full = 0, losers = 0;
+  for (size_t i = 0; i < cuts.size(); ++i) {
+    SCOPED_TRACE(::testing::Message()
+                 << "cut " << i << " at clock " << cuts[i] << " (seed " << seed << ")");
+    const std::string c = dir.Sub("crash");
+    WriteImage(c, dir.Sub("pm"), pm.ImageAtTime(cuts[i], &rng),
+               fs.ImageAtTime(cuts[i], rng(), /*keep_random_unsynced=*/true));
+    auto rdb = Database::Open(PlainOptions(c));
+    ASSERT_TRUE(rdb.ok()) << rdb.status().ToString();
+    Table* ra = (*rdb)->FindTable("a");
+    Table* rb = (*rdb)->FindTable("b");
+    ASSERT_TRUE(ra != nullptr && rb != nullptr);
+    auto check = (*rdb)->Begin();
+    const std::vector<Row> rows = test::ScanAll(check.get(), ra);
+    if (cuts[i] >= acked) {
+      ASSERT_EQ(rows.size(), 1500u) << "a committed bulk insert lost rows";
+    }
+    ASSERT_TRUE(rows.empty() || rows.size() == 1500u) << rows.size() << " rows: half a load";
+    for (size_t r = 0; r < rows.size(); ++r) ASSERT_EQ(rows[r], row(static_cast<int64_t>(r)));
+    (rows.empty() ? empty : full)++;
+    losers += (*rdb)->recovery().transactions_rolled_back;
+    for (uint32_t index = 1; index < 3; ++index) {
+      EXPECT_EQ(test::ScanAll(check.get(), ra, index).size(), rows.size());
+    }
+    for (uint32_t index = 0; index < 3; ++index) {
+      EXPECT_TRUE(test::ScanAll(check.get(), rb, index).empty()) << "the loser left rows";
+    }
+    ASSERT_OK(check->Commit());
+    auto again = (*rdb)->Begin();
+    auto loader = again->BulkInsert(rb);
+    ASSERT_TRUE(loader.ok()) << "not pristine after recovery: " << loader.status().ToString();
+    ASSERT_OK((*loader)->Add(row(42)));
+    ASSERT_OK((*loader)->Finish());
+    ASSERT_OK(again->Commit());
+    auto after = (*rdb)->Begin();
+    EXPECT_EQ(test::ScanAll(after.get(), rb).size(), 1u);
+    ASSERT_OK(after->Commit());
+  }
+  EXPECT_GT(empty, 0u);
+  EXPECT_GT(full, 0u);
+  EXPECT_GT(losers, 2u) << "few cuts found the loser's marks in the log";
+}
+
 // A transaction's undo may be relocated (by another thread relieving the
 // log) while it commits. Relocated after its commit record, its undo copies
 // would outlive that record once the checkpoint passed it, and recovery

@@ -223,6 +223,7 @@ struct DatabaseStats {
   // (btree/builder.h) rather than one by one, and sorted runs written to
   // files because the keys to sort exceeded their memory.
   uint64_t bulk_built_entries = 0, sort_runs = 0;
+  uint64_t bulk_inserts = 0;  // tables filled by Transaction::BulkInsert
   // Descriptors of page files, the catalog and a double-write file
   // (Options::max_open_files): open now, the limit (0: none), closed to
   // make room, opened again after that, opens that waited for a free one.
@@ -370,6 +371,18 @@ class Transaction {
   virtual Status Update(Table* table, const Row& old_row, const Row& new_row) = 0;
   // Deletes the row whose primary key `row` names. NotFound if none.
   virtual Status Delete(Table* table, const Row& row) = 0;
+  // Fills `table` through the returned loader (its Add, then Finish at the
+  // statement's end) without row locks, undo per row or versions, as InnoDB
+  // fills an empty table with unique_checks=0 and foreign_key_checks=0. The
+  // table must be empty, never have freed a page, and be used by no other
+  // transaction; else Busy, and rows go in by Insert. Until this transaction
+  // ends, other transactions' writes and locking reads of the table wait for
+  // its end (lock wait timeout, interruption), and their consistent reads
+  // see the table empty, as do later ones whose snapshot does not see this
+  // transaction's commit. A rollback past this call (of a statement, of the
+  // transaction, or by recovery) empties the table again. Any other use of
+  // the table by this transaction finishes the loader first.
+  virtual Result<std::unique_ptr<BulkLoader>> BulkInsert(Table* table) = 0;
   // The row with this primary key (key: the key columns' values in key
   // order), or nullopt.
   virtual Result<std::optional<Row>> Get(Table* table, const Row& key,

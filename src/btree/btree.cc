@@ -77,6 +77,44 @@ Result<uint32_t> BTree::height() {
   return NodeView(root->data(), pool_->page_size()).level() + 1u;
 }
 
+Result<bool> BTree::Pristine() {
+  std::shared_lock tree(latch_);
+  Result<PageHandle> header = pool_->Fetch({space_, 0}, Latch::kShared);
+  if (!header.ok()) return header.status();
+  const uint8_t* h = header->data();
+  for (uint32_t at = kMetaFreeHead; at < kMetaBuilding + 4 * kBuildSlots; at += 4) {
+    if (at != kMetaEntries && at != kMetaEntries + 4 && DecodeFixed32(h + at) != 0) return false;
+  }
+  if (DecodeFixed64(h + kMetaEntries) != 0) return false;
+  Result<PageHandle> root = Fetch(root_, Latch::kShared);
+  if (!root.ok()) return root.status();
+  const NodeView n(root->data(), pool_->page_size());
+  return n.leaf() && n.count() == 0;
+}
+
+Status BTree::ResetToEmpty() {
+  SUBITO_RETURN_IF_ERROR(pool_->LogFreeCheck());
+  std::unique_lock tree(latch_);
+  Op op(this);
+  Result<PageHandle*> root = op.Page(root_, /*node=*/false);
+  if (!root.ok()) return root.status();
+  std::vector<uint8_t> img(op.page_size());
+  NodeView(img.data(), op.page_size()).Init(space_, root_, 0);
+  op.Put(*root, img);
+  Result<PageHandle*> meta = op.Page(0, /*node=*/false);
+  if (!meta.ok()) return meta.status();
+  // The free list, the key count and every chain list head, in one run.
+  static_assert(kMetaEntries == kMetaFreeHead + 4 && kMetaRetired == kMetaEntries + 8 &&
+                kMetaGarbage == kMetaRetired + 4 && kMetaBuilding == kMetaGarbage + 4);
+  const std::vector<uint8_t> zeros(kMetaBuilding + 4 * kBuildSlots - kMetaFreeHead, 0);
+  op.Write(*meta, kMetaFreeHead, zeros.data(), static_cast<uint32_t>(zeros.size()));
+  SUBITO_RETURN_IF_ERROR(op.Commit());
+  entries_.store(0, std::memory_order_relaxed);
+  garbage_hint_.store(false, std::memory_order_relaxed);
+  id_.store(NextId(), std::memory_order_relaxed);
+  return Status::OK();
+}
+
 uint32_t BTree::max_record() const {
   return pool_->page_size() / 4 - 8;
 }

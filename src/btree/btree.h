@@ -163,6 +163,16 @@ class BTree {
   Result<uint64_t> entries();
   // Levels: 1 for a lone leaf root.
   Result<uint32_t> height();
+  // Whether the tree is a lone empty root leaf, with no free pages and no
+  // chains (built, retired or garbage): the state ResetToEmpty restores.
+  Result<bool> Pristine();
+  // Makes the tree a pristine lone empty root leaf again, in one
+  // mini-transaction, whatever it holds: the pages it used besides the root
+  // stay in the space, reachable from nothing (not reused). For undoing a
+  // bulk insert into a tree that was pristine and that nobody else changed
+  // since (txn/txn_records.h, had_before 3). Every leaf hint of the tree
+  // dies with it (the tree takes a new id).
+  Status ResetToEmpty();
 
   // Estimates for the optimizer, from one root-to-leaf descent each:
   // Rank is the fraction of keys below `key`, taking sibling subtrees as
@@ -239,8 +249,10 @@ class BTree {
   buffer::BufferPool* const pool_;
   const uint32_t space_;
   const uint32_t root_;
-  const uint64_t id_;  // unique in the process (leaf hints)
-  TreeLatch latch_;    // shared: reads and leaf-only changes; exclusive: structure
+  // Unique in the process (leaf hints); ResetToEmpty takes a new one, under
+  // latch_ held exclusively.
+  std::atomic<uint64_t> id_;
+  TreeLatch latch_;  // shared: reads and leaf-only changes; exclusive: structure
   // Counts committed changes to the tree's pages (bumped after each Op's
   // Mtr commits, before its latches go). A cursor that saw the count before
   // copying a leaf may keep reading the copy while the count is unchanged.

@@ -36,7 +36,8 @@ bool EmptyTree(btree::BTree* tree) {
 
 class BulkLoaderImpl final : public BulkLoader {
  public:
-  BulkLoaderImpl(DatabaseImpl* db, TableImpl* t) : db_(db), t_(t), sorters_(t->indexes.size()) {
+  BulkLoaderImpl(DatabaseImpl* db, TableImpl* t, bool transactional)
+      : db_(db), t_(t), transactional_(transactional), sorters_(t->indexes.size()) {
     btree::BTree* primary = t_->indexes[0]->tree.get();
     if (EmptyTree(primary)) primary_ = std::make_unique<btree::BTree::Builder>(primary);
     const TableDef& def = t_->def();
@@ -97,8 +98,8 @@ class BulkLoaderImpl final : public BulkLoader {
       st = db_->BuildFromSorted(sorters_[i].get(), t_->indexes[i]->tree.get());
       sorters_[i].reset();
     }
-    if (st.ok()) st = db_->log()->WaitDurable(db_->log()->reserved_lsn());
-    if (st.ok()) st = db_->EndBulkLoad(t_);  // K4: live only now
+    if (st.ok() && !transactional_) st = db_->log()->WaitDurable(db_->log()->reserved_lsn());
+    if (st.ok() && !transactional_) st = db_->EndBulkLoad(t_);  // K4: live only now
     End();
     return st;
   }
@@ -116,11 +117,12 @@ class BulkLoaderImpl final : public BulkLoader {
   void End() {
     if (ended_) return;
     ended_ = true;
-    t_->users.fetch_sub(1);
+    if (!transactional_) t_->users.fetch_sub(1);
   }
 
   DatabaseImpl* const db_;
   TableImpl* const t_;
+  const bool transactional_;
   std::unique_ptr<btree::BTree::Builder> primary_;        // while keys ascend
   std::vector<std::unique_ptr<ExternalSorter>> sorters_;  // by index number
   bool ended_ = false;
@@ -129,8 +131,8 @@ class BulkLoaderImpl final : public BulkLoader {
 
 }  // namespace
 
-std::unique_ptr<BulkLoader> NewBulkLoader(DatabaseImpl* db, TableImpl* t) {
-  return std::unique_ptr<BulkLoader>(new BulkLoaderImpl(db, t));
+std::unique_ptr<BulkLoader> NewBulkLoader(DatabaseImpl* db, TableImpl* t, bool transactional) {
+  return std::unique_ptr<BulkLoader>(new BulkLoaderImpl(db, t, transactional));
 }
 
 }  // namespace subito::engine

@@ -462,6 +462,7 @@ Status DatabaseImpl::ApplyUndo(const txn::UndoRecord& u) {
   // Chains taken out of leaves are retired, not freed: an older undo record
   // of the same loser may restore them (btree.h C3); RecoverChains frees
   // what stays retired.
+  if (u.empties) return ix->tree->ResetToEmpty();  // a bulk insert's mark
   btree::BTree::ChainMoves moves;
   if (!u.before) return ix->tree->Delete(u.key, &moves).status();
   if (u.before_chain) return ix->tree->Restore(u.key, *u.before, &moves);
@@ -885,6 +886,7 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.undo_relocations = relocations.load();
   s.undo_spills = undo_spills.load();
   s.bulk_built_entries = bulk_built_entries.load();
+  s.bulk_inserts = bulk_inserts.load();
   s.sort_runs = sort_runs.load();
   const txn::LockStats ls = locks_.stats();
   s.deadlocks = ls.deadlocks;

@@ -85,6 +85,19 @@ class TableImpl final : public Table {
   std::atomic<int> users{0};  // transactions that touched the table and have not ended
   // A BulkLoader fills it (and counts in users), or one ended unfinished.
   std::atomic<bool> bulk_loading{false};
+  // The transaction that last filled the table by Transaction::BulkInsert
+  // (engine/bulk_insert.cc), while it runs and once it committed: a
+  // consistent read that does not see it sees the table empty; while it
+  // runs, other transactions' writes and locking reads wait on bulk_cv.
+  std::mutex bulk_mu;
+  std::condition_variable bulk_cv;
+  std::shared_ptr<txn::TxnState> bulk_writer;  // guarded by bulk_mu
+  std::atomic<bool> has_bulk_writer{false};    // bulk_writer was ever set
+  std::shared_ptr<txn::TxnState> BulkWriter() {
+    if (!has_bulk_writer.load(std::memory_order_acquire)) return nullptr;
+    std::lock_guard lock(bulk_mu);
+    return bulk_writer;
+  }
   std::atomic<bool> dropped{false};
   // For snapshots moved to pages as of an LSN (txn/version_store.h V6):
   // one older than created_ts sees the table empty (it was created after
@@ -139,7 +152,7 @@ class DatabaseImpl final : public Database {
   // the page files.
   FileSystem* undo_fs() const { return fs_; }
   const std::string& undo_dir() const { return options_.dir; }
-  std::atomic<uint64_t> bulk_built_entries{0}, sort_runs{0};  // DatabaseStats
+  std::atomic<uint64_t> bulk_built_entries{0}, sort_runs{0}, bulk_inserts{0};  // DatabaseStats
   // Records a bulk-loaded table live (K4).
   Status EndBulkLoad(TableImpl* t);
   // The memory a bulk load or an index creation sorts keys in (beyond it,
@@ -240,7 +253,11 @@ class DatabaseImpl final : public Database {
 };
 
 Result<std::unique_ptr<Transaction>> NewTransaction(DatabaseImpl* db, Isolation isolation);
-std::unique_ptr<BulkLoader> NewBulkLoader(DatabaseImpl* db, TableImpl* table);
+// transactional: for Transaction::BulkInsert (bulk_insert.cc): the loader
+// does not count as a user of the table, and Finish neither waits for
+// durability nor ends a catalog load (the transaction's commit does both).
+std::unique_ptr<BulkLoader> NewBulkLoader(DatabaseImpl* db, TableImpl* table,
+                                          bool transactional = false);
 
 // The encoded values of unique index `index`'s own columns in `row`.
 std::string UniquePrefix(TableImpl* t, uint32_t index, const Row& row);

@@ -21,10 +21,12 @@ Result<bool> EmptyToMovedSnapshot(const TableImpl& t, uint64_t read_ts) {
 
 // ---- TransactionImpl ----
 
-Result<TableImpl*> TransactionImpl::Use(Table* table) {
+Result<TableImpl*> TransactionImpl::Use(Table* table, bool writes) {
   SUBITO_RETURN_IF_ERROR(Usable());
   auto* t = static_cast<TableImpl*>(table);
   if (t == nullptr || t->dropped.load()) return Status::NotFound("the table was dropped");
+  if (!bulk_.empty()) SUBITO_RETURN_IF_ERROR(FinishBulkOf(t));
+  if (writes) SUBITO_RETURN_IF_ERROR(AwaitBulk(t));
   if (used_.count(t)) return t;
   // Counted first, then the flag read: BeginBulkLoad sets the flag, then
   // reads the count, so one of the two always sees the other (seq_cst).
@@ -68,7 +70,6 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
                                  std::optional<std::string> after,
                                  std::optional<std::string> before) {
   SUBITO_RETURN_IF_ERROR(db_->Writable());
-  log::RedoLog* log = db_->log();
   btree::BTree* tree = ix->tree.get();
   // A value stored as a chain is retired by the change, not freed: the undo
   // record and the version name the chain instead of holding its bytes.
@@ -101,27 +102,10 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
   }
   SUBITO_RETURN_IF_ERROR(db_->pool()->LogFreeCheck());  // may relocate this one too
   std::unique_lock lock(mu_);
-  if (!pinned_) {
-    pin_token_ = db_->pool()->BeginChange();
-    pinned_ = true;
-  }
-  SUBITO_RETURN_IF_ERROR(RelocateIfOld(log->capacity() / 4));
-  // Past 1/16 of the log, the undo goes to the undo file; so does it
-  // before a new entry would take a position a rollback freed below the
-  // newest anchor (U2).
-  if (undo_bytes_ + log::RecordSpan(rec.size()) > log->capacity() / 16 ||
-      (undo_file_ && ListSize() < anchored_count_)) {
-    SUBITO_RETURN_IF_ERROR(ReAnchor());
-  }
-  Result<log::AppendResult> a =
-      log->Append(txn::kRecordTxnUndo, rec.data(), static_cast<uint32_t>(rec.size()));
-  if (!a.ok()) return a.status();
-  ix->file->CountPmBytes(a->end - a->start);
-  ix->versions->Add(key, state_, before, before_chain);
+  SUBITO_RETURN_IF_ERROR(PushUndo(ix, {ix, key, before, before_chain, 0}, rec));
+  ix->versions->Add(key, state_, std::move(before), before_chain);
   // Purge visits each key once (again only after a savepoint rollback).
   if (++live_writes_[{ix->space(), key}] == 1) written_.push_back({ix->versions, key});
-  undo_.push_back({ix, key, std::move(before), before_chain, log::RecordSpan(rec.size())});
-  undo_bytes_ += log::RecordSpan(rec.size());
   // Log space was checked above; the change must not wait on the pin this
   // transaction holds.
   buffer::BufferPool::LogFreeExemption exempt;
@@ -138,6 +122,30 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
   return db_->locks().WaitForRanges(state_->id, ix->space(), key, lock_timeout_, interrupted_);
 }
 
+Status TransactionImpl::PushUndo(IndexImpl* ix, Undo u, const std::string& rec) {
+  log::RedoLog* log = db_->log();
+  if (!pinned_) {
+    pin_token_ = db_->pool()->BeginChange();
+    pinned_ = true;
+  }
+  SUBITO_RETURN_IF_ERROR(RelocateIfOld(log->capacity() / 4));
+  // Past 1/16 of the log, the undo goes to the undo file; so does it
+  // before a new entry would take a position a rollback freed below the
+  // newest anchor (U2).
+  const uint64_t span = log::RecordSpan(rec.size());
+  if (undo_bytes_ + span > log->capacity() / 16 || (undo_file_ && ListSize() < anchored_count_)) {
+    SUBITO_RETURN_IF_ERROR(ReAnchor());
+  }
+  Result<log::AppendResult> a =
+      log->Append(txn::kRecordTxnUndo, rec.data(), static_cast<uint32_t>(rec.size()));
+  if (!a.ok()) return a.status();
+  ix->file->CountPmBytes(a->end - a->start);
+  u.logged = span;
+  undo_.push_back(std::move(u));
+  undo_bytes_ += span;
+  return Status::OK();
+}
+
 Status TransactionImpl::RelocateIfOld(uint64_t limit) {
   log::RedoLog* log = db_->log();
   if (!pinned_ || log->reserved_lsn() - pin_token_ <= limit) return Status::OK();
@@ -147,7 +155,7 @@ Status TransactionImpl::RelocateIfOld(uint64_t limit) {
   Status st;
   for (const Undo& u : undo_) {
     const std::string rec =
-        txn::EncodeUndo(state_->id, u.index->space(), u.key, u.before, u.before_chain);
+        txn::EncodeUndo(state_->id, u.index->space(), u.key, u.before, u.before_chain, u.empties);
     Result<log::AppendResult> a =
         log->Append(txn::kRecordTxnUndo, rec.data(), static_cast<uint32_t>(rec.size()));
     if (!a.ok()) {
@@ -184,7 +192,7 @@ Status TransactionImpl::ReAnchor() {
   for (const Undo& u : undo_) {
     wrote_spaces_[u.index->space()] = u.index;  // for Reload
     payloads.push_back(
-        txn::EncodeUndo(state_->id, u.index->space(), u.key, u.before, u.before_chain));
+        txn::EncodeUndo(state_->id, u.index->space(), u.key, u.before, u.before_chain, u.empties));
   }
   const uint64_t new_pin = db_->pool()->BeginChange();
   Status st = undo_file_->Append(payloads);  // U1
@@ -232,7 +240,8 @@ Status TransactionImpl::Reload(uint64_t savepoint) {
                     "the transaction did not write",
                     undo_file_->path().c_str(), r.space));
     }
-    loaded.push_back({it->second, std::move(r.key), std::move(r.before), r.before_chain, 0});
+    loaded.push_back(
+        {it->second, std::move(r.key), std::move(r.before), r.before_chain, 0, r.empties});
   }
   SUBITO_RETURN_IF_ERROR(undo_file_->Truncate(first));
   undo_ = std::move(loaded);
@@ -243,6 +252,19 @@ Status TransactionImpl::Reload(uint64_t savepoint) {
 Status TransactionImpl::ApplyUndo(const Undo& u) {
   buffer::BufferPool::LogFreeExemption exempt;
   btree::BTree* tree = u.index->tree.get();
+  if (u.empties) {
+    AbandonBulkOf(u.index);  // its builder must not outlive the tree it fills
+    SUBITO_RETURN_IF_ERROR(tree->ResetToEmpty());
+    // Versions and retired chains of this transaction's later writes there
+    // name rows and pages that are gone (I2).
+    u.index->versions->DropVersionsOf(state_.get());
+    std::erase_if(retired_,
+                  [&](const txn::TxnSystem::KeyRef& r) { return r.first == u.index->versions; });
+    for (auto it = live_writes_.begin(); it != live_writes_.end();) {
+      it = it->first.first == u.index->space() ? live_writes_.erase(it) : std::next(it);
+    }
+    return Status::OK();
+  }
   btree::BTree::ChainMoves moves;
   Status st = !u.before        ? tree->Delete(u.key, &moves).status()
               : u.before_chain ? tree->Restore(u.key, *u.before, &moves)
@@ -339,7 +361,7 @@ Result<TransactionImpl::LockedRow> TransactionImpl::LockRowToWrite(TableImpl* t,
 }
 
 Status TransactionImpl::Insert(Table* table, const Row& input) {
-  Result<TableImpl*> t = Use(table);
+  Result<TableImpl*> t = Use(table, /*writes=*/true);
   if (!t.ok()) return t.status();
   Result<Row> row = CanonicalRow((*t)->def(), input);
   if (!row.ok()) return row.status();
@@ -371,7 +393,7 @@ Status TransactionImpl::Insert(Table* table, const Row& input) {
 }
 
 Status TransactionImpl::Delete(Table* table, const Row& input) {
-  Result<TableImpl*> t = Use(table);
+  Result<TableImpl*> t = Use(table, /*writes=*/true);
   if (!t.ok()) return t.status();
   return Statement([&]() -> Status {
     TableImpl* tb = *t;
@@ -397,7 +419,7 @@ Status TransactionImpl::Delete(Table* table, const Row& input) {
 }
 
 Status TransactionImpl::Update(Table* table, const Row& old_input, const Row& new_input) {
-  Result<TableImpl*> t = Use(table);
+  Result<TableImpl*> t = Use(table, /*writes=*/true);
   if (!t.ok()) return t.status();
   Result<Row> row = CanonicalRow((*t)->def(), new_input);
   if (!row.ok()) return row.status();
@@ -496,7 +518,7 @@ Result<std::optional<std::string>> TransactionImpl::SnapshotValue(
 }
 
 Result<std::optional<Row>> TransactionImpl::Get(Table* table, const Row& key, ReadMode mode) {
-  Result<TableImpl*> t = Use(table);
+  Result<TableImpl*> t = Use(table, mode != ReadMode::kSnapshot);
   if (!t.ok()) return t.status();
   const TableDef& def = (*t)->def();
   if (key.size() != def.primary_key.size()) {
@@ -507,6 +529,10 @@ Result<std::optional<Row>> TransactionImpl::Get(Table* table, const Row& key, Re
   if (!pk.ok()) return pk.status();
   bool own = false;
   const txn::ReadView view = mode == ReadMode::kSnapshot ? View(own) : txn::ReadView{};
+  if (mode == ReadMode::kSnapshot && HiddenByBulk(*t, view)) {
+    if (own) CloseStatementSnapshot(view.read_ts);
+    return std::optional<Row>();
+  }
   Result<std::optional<std::string>> bytes = ReadRowBytes(*t, *pk, mode, view);
   if (own) CloseStatementSnapshot(view.read_ts);
   if (!bytes.ok()) return Victim(bytes.status());
@@ -518,7 +544,7 @@ Result<std::optional<Row>> TransactionImpl::Get(Table* table, const Row& key, Re
 
 Result<std::unique_ptr<Cursor>> TransactionImpl::OpenCursor(Table* table, uint32_t index,
                                                             ReadMode mode) {
-  Result<TableImpl*> t = Use(table);
+  Result<TableImpl*> t = Use(table, mode != ReadMode::kSnapshot);
   if (!t.ok()) return t.status();
   if (index >= (*t)->indexes.size()) {
     return Status::InvalidArgument(
@@ -534,13 +560,21 @@ Result<std::unique_ptr<Cursor>> TransactionImpl::OpenCursor(Table* table, uint32
   }
   const bool locks_ranges = isolation_ == Isolation::kRepeatableRead &&
                             (mode == ReadMode::kShared || mode == ReadMode::kExclusive);
-  return NewCursor(this, alive_, &db_->txns(), *t, ix, mode, view, own, locks_ranges);
+  const bool hidden = mode == ReadMode::kSnapshot && HiddenByBulk(*t, view);
+  std::unique_ptr<Cursor> c =
+      NewCursor(this, alive_, &db_->txns(), *t, ix, mode, view, own, locks_ranges);
+  if (hidden) return HideRows(std::move(c));
+  return c;
 }
 
 Status TransactionImpl::End(bool commit) {
   if (ended_) return Status::InvalidArgument(kEnded);
   if (commit && !poisoned_.ok()) return poisoned_;
   Status st;
+  if (!bulk_.empty()) {
+    st = FinishAllBulk(commit);
+    if (!st.ok()) commit = false;  // rows not all in: roll back below
+  }
   // Once an undo record is logged, the end must be too: recovery would
   // otherwise take the transaction for a loser.
   if (commit && pinned_) {
@@ -577,6 +611,7 @@ Status TransactionImpl::End(bool commit) {
     }
   }
   db_->txns().End(state_, commit, std::move(written_), {retired_.begin(), retired_.end()});
+  if (!bulk_.empty()) EndBulk(commit);
   std::unique_ptr<txn::UndoFile> spent;  // its end record is durable: not needed
   {
     // Under mu_: a relocation (RelieveLog) may have moved the pin until now.

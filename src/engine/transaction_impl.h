@@ -58,6 +58,7 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   Status Insert(Table* table, const Row& row) override;
   Status Update(Table* table, const Row& old_row, const Row& new_row) override;
   Status Delete(Table* table, const Row& row) override;
+  Result<std::unique_ptr<BulkLoader>> BulkInsert(Table* table) override;  // bulk_insert.cc
   Result<std::optional<Row>> Get(Table* table, const Row& key, ReadMode mode) override;
   Result<std::unique_ptr<Cursor>> OpenCursor(Table* table, uint32_t index, ReadMode mode) override;
   // Positions in the undo list: the undo file's entries, then undo_.
@@ -139,10 +140,39 @@ class TransactionImpl final : public Transaction, public UndoOwner {
     IndexImpl* index;
     std::string key;
     std::optional<std::string> before;
-    bool before_chain;  // before is the reference to a chain the write retired
-    uint64_t logged;    // the span of its record in the log
+    bool before_chain;     // before is the reference to a chain the write retired
+    uint64_t logged;       // the span of its record in the log
+    bool empties = false;  // a bulk insert's mark: undo empties the index
   };
-  Result<TableImpl*> Use(Table* table);
+  // writes: the caller writes or reads with locks, and so waits while
+  // another transaction bulk-inserts into the table (bulk_insert.cc). A
+  // loader of this transaction's filling the table is finished first.
+  Result<TableImpl*> Use(Table* table, bool writes);
+  // Caller holds mu_ and has checked log space: pins the checkpoint, makes
+  // room in the log (relocation, spilling), then appends `rec`, the record
+  // of `u`, and pushes u onto the undo list.
+  Status PushUndo(IndexImpl* ix, Undo u, const std::string& rec);
+  // bulk_insert.cc.
+  struct Bulk {
+    TableImpl* table;
+    std::shared_ptr<txn::TxnState> previous;  // the table's bulk writer before
+    std::unique_ptr<BulkLoader> loader;       // while one fills the table
+  };
+  Status AwaitBulk(TableImpl* t);
+  bool HiddenByBulk(TableImpl* t, const txn::ReadView& view);
+  void AbandonBulkOf(const IndexImpl* ix);
+  // At the end: loaders finished (commit) or abandoned, and the tables'
+  // waiters woken (an aborted bulk writer gives way to the one before).
+  Status FinishAllBulk(bool commit);
+  void EndBulk(bool committed);
+  std::vector<Bulk> bulk_;
+
+ public:
+  // For the handle BulkInsert returns.
+  Status BulkAdd(TableImpl* t, const Row& row);
+  Status FinishBulkOf(TableImpl* t);
+
+ private:
   // The snapshot of a consistent read: the transaction's (REPEATABLE READ)
   // or a new one per statement (READ COMMITTED, own=true: close it after).
   txn::ReadView View(bool& own);
@@ -253,5 +283,8 @@ std::unique_ptr<Cursor> NewCursor(TransactionImpl* txn, std::shared_ptr<std::ato
                                   txn::TxnSystem* txns, TableImpl* table, IndexImpl* index,
                                   ReadMode mode, txn::ReadView view, bool own_snapshot,
                                   bool locks_ranges);
+// `inner`, showing no row: a table bulk-inserted into by a transaction the
+// reader does not see (bulk_insert.cc).
+std::unique_ptr<Cursor> HideRows(std::unique_ptr<Cursor> inner);
 
 }  // namespace subito::engine

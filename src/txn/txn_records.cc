@@ -5,11 +5,15 @@
 namespace subito::txn {
 
 std::string EncodeUndo(uint64_t txn, uint32_t space, std::string_view key,
-                       const std::optional<std::string>& before, bool before_chain) {
+                       const std::optional<std::string>& before, bool before_chain, bool empties) {
   std::string out(kUndoHeaderSize, '\0');
   auto* p = reinterpret_cast<uint8_t*>(out.data());
   EncodeFixed64(p, txn);
   EncodeFixed32(p + 8, space);
+  if (empties) {
+    p[12] = 3;
+    return out;  // key length 0, no value
+  }
   p[12] = !before.has_value() ? 0 : before_chain ? 2 : 1;
   EncodeFixed32(p + 13, static_cast<uint32_t>(key.size()));
   out.append(key);
@@ -24,8 +28,15 @@ Result<UndoRecord> DecodeUndo(const uint8_t* payload, uint32_t length) {
   r.space = DecodeFixed32(payload + 8);
   const uint8_t had_before = payload[12];
   const uint32_t key_length = DecodeFixed32(payload + 13);
-  if (had_before > 2 || key_length > length - kUndoHeaderSize) {
+  if (had_before > 3 || key_length > length - kUndoHeaderSize) {
     return Status::Corruption("undo record: bad key length or flag");
+  }
+  if (had_before == 3) {
+    if (length != kUndoHeaderSize) {
+      return Status::Corruption("undo record: bytes after an index-emptying record");
+    }
+    r.empties = true;
+    return r;
   }
   const char* key = reinterpret_cast<const char*>(payload + kUndoHeaderSize);
   r.key.assign(key, key_length);

@@ -6,7 +6,12 @@
 //                     its overflow chain (2), which the change retired
 //                     (btree.h C1-C4) and undo restores. Appended BEFORE the
 //                     page edits it undoes, so any log prefix holding the
-//                     edits holds the undo.
+//                     edits holds the undo. had_before 3, with no key and
+//                     no value: the index was empty and pristine
+//                     (BTree::Pristine) when its transaction began a bulk
+//                     insert into it (engine/bulk_insert.cc); undo empties
+//                     it again (BTree::ResetToEmpty), whatever that
+//                     transaction wrote to it since.
 //   kRecordTxnCommit  u64 txn. A transaction is committed iff this record
 //                     is durable.
 //   kRecordTxnAbort   u64 txn. Appended after its rollback's page edits.
@@ -70,10 +75,12 @@ struct UndoRecord {
   std::string key;
   std::optional<std::string> before;
   bool before_chain = false;  // before is a chain reference
+  bool empties = false;       // had_before 3: undo empties the index
 };
 
 std::string EncodeUndo(uint64_t txn, uint32_t space, std::string_view key,
-                       const std::optional<std::string>& before, bool before_chain = false);
+                       const std::optional<std::string>& before, bool before_chain = false,
+                       bool empties = false);
 Result<UndoRecord> DecodeUndo(const uint8_t* payload, uint32_t length);
 std::string EncodeTxnEnd(uint64_t txn);  // commit and abort
 Result<uint64_t> DecodeTxnEnd(const uint8_t* payload, uint32_t length);

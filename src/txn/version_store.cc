@@ -183,6 +183,32 @@ void VersionStore::MarkUndoneBySelf(std::string_view key, const TxnState* writer
   }
 }
 
+void VersionStore::DropVersionsOf(const TxnState* writer) {
+  std::unique_lock lock(mu_);
+  int64_t freed = 0;
+  for (auto it = chains_.begin(); it != chains_.end();) {
+    auto& chain = it->second;
+    size_t out = 0;
+    for (size_t i = 0; i < chain.size(); ++i) {
+      if (chain[i].writer.get() == writer) {
+        freed += Cost(chain[i]);
+      } else {
+        if (out != i) chain[out] = std::move(chain[i]);
+        ++out;
+      }
+    }
+    chain.resize(out);
+    if (!chain.empty()) {
+      ++it;
+      continue;
+    }
+    freed += KeyCost(it->first);
+    it = chains_.erase(it);
+    chain_count_.fetch_sub(1, std::memory_order_release);
+  }
+  Charge(-freed);
+}
+
 std::optional<std::string> VersionStore::Neighbor(std::optional<std::string_view> key, bool forward,
                                                   bool inclusive) const {
   if (chain_count_.load(std::memory_order_acquire) == 0) return std::nullopt;

@@ -191,6 +191,11 @@ class VersionStore {
   // skip the version; others still need it (they may have read the tree
   // before the rollback). A new change of the key by the writer clears it.
   void MarkUndoneBySelf(std::string_view key, const TxnState* writer);
+  // The writer's index was emptied by the undo of its bulk insert (txn
+  // records, had_before 3), before which the index had no version: every
+  // version of the writer goes (their `before` values were the writer's
+  // own rows, which no longer exist anywhere).
+  void DropVersionsOf(const TxnState* writer);
   // Whether the key's newest version is another transaction's that has not
   // ended (its change may still be rolled back).
   bool ChangedByActiveOther(std::string_view key, const TxnState* self) const;

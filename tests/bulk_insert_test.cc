@@ -1,0 +1,177 @@
+// Transaction::BulkInsert (engine/bulk_insert.cc): which tables qualify,
+// what other transactions see and wait for meanwhile and afterwards, and
+// that every rollback past it (of a statement, of the transaction) leaves
+// the table empty and usable. Power cuts: engine_crash_test.cc.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "engine_util.h"
+#include "test_util.h"
+
+namespace subito {
+namespace {
+
+using test::SampleRow;
+using test::ScanAll;
+using namespace std::chrono_literals;
+
+class BulkInsertTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto db = Database::Open(test::SmallOptions(dir_.path()));
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    db_ = std::move(*db);
+    auto t = db_->CreateTable(test::SampleTable());
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    t_ = *t;
+  }
+  static Row RowOf(int64_t id) {
+    return SampleRow(id, static_cast<uint64_t>(id * 7919 % 1000), "u" + std::to_string(id),
+                     "value " + std::to_string(id) + std::string(60, 'v'));
+  }
+  // Loads ids [from, to) through a bulk insert of txn, then finishes it.
+  static void Load(Transaction* txn, Table* t, int64_t from, int64_t to) {
+    auto loader = txn->BulkInsert(t);
+    ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+    for (int64_t id = from; id < to; ++id) ASSERT_OK((*loader)->Add(RowOf(id)));
+    ASSERT_OK((*loader)->Finish());
+  }
+  // Every index holds `n` entries, seen by a new transaction.
+  void ExpectRows(size_t n) {
+    auto check = db_->Begin();
+    for (uint32_t index = 0; index < 3; ++index) {
+      EXPECT_EQ(ScanAll(check.get(), t_, index).size(), n) << "index " << index;
+    }
+    ASSERT_OK(check->Commit());
+  }
+  test::ScratchDir dir_;
+  std::unique_ptr<Database> db_;
+  Table* t_ = nullptr;
+};
+
+TEST_F(BulkInsertTest, OthersSeeTheRowsOnlyWithASnapshotThatSeesTheCommit) {
+  auto older = db_->Begin();
+  older->TakeSnapshot();  // before the load, without touching the table
+  auto txn = db_->Begin();
+  auto loader = txn->BulkInsert(t_);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  for (int64_t id = 0; id < 3000; ++id) ASSERT_OK((*loader)->Add(RowOf(id)));
+  {
+    // Meanwhile: consistent reads see an empty table; writes and locking
+    // reads wait, here until their timeout.
+    auto other = db_->Begin();
+    other->SetLockWaitTimeout(50ms);
+    auto got = other->Get(t_, {int64_t{5}});
+    ASSERT_TRUE(got.ok() && !got->has_value());
+    EXPECT_TRUE(ScanAll(other.get(), t_, 1).empty());
+    EXPECT_TRUE(other->Insert(t_, RowOf(100000)).IsTimedOut());
+    EXPECT_TRUE(other->Get(t_, {int64_t{5}}, ReadMode::kExclusive).status().IsTimedOut());
+    ASSERT_OK(other->Rollback());
+  }
+  ASSERT_OK((*loader)->Finish());
+  EXPECT_EQ(ScanAll(txn.get(), t_, 0).size(), 3000u);  // its own rows
+  EXPECT_EQ(ScanAll(txn.get(), t_, 2).size(), 3000u);
+  ASSERT_OK(txn->Commit());
+  EXPECT_TRUE(ScanAll(older.get(), t_).empty()) << "a snapshot older than the commit saw rows";
+  ASSERT_OK(older->Commit());
+  ExpectRows(3000);
+  const DatabaseStats s = db_->Stats();
+  EXPECT_EQ(s.bulk_inserts, 1u);
+  EXPECT_GE(s.bulk_built_entries, 3000u);  // built bottom up, not inserted one by one
+  auto later = db_->Begin();
+  auto got = later->Get(t_, {int64_t{1234}});
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ(*got, RowOf(1234));
+  EXPECT_TRUE(later->Insert(t_, RowOf(1234)).IsAlreadyExists());
+  ASSERT_OK(later->Update(t_, RowOf(1234), SampleRow(1234, 1, "u1234", "changed")));
+  ASSERT_OK(later->Commit());
+}
+
+TEST_F(BulkInsertTest, AWaitingWriterGoesOnOnceTheLoadEnds) {
+  auto txn = db_->Begin();
+  Load(txn.get(), t_, 0, 500);
+  auto waiter = std::async(std::launch::async, [&] {
+    auto other = db_->Begin();
+    Status st = other->Insert(t_, RowOf(7));
+    Status st2 = other->Insert(t_, RowOf(9000));
+    EXPECT_OK(other->Commit());
+    return std::make_pair(st, st2);
+  });
+  EXPECT_EQ(waiter.wait_for(200ms), std::future_status::timeout);
+  ASSERT_OK(txn->Commit());
+  auto [dup, fresh] = waiter.get();
+  EXPECT_TRUE(dup.IsAlreadyExists()) << dup.ToString();
+  EXPECT_OK(fresh);
+  ExpectRows(501);
+}
+
+TEST_F(BulkInsertTest, OnlyAnEmptyPristineTableNobodyElseUsesQualifies) {
+  {
+    auto reader = db_->Begin();  // another user of the table
+    (void)ScanAll(reader.get(), t_);
+    auto txn = db_->Begin();
+    EXPECT_TRUE(txn->BulkInsert(t_).status().IsBusy());
+    ASSERT_OK(txn->Insert(t_, RowOf(1)));  // row by row instead
+    ASSERT_OK(txn->Commit());
+    ASSERT_OK(reader->Commit());
+  }
+  auto txn = db_->Begin();
+  auto refused = txn->BulkInsert(t_);
+  EXPECT_TRUE(refused.status().IsBusy());
+  EXPECT_NE(refused.status().message().find("not empty"), std::string::npos)
+      << refused.status().ToString();
+  ASSERT_OK(txn->Delete(t_, RowOf(1)));
+  ASSERT_OK(txn->Commit());
+  // Empty again, but with versions of its last row a snapshot may read,
+  // or pages freed: row by row still.
+  auto again = db_->Begin();
+  EXPECT_TRUE(again->BulkInsert(t_).status().IsBusy());
+  ASSERT_OK(again->Commit());
+  EXPECT_EQ(db_->Stats().bulk_inserts, 0u);
+}
+
+TEST_F(BulkInsertTest, EveryRollbackPastItEmptiesTheTable) {
+  {
+    // The whole transaction: the load, then rows one by one (the loader
+    // is finished first), then a rollback.
+    auto txn = db_->Begin();
+    Load(txn.get(), t_, 0, 2500);
+    ASSERT_OK(txn->Insert(t_, RowOf(5000)));
+    ASSERT_OK(txn->Update(t_, RowOf(10), SampleRow(10, 3, "u10", "changed")));
+    ASSERT_OK(txn->Rollback());
+    ExpectRows(0);
+  }
+  {
+    // A statement's rollback (to the savepoint before the load), with the
+    // loader still open; the transaction goes on and commits.
+    auto txn = db_->Begin();
+    const uint64_t sp = txn->Savepoint();
+    auto loader = txn->BulkInsert(t_);
+    ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+    for (int64_t id = 0; id < 1500; ++id) ASSERT_OK((*loader)->Add(RowOf(id)));
+    EXPECT_TRUE((*loader)->Add(RowOf(1499)).IsAlreadyExists());  // a duplicate changes nothing
+    ASSERT_OK(txn->RollbackTo(sp));
+    EXPECT_FALSE((*loader)->Add(RowOf(2000)).ok()) << "a loader rolled back took a row";
+    EXPECT_TRUE(ScanAll(txn.get(), t_).empty());
+    // The table is pristine again: the same transaction loads it anew.
+    Load(txn.get(), t_, 100, 200);
+    ASSERT_OK(txn->Insert(t_, RowOf(7)));
+    ASSERT_OK(txn->Commit());
+    ExpectRows(101);
+  }
+}
+
+TEST_F(BulkInsertTest, ACommitFinishesAnOpenLoader) {
+  auto txn = db_->Begin();
+  auto loader = txn->BulkInsert(t_);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  for (int64_t id = 0; id < 800; ++id) ASSERT_OK((*loader)->Add(RowOf(id)));
+  ASSERT_OK(txn->Commit());  // secondary indexes are built from their sorted runs here
+  EXPECT_FALSE((*loader)->Add(RowOf(900)).ok());
+  ExpectRows(800);
+}
+
+}  // namespace
+}  // namespace subito

@@ -142,10 +142,21 @@ TEST_F(BulkInsertTest, EveryRollbackPastItEmptiesTheTable) {
     ASSERT_OK(txn->Update(t_, RowOf(10), SampleRow(10, 3, "u10", "changed")));
     ASSERT_OK(txn->Rollback());
     ExpectRows(0);
+    // An aborted bulk writer hides nothing from later transactions.
+    auto later = db_->Begin();
+    ASSERT_OK(later->Insert(t_, RowOf(77)));
+    ASSERT_OK(later->Commit());
+    ExpectRows(1);
+    auto cleanup = db_->Begin();
+    ASSERT_OK(cleanup->Delete(t_, RowOf(77)));
+    ASSERT_OK(cleanup->Commit());
   }
   {
     // A statement's rollback (to the savepoint before the load), with the
     // loader still open; the transaction goes on and commits.
+    auto created = db_->CreateTable(test::SampleTable("t2"));
+    ASSERT_TRUE(created.ok());
+    t_ = *created;
     auto txn = db_->Begin();
     const uint64_t sp = txn->Savepoint();
     auto loader = txn->BulkInsert(t_);
@@ -161,6 +172,78 @@ TEST_F(BulkInsertTest, EveryRollbackPastItEmptiesTheTable) {
     ASSERT_OK(txn->Commit());
     ExpectRows(101);
   }
+}
+
+// A claim that fails its checks hides nothing from the table's users.
+TEST_F(BulkInsertTest, ARefusedClaimHidesNothing) {
+  auto user = db_->Begin();
+  ASSERT_OK(user->Insert(t_, RowOf(1)));
+  for (int i = 0; i < 20; ++i) {
+    auto txn = db_->Begin();
+    EXPECT_TRUE(txn->BulkInsert(t_).status().IsBusy());
+    auto got = user->Get(t_, {int64_t{1}});
+    ASSERT_TRUE(got.ok() && got->has_value()) << "the user's own row was hidden";
+    ASSERT_OK(txn->Rollback());
+  }
+  ASSERT_OK(user->Commit());
+}
+
+// A statement that reads the table it bulk-inserts into (INSERT ... SELECT
+// ... LEFT JOIN the target) finishes the load at its first read; its
+// remaining rows go in one by one and nothing is lost.
+TEST_F(BulkInsertTest, ReadingTheTableMidLoadFinishesItAndTheRestGoesInRowByRow) {
+  auto txn = db_->Begin();
+  auto loader = txn->BulkInsert(t_);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  for (int64_t id = 0; id < 1000; ++id) {
+    ASSERT_OK((*loader)->Add(RowOf(id)));
+    if (id % 250 == 249) {
+      auto got = txn->Get(t_, {id});
+      ASSERT_TRUE(got.ok() && got->has_value()) << "its own row " << id;
+    }
+  }
+  ASSERT_OK((*loader)->Finish());
+  ASSERT_OK(txn->Commit());
+  ExpectRows(1000);
+}
+
+// Waiting for a bulk writer's table is a lock wait: a cycle through it is
+// a deadlock, found at once (the request closing it is the victim).
+TEST_F(BulkInsertTest, AWaitForTheTableTakesPartInDeadlockDetection) {
+  auto other_table = db_->CreateTable(test::SampleTable("s"));
+  ASSERT_TRUE(other_table.ok());
+  Table* s = *other_table;
+  {
+    auto setup = db_->Begin();
+    ASSERT_OK(setup->Insert(s, RowOf(1)));
+    ASSERT_OK(setup->Commit());
+  }
+  auto writer = db_->Begin();
+  Load(writer.get(), t_, 0, 100);
+  auto other = db_->Begin();
+  ASSERT_OK(other->Update(s, RowOf(1), SampleRow(1, 2, "u1", "theirs")));
+  auto waiting = std::async(std::launch::async, [&] { return other->Insert(t_, RowOf(500)); });
+  ASSERT_EQ(waiting.wait_for(100ms), std::future_status::timeout);
+  const Status st = writer->Update(s, RowOf(1), SampleRow(1, 3, "u1", "mine"));
+  EXPECT_TRUE(st.IsDeadlock()) << st.ToString();  // rolled back: the table is free
+  ASSERT_OK(waiting.get());
+  ASSERT_OK(other->Commit());
+  ExpectRows(1);
+}
+
+// A rollback to a savepoint taken inside the load cannot undo the rows
+// added after it (they have no undo): the transaction may only roll back.
+TEST_F(BulkInsertTest, ARollbackToASavepointInsideTheLoadForbidsTheCommit) {
+  auto txn = db_->Begin();
+  auto loader = txn->BulkInsert(t_);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  ASSERT_OK((*loader)->Add(RowOf(1)));
+  const uint64_t sp = txn->Savepoint();
+  ASSERT_OK((*loader)->Add(RowOf(2)));
+  ASSERT_OK(txn->RollbackTo(sp));
+  EXPECT_FALSE((*loader)->Add(RowOf(3)).ok());
+  EXPECT_FALSE(txn->Commit().ok());
+  ExpectRows(0);
 }
 
 TEST_F(BulkInsertTest, ACommitFinishesAnOpenLoader) {

@@ -10,30 +10,33 @@
 //   I1. A table qualifies only while this transaction is its only user and
 //       every index is pristine (BTree::Pristine: no key, no free page, no
 //       chain) and holds no version: no snapshot anywhere sees a row in it.
-//       The claim is made first, then the users counted; Use counts first,
-//       then reads the claim (both seq_cst), so a transaction that starts
-//       using the table meanwhile is either counted here or waits.
+//       The checks and the claim are made under TableImpl::bulk_mu, under
+//       which a transaction's first use of the table counts it (Use): a
+//       transaction that starts using the table meanwhile is either counted
+//       by the checks or meets the claim.
 //   I2. Before any row goes in, one undo record per index (had_before 3,
 //       txn/txn_records.h) is in the transaction's undo list, in the log
 //       before any page the load writes (WAL): a rollback past it, at run
 //       time or by recovery, makes every index pristine and empty again
-//       (BTree::ResetToEmpty), whatever the load and this transaction's
-//       later statements wrote to it. The pages they used stay in the
-//       table's files unreachable (mariadb.md, Limits).
-//   I3. From I1 until this transaction ends, it is the table's bulk writer
-//       (TableImpl::bulk_writer): other transactions' writes and locking
-//       reads wait for its end (AwaitBulk); a consistent read whose view
-//       does not see the writer (running, or committed after the snapshot)
-//       sees the table empty (HiddenByBulk), which is what the table held
-//       for it: its rows carry no versions. A committed writer stays the
-//       table's bulk writer (older snapshots may still read); an aborted one
-//       gives way to the writer before it once its rollback emptied the
-//       table.
-//   I4. Rows reach the trees by the loader's Finish (secondary indexes
-//       built from sorted runs only then): any other use of the table by
-//       this transaction finishes the loader first (Use), so does a commit;
-//       a rollback past I2's records abandons it before emptying the trees.
-#include <thread>
+//       (BTree::ResetToEmpty; the transaction's versions there go too),
+//       whatever the load and this transaction's later statements wrote to
+//       it. The pages they used stay in the table's files, unreachable.
+//   I3. From the claim until this transaction ends, it is the table's
+//       running bulk writer and holds the table's lock (the primary
+//       index's empty key, exclusive): other transactions' writes and
+//       locking reads wait for it as for a row lock (AwaitBulk: timeout,
+//       KILL, deadlock detection). A consistent read whose view does not
+//       see the running writer, or that is older than the commit of the
+//       last one (bulk_committed_ts), sees the table empty (HiddenByBulk):
+//       the table held no row for it, and the rows carry no versions.
+//   I4. Rows reach the trees by the loader's Finish (secondary indexes are
+//       built from sorted runs only then). Any other use of the table by
+//       this transaction finishes the loader first (Use), and the rest of
+//       the statement's rows go in one by one; so does a commit. A failed
+//       Finish, or a rollback to a savepoint inside the load, leaves rows
+//       that cannot be accounted for: the transaction cannot commit until a
+//       rollback goes past the marks.
+#include <algorithm>
 
 #include "engine/transaction_impl.h"
 #include "util/strings.h"
@@ -43,7 +46,8 @@ namespace subito::engine {
 namespace {
 
 // What BulkInsert returns: a handle on the loader its transaction keeps
-// (so that a commit or any other use of the table finishes it, I4).
+// (so that a commit or any other use of the table finishes it, I4). It
+// outlives neither its transaction's end nor, safely, the transaction.
 class TxnBulkLoader final : public BulkLoader {
  public:
   TxnBulkLoader(TransactionImpl* txn, std::shared_ptr<std::atomic<bool>> alive, TableImpl* t)
@@ -97,7 +101,7 @@ std::unique_ptr<Cursor> HideRows(std::unique_ptr<Cursor> inner) {
 }
 
 Result<std::unique_ptr<BulkLoader>> TransactionImpl::BulkInsert(Table* table) {
-  Result<TableImpl*> used = Use(table, /*writes=*/true);
+  Result<TableImpl*> used = Use(table, /*writes=*/true);  // waits for another's claim
   if (!used.ok()) return used.status();
   TableImpl* t = *used;
   auto busy = [&](const std::string& why) {
@@ -105,40 +109,39 @@ Result<std::unique_ptr<BulkLoader>> TransactionImpl::BulkInsert(Table* table) {
   };
   if (t->bulk_loading.load()) return busy("is being filled by a bulk load");
   auto mine = std::find_if(bulk_.begin(), bulk_.end(), [&](const Bulk& b) { return b.table == t; });
-  std::shared_ptr<txn::TxnState> previous;
+  if (mine != bulk_.end() && mine->loader) return busy("is being filled by this transaction");
   {
-    std::lock_guard lock(t->bulk_mu);  // I1: the claim first
-    previous = t->bulk_writer;
-    if (previous != state_) {
-      if (previous && previous->end_ts.load() == 0) return busy("is bulk-filled by another");
-      t->bulk_writer = state_;
-      t->has_bulk_writer.store(true);
+    // I1: the checks and the claim under bulk_mu, which new users take to
+    // be counted.
+    std::lock_guard lock(t->bulk_mu);
+    if (t->bulk_running && t->bulk_running != state_) return busy("is bulk-filled by another");
+    if (t->users.load() > 1) return busy("is used by another transaction");
+    for (const std::unique_ptr<IndexImpl>& ix : t->indexes) {
+      Result<bool> pristine = ix->tree->Pristine();
+      if (!pristine.ok()) return pristine.status();
+      if (!*pristine) return busy("is not empty, or has freed pages");
+      if (ix->versions->keys() != 0) return busy("has row versions a snapshot may read");
     }
-  }
-  auto refuse = [&](Status st) {
-    if (mine == bulk_.end()) {  // else it stays this transaction's (an earlier statement's claim)
-      std::lock_guard lock(t->bulk_mu);
-      t->bulk_writer = previous;
+    if (!t->bulk_running) {
+      // I3: the table's key, held until this transaction ends, is what
+      // other writers wait for (lock waits: timeouts, KILL, deadlocks).
+      SUBITO_RETURN_IF_ERROR(db_->locks().Lock(state_->id, t->indexes[0]->space(), std::string(),
+                                               txn::LockMode::kExclusive,
+                                               std::chrono::milliseconds(0)));
+      t->bulk_running = state_;
+      t->bulk_active.store(true);
     }
-    return st;
-  };
-  if (t->users.load() > 1) return refuse(busy("is used by another transaction"));
-  for (const std::unique_ptr<IndexImpl>& ix : t->indexes) {
-    Result<bool> pristine = ix->tree->Pristine();
-    if (!pristine.ok()) return refuse(pristine.status());
-    if (!*pristine) return refuse(busy("is not empty, or has freed pages"));
-    if (ix->versions->keys() != 0) return refuse(busy("has row versions a snapshot may read"));
+    // Its rows will have no versions: a snapshot moved to pages as of an
+    // LSN (version_store.h V6) older than this is refused the table.
+    t->loaded_ts.store(db_->txns().Now());
   }
-  // Its rows will have no versions: a snapshot moved to pages as of an LSN
-  // (version_store.h V6) older than this is refused the table.
-  t->loaded_ts.store(db_->txns().Now());
   if (mine == bulk_.end()) {
-    bulk_.push_back({t, previous, nullptr});
+    bulk_.push_back(Bulk{t, 0, nullptr, false, Status::OK()});
     mine = bulk_.end() - 1;
   }
-  if (mine->loader) return busy("is being filled by this transaction already");
   // I2: the marks, before any row.
   SUBITO_RETURN_IF_ERROR(db_->Writable());
+  mine->marks_at = Savepoint();
   for (const std::unique_ptr<IndexImpl>& ix : t->indexes) {
     const std::string rec = txn::EncodeUndo(state_->id, ix->space(), "", std::nullopt, false, true);
     SUBITO_RETURN_IF_ERROR(db_->pool()->LogFreeCheck());
@@ -147,6 +150,8 @@ Result<std::unique_ptr<BulkLoader>> TransactionImpl::BulkInsert(Table* table) {
     SUBITO_RETURN_IF_ERROR(PushUndo(ix.get(), std::move(mark), rec));
   }
   mine->loader = NewBulkLoader(db_, t, /*transactional=*/true);
+  mine->abandoned = false;
+  mine->failed = Status::OK();
   db_->bulk_inserts.fetch_add(1, std::memory_order_relaxed);
   return std::unique_ptr<BulkLoader>(std::make_unique<TxnBulkLoader>(this, alive_, t));
 }
@@ -154,17 +159,23 @@ Result<std::unique_ptr<BulkLoader>> TransactionImpl::BulkInsert(Table* table) {
 Status TransactionImpl::BulkAdd(TableImpl* t, const Row& row) {
   SUBITO_RETURN_IF_ERROR(Usable());
   for (Bulk& b : bulk_) {
-    if (b.table == t && b.loader) return b.loader->Add(row);
+    if (b.table != t) continue;
+    if (b.loader) return b.loader->Add(row);
+    // Finished early by another use of the table in the same statement (an
+    // INSERT ... SELECT that reads it): the rest go in one by one.
+    if (!b.abandoned && b.failed.ok()) return Insert(t, row);
   }
   return Status::InvalidArgument("the bulk insert into " + t->def().name +
-                                 " has ended (finished, or rolled back)");
+                                 " has ended (rolled back, or failed)");
 }
 
 Status TransactionImpl::FinishBulkOf(TableImpl* t) {
   for (Bulk& b : bulk_) {
     if (b.table != t || !b.loader) continue;
     std::unique_ptr<BulkLoader> loader = std::move(b.loader);
-    return loader->Finish();
+    Status st = loader->Finish();
+    if (!st.ok()) b.failed = st;  // I4: until a rollback past the marks
+    return st;
   }
   return Status::OK();
 }
@@ -172,8 +183,21 @@ Status TransactionImpl::FinishBulkOf(TableImpl* t) {
 void TransactionImpl::AbandonBulkOf(const IndexImpl* ix) {
   for (Bulk& b : bulk_) {
     for (const std::unique_ptr<IndexImpl>& i : b.table->indexes) {
-      if (i.get() == ix) b.loader.reset();
+      if (i.get() != ix) continue;
+      b.loader.reset();
+      b.abandoned = true;
+      b.failed = Status::OK();  // the table is empty again
     }
+  }
+}
+
+void TransactionImpl::BreakBulkAbove(uint64_t savepoint) {
+  for (Bulk& b : bulk_) {
+    if (!b.loader || savepoint <= b.marks_at) continue;  // the marks go too: AbandonBulkOf
+    b.loader.reset();
+    b.failed = Status::InvalidArgument(
+        "rolled back to a savepoint inside the bulk insert into " + b.table->def().name +
+        ", whose rows have no undo: only a rollback past its start undoes it");
   }
 }
 
@@ -181,49 +205,59 @@ Status TransactionImpl::FinishAllBulk(bool commit) {
   Status st;
   for (Bulk& b : bulk_) {
     std::unique_ptr<BulkLoader> loader = std::move(b.loader);
-    if (commit && st.ok() && loader) st = loader->Finish();
+    if (!commit || !st.ok()) continue;
+    if (!b.failed.ok()) {
+      st = b.failed;
+    } else if (loader) {
+      st = loader->Finish();
+    }
   }
   return st;
 }
 
 void TransactionImpl::EndBulk(bool committed) {
   for (Bulk& b : bulk_) {
-    {
-      std::lock_guard lock(b.table->bulk_mu);
-      if (!committed && b.table->bulk_writer == state_) b.table->bulk_writer = b.previous;
+    TableImpl* t = b.table;
+    std::lock_guard lock(t->bulk_mu);
+    if (t->bulk_running != state_) continue;
+    // The commit's timestamp before the claim goes (HiddenByBulk reads them
+    // the other way round).
+    if (committed) {
+      const uint64_t ts = state_->end_ts.load();
+      if (ts > t->bulk_committed_ts.load()) t->bulk_committed_ts.store(ts);
     }
-    b.table->bulk_cv.notify_all();
+    t->bulk_running.reset();
+    t->bulk_active.store(false);
   }
   bulk_.clear();
 }
 
 Status TransactionImpl::AwaitBulk(TableImpl* t) {
-  if (!t->has_bulk_writer.load(std::memory_order_acquire)) return Status::OK();
-  const bool forever = lock_timeout_ >= std::chrono::hours(24 * 365);
-  const auto deadline = std::chrono::steady_clock::now() + lock_timeout_;
-  std::unique_lock lock(t->bulk_mu);
-  for (;;) {
-    const std::shared_ptr<txn::TxnState>& w = t->bulk_writer;
-    if (!w || w == state_ || w->end_ts.load() != 0) return Status::OK();
-    if (interrupted_ && interrupted_()) {
-      return Status::Interrupted(StrFormat("wait of transaction %llu for table %s interrupted",
-                                           static_cast<unsigned long long>(state_->id),
-                                           t->def().name.c_str()));
-    }
-    if (!forever && std::chrono::steady_clock::now() >= deadline) {
-      return Status::TimedOut(
-          StrFormat("lock wait timeout (%lld ms): table %s is bulk-filled by transaction %llu",
-                    static_cast<long long>(lock_timeout_.count()), t->def().name.c_str(),
-                    static_cast<unsigned long long>(w->id)));
-    }
-    // In slices: an interruption (KILL) is seen within one.
-    t->bulk_cv.wait_for(lock, std::chrono::milliseconds(100));
+  if (!t->bulk_active.load()) return Status::OK();  // seq_cst: after Use's count (I1)
+  std::shared_ptr<txn::TxnState> w;
+  {
+    std::lock_guard lock(t->bulk_mu);
+    w = t->bulk_running;
   }
+  if (!w || w == state_) return Status::OK();
+  // Granted once the writer's locks go, at its end.
+  return Victim(db_->locks().Lock(state_->id, t->indexes[0]->space(), std::string(),
+                                  txn::LockMode::kShared, lock_timeout_, interrupted_));
 }
 
 bool TransactionImpl::HiddenByBulk(TableImpl* t, const txn::ReadView& view) {
-  const std::shared_ptr<txn::TxnState> w = t->BulkWriter();
-  return w && !view.Sees(*w);
+  const bool active = t->bulk_active.load();  // before the commit's timestamp (EndBulk)
+  const uint64_t committed = t->bulk_committed_ts.load();
+  if (!active && committed == 0) return false;
+  // A cut snapshot, or one moved to pages as of an LSN, takes the ordinary
+  // path, which refuses it (SnapshotTooOld, loaded_ts).
+  if (!t->indexes[0]->versions->CheckSnapshot(view).ok() || db_->txns().AsOf(view.read_ts)) {
+    return false;
+  }
+  if (view.read_ts < committed) return true;
+  if (!active) return false;
+  std::lock_guard lock(t->bulk_mu);
+  return t->bulk_running && !view.Sees(*t->bulk_running);
 }
 
 }  // namespace subito::engine

@@ -85,19 +85,13 @@ class TableImpl final : public Table {
   std::atomic<int> users{0};  // transactions that touched the table and have not ended
   // A BulkLoader fills it (and counts in users), or one ended unfinished.
   std::atomic<bool> bulk_loading{false};
-  // The transaction that last filled the table by Transaction::BulkInsert
-  // (engine/bulk_insert.cc), while it runs and once it committed: a
-  // consistent read that does not see it sees the table empty; while it
-  // runs, other transactions' writes and locking reads wait on bulk_cv.
+  // Transaction::BulkInsert (engine/bulk_insert.cc, I1-I3). Under bulk_mu:
+  // a new user's count, and a bulk writer's claim with the checks before
+  // it; bulk_running, the transaction filling the table now.
   std::mutex bulk_mu;
-  std::condition_variable bulk_cv;
-  std::shared_ptr<txn::TxnState> bulk_writer;  // guarded by bulk_mu
-  std::atomic<bool> has_bulk_writer{false};    // bulk_writer was ever set
-  std::shared_ptr<txn::TxnState> BulkWriter() {
-    if (!has_bulk_writer.load(std::memory_order_acquire)) return nullptr;
-    std::lock_guard lock(bulk_mu);
-    return bulk_writer;
-  }
+  std::shared_ptr<txn::TxnState> bulk_running;
+  std::atomic<bool> bulk_active{false};        // bulk_running is set
+  std::atomic<uint64_t> bulk_committed_ts{0};  // commit of the last bulk writer
   std::atomic<bool> dropped{false};
   // For snapshots moved to pages as of an LSN (txn/version_store.h V6):
   // one older than created_ts sees the table empty (it was created after

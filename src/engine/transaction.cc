@@ -26,17 +26,21 @@ Result<TableImpl*> TransactionImpl::Use(Table* table, bool writes) {
   auto* t = static_cast<TableImpl*>(table);
   if (t == nullptr || t->dropped.load()) return Status::NotFound("the table was dropped");
   if (!bulk_.empty()) SUBITO_RETURN_IF_ERROR(FinishBulkOf(t));
-  if (writes) SUBITO_RETURN_IF_ERROR(AwaitBulk(t));
-  if (used_.count(t)) return t;
-  // Counted first, then the flag read: BeginBulkLoad sets the flag, then
-  // reads the count, so one of the two always sees the other (seq_cst).
-  t->users.fetch_add(1);
-  if (t->bulk_loading.load()) {
-    t->users.fetch_sub(1);
-    return Status::Busy("table " + t->def().name +
-                        " is being filled by a bulk load, or one left it incomplete (drop it)");
+  if (!used_.count(t)) {
+    // Counted first, then the flag read: BeginBulkLoad sets it, then reads
+    // the count, so one of the two always sees the other (seq_cst).
+    {
+      std::lock_guard lock(t->bulk_mu);  // ordered with a bulk insert's claim (I1)
+      t->users.fetch_add(1);
+    }
+    if (t->bulk_loading.load()) {
+      t->users.fetch_sub(1);
+      return Status::Busy("table " + t->def().name +
+                          " is being filled by a bulk load, or one left it incomplete (drop it)");
+    }
+    used_.insert(t);
   }
-  used_.insert(t);
+  if (writes) SUBITO_RETURN_IF_ERROR(AwaitBulk(t));
   return t;
 }
 
@@ -286,6 +290,7 @@ Status TransactionImpl::RollbackTo(uint64_t savepoint) {
   // the quarter of the log kept for rollbacks (ApplyUndo's exemption).
   // Only a log that stays completely full fails it.
   InterruptScope uninterrupted(nullptr, nullptr);
+  if (!bulk_.empty()) BreakBulkAbove(savepoint);
   while (Savepoint() > savepoint) {
     (void)db_->pool()->LogFreeCheck();
     std::lock_guard lock(mu_);

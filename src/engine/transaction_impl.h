@@ -155,14 +155,17 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // bulk_insert.cc.
   struct Bulk {
     TableImpl* table;
-    std::shared_ptr<txn::TxnState> previous;  // the table's bulk writer before
-    std::unique_ptr<BulkLoader> loader;       // while one fills the table
+    uint64_t marks_at = 0;               // the undo list's size before its marks
+    std::unique_ptr<BulkLoader> loader;  // while one fills the table
+    bool abandoned = false;              // a rollback went past the marks
+    Status failed;                       // rows may be missing: no commit
   };
   Status AwaitBulk(TableImpl* t);
   bool HiddenByBulk(TableImpl* t, const txn::ReadView& view);
   void AbandonBulkOf(const IndexImpl* ix);
-  // At the end: loaders finished (commit) or abandoned, and the tables'
-  // waiters woken (an aborted bulk writer gives way to the one before).
+  // A rollback to savepoint, inside an open load: its later rows cannot go.
+  void BreakBulkAbove(uint64_t savepoint);
+  // At the end: loaders finished (commit) or dropped, and the claims ended.
   Status FinishAllBulk(bool commit);
   void EndBulk(bool committed);
   std::vector<Bulk> bulk_;

@@ -163,6 +163,7 @@ Status UndoLoser(buffer::BufferPool* pool, uint64_t id, std::vector<Loser*>& pen
         for (auto u = records->rbegin(); u != records->rend(); ++u) {
           // The entry's encoded size (txn_records.h).
           bytes += txn::kUndoHeaderSize + u->key.size() + (u->before ? u->before->size() : 0);
+          if (u->empties) bytes += 2 * pool->page_size();  // a root image and the header
           if (dropped && dropped(u->space)) continue;
           SUBITO_RETURN_IF_ERROR(apply(*u));
           ++stats.undo_applied;

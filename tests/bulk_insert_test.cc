@@ -4,6 +4,7 @@
 // the table empty and usable. Power cuts: engine_crash_test.cc.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
 #include <thread>
 
@@ -174,17 +175,28 @@ TEST_F(BulkInsertTest, EveryRollbackPastItEmptiesTheTable) {
   }
 }
 
-// A claim that fails its checks hides nothing from the table's users.
+// A claim that fails its checks hides nothing from the table's users,
+// also while it is being made (a reader in another thread).
 TEST_F(BulkInsertTest, ARefusedClaimHidesNothing) {
-  auto user = db_->Begin();
+  auto user = db_->Begin(Isolation::kReadCommitted);
   ASSERT_OK(user->Insert(t_, RowOf(1)));
-  for (int i = 0; i < 20; ++i) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> hidden{0}, reads{0};
+  std::thread reader([&] {
+    while (!stop.load()) {
+      auto got = user->Get(t_, {int64_t{1}});
+      if (!got.ok() || !got->has_value()) ++hidden;
+      ++reads;
+    }
+  });
+  for (int i = 0; i < 300 || reads.load() < 300; ++i) {
     auto txn = db_->Begin();
     EXPECT_TRUE(txn->BulkInsert(t_).status().IsBusy());
-    auto got = user->Get(t_, {int64_t{1}});
-    ASSERT_TRUE(got.ok() && got->has_value()) << "the user's own row was hidden";
     ASSERT_OK(txn->Rollback());
   }
+  stop = true;
+  reader.join();
+  EXPECT_EQ(hidden.load(), 0) << "the user's own row was hidden";
   ASSERT_OK(user->Commit());
 }
 
@@ -222,8 +234,9 @@ TEST_F(BulkInsertTest, AWaitForTheTableTakesPartInDeadlockDetection) {
   Load(writer.get(), t_, 0, 100);
   auto other = db_->Begin();
   ASSERT_OK(other->Update(s, RowOf(1), SampleRow(1, 2, "u1", "theirs")));
+  const uint64_t waits = db_->Stats().lock_waits;
   auto waiting = std::async(std::launch::async, [&] { return other->Insert(t_, RowOf(500)); });
-  ASSERT_EQ(waiting.wait_for(100ms), std::future_status::timeout);
+  while (db_->Stats().lock_waits == waits) std::this_thread::sleep_for(1ms);  // it waits now
   const Status st = writer->Update(s, RowOf(1), SampleRow(1, 3, "u1", "mine"));
   EXPECT_TRUE(st.IsDeadlock()) << st.ToString();  // rolled back: the table is free
   ASSERT_OK(waiting.get());
@@ -231,19 +244,47 @@ TEST_F(BulkInsertTest, AWaitForTheTableTakesPartInDeadlockDetection) {
   ExpectRows(1);
 }
 
-// A rollback to a savepoint taken inside the load cannot undo the rows
-// added after it (they have no undo): the transaction may only roll back.
-TEST_F(BulkInsertTest, ARollbackToASavepointInsideTheLoadForbidsTheCommit) {
+// A savepoint is never inside a load: taking one finishes the load, and
+// the later rows go in one by one, so a rollback to it undoes exactly them.
+// A statement that fails on another table leaves the load open.
+TEST_F(BulkInsertTest, ASavepointFinishesTheLoadSoItsRollbackIsExact) {
+  auto other_table = db_->CreateTable(test::SampleTable("s"));
+  ASSERT_TRUE(other_table.ok());
   auto txn = db_->Begin();
   auto loader = txn->BulkInsert(t_);
   ASSERT_TRUE(loader.ok()) << loader.status().ToString();
   ASSERT_OK((*loader)->Add(RowOf(1)));
-  const uint64_t sp = txn->Savepoint();
+  ASSERT_OK(txn->Insert(*other_table, RowOf(1)));
+  EXPECT_TRUE(txn->Insert(*other_table, RowOf(1)).IsAlreadyExists());  // a failed statement
   ASSERT_OK((*loader)->Add(RowOf(2)));
+  const uint64_t before = db_->Stats().bulk_built_entries;
+  const uint64_t sp = txn->Savepoint();
+  EXPECT_GT(db_->Stats().bulk_built_entries, before) << "the savepoint left the load open";
+  ASSERT_OK((*loader)->Add(RowOf(3)));  // one by one now
   ASSERT_OK(txn->RollbackTo(sp));
-  EXPECT_FALSE((*loader)->Add(RowOf(3)).ok());
-  EXPECT_FALSE(txn->Commit().ok());
-  ExpectRows(0);
+  ASSERT_OK(txn->Commit());
+  auto check = db_->Begin();
+  const std::vector<Row> rows = ScanAll(check.get(), t_);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1], RowOf(2));
+  ASSERT_OK(check->Commit());
+}
+
+// A snapshot older than a bulk insert's commit reads the table empty, so it
+// may not change the table (it would not see its own rows): retry.
+TEST_F(BulkInsertTest, ASnapshotOlderThanTheLoadMayNotChangeTheTable) {
+  auto older = db_->Begin();
+  older->TakeSnapshot();
+  auto txn = db_->Begin();
+  Load(txn.get(), t_, 0, 10);
+  ASSERT_OK(txn->Commit());
+  EXPECT_TRUE(ScanAll(older.get(), t_).empty());
+  EXPECT_TRUE(older->Insert(t_, RowOf(100)).IsBusy());
+  ASSERT_OK(older->Rollback());
+  auto newer = db_->Begin();
+  ASSERT_OK(newer->Insert(t_, RowOf(100)));
+  ASSERT_OK(newer->Commit());
+  ExpectRows(11);
 }
 
 TEST_F(BulkInsertTest, ACommitFinishesAnOpenLoader) {

@@ -32,8 +32,10 @@
 //   I4. Rows reach the trees by the loader's Finish (secondary indexes are
 //       built from sorted runs only then). Any other use of the table by
 //       this transaction finishes the loader first (Use), and the rest of
-//       the statement's rows go in one by one; so does a commit. A failed
-//       Finish, or a rollback to a savepoint inside the load, leaves rows
+//       the statement's rows go in one by one; so does a commit, and so does
+//       taking a savepoint (rows with no undo never follow a savepoint, so
+//       a rollback to it is exact; statements' internal savepoints leave
+//       the load open: they add no row to it). A failed Finish leaves rows
 //       that cannot be accounted for: the transaction cannot commit until a
 //       rollback goes past the marks.
 #include <algorithm>
@@ -101,7 +103,9 @@ std::unique_ptr<Cursor> HideRows(std::unique_ptr<Cursor> inner) {
 }
 
 Result<std::unique_ptr<BulkLoader>> TransactionImpl::BulkInsert(Table* table) {
-  Result<TableImpl*> used = Use(table, /*writes=*/true);  // waits for another's claim
+  // No wait for another bulk writer (Busy then): the caller's row-by-row
+  // inserts wait, and report what ends the wait.
+  Result<TableImpl*> used = Use(table, /*writes=*/false);
   if (!used.ok()) return used.status();
   TableImpl* t = *used;
   auto busy = [&](const std::string& why) {
@@ -141,7 +145,7 @@ Result<std::unique_ptr<BulkLoader>> TransactionImpl::BulkInsert(Table* table) {
   }
   // I2: the marks, before any row.
   SUBITO_RETURN_IF_ERROR(db_->Writable());
-  mine->marks_at = Savepoint();
+  mine->marks_at = Position();
   for (const std::unique_ptr<IndexImpl>& ix : t->indexes) {
     const std::string rec = txn::EncodeUndo(state_->id, ix->space(), "", std::nullopt, false, true);
     SUBITO_RETURN_IF_ERROR(db_->pool()->LogFreeCheck());
@@ -191,13 +195,11 @@ void TransactionImpl::AbandonBulkOf(const IndexImpl* ix) {
   }
 }
 
-void TransactionImpl::BreakBulkAbove(uint64_t savepoint) {
+void TransactionImpl::FinishOpenLoads() const {
   for (Bulk& b : bulk_) {
-    if (!b.loader || savepoint <= b.marks_at) continue;  // the marks go too: AbandonBulkOf
-    b.loader.reset();
-    b.failed = Status::InvalidArgument(
-        "rolled back to a savepoint inside the bulk insert into " + b.table->def().name +
-        ", whose rows have no undo: only a rollback past its start undoes it");
+    if (!b.loader) continue;
+    std::unique_ptr<BulkLoader> loader = std::move(b.loader);
+    if (Status st = loader->Finish(); !st.ok()) b.failed = st;  // I4
   }
 }
 
@@ -245,6 +247,13 @@ Status TransactionImpl::AwaitBulk(TableImpl* t) {
                                   txn::LockMode::kShared, lock_timeout_, interrupted_));
 }
 
+Status TransactionImpl::ChangesSeenBySnapshot(TableImpl* t) {
+  if (!has_snapshot_ || isolation_ == Isolation::kReadCommitted) return Status::OK();
+  if (read_ts_ >= t->bulk_committed_ts.load()) return Status::OK();
+  return Status::Busy("table " + t->def().name +
+                      " was bulk-loaded after this transaction's snapshot: retry the transaction");
+}
+
 bool TransactionImpl::HiddenByBulk(TableImpl* t, const txn::ReadView& view) {
   const bool active = t->bulk_active.load();  // before the commit's timestamp (EndBulk)
   const uint64_t committed = t->bulk_committed_ts.load();
@@ -257,7 +266,8 @@ bool TransactionImpl::HiddenByBulk(TableImpl* t, const txn::ReadView& view) {
   if (view.read_ts < committed) return true;
   if (!active) return false;
   std::lock_guard lock(t->bulk_mu);
-  return t->bulk_running && !view.Sees(*t->bulk_running);
+  if (!t->bulk_running) return view.read_ts < t->bulk_committed_ts.load();  // it ended meanwhile
+  return !view.Sees(*t->bulk_running);
 }
 
 }  // namespace subito::engine

@@ -279,7 +279,7 @@ Status TransactionImpl::ApplyUndo(const Undo& u) {
 
 Status TransactionImpl::RollbackTo(uint64_t savepoint) {
   if (ended_) return Status::InvalidArgument(kEnded);
-  if (savepoint > Savepoint()) {
+  if (savepoint > Position()) {
     return Status::InvalidArgument("savepoint is ahead of the transaction");
   }
   // In chunks: between them this thread waits for log space, which a
@@ -290,8 +290,7 @@ Status TransactionImpl::RollbackTo(uint64_t savepoint) {
   // the quarter of the log kept for rollbacks (ApplyUndo's exemption).
   // Only a log that stays completely full fails it.
   InterruptScope uninterrupted(nullptr, nullptr);
-  if (!bulk_.empty()) BreakBulkAbove(savepoint);
-  while (Savepoint() > savepoint) {
+  while (Position() > savepoint) {
     (void)db_->pool()->LogFreeCheck();
     std::lock_guard lock(mu_);
     if (undo_.empty()) SUBITO_RETURN_IF_ERROR(Reload(savepoint));
@@ -313,7 +312,7 @@ Status TransactionImpl::RollbackTo(uint64_t savepoint) {
 template <typename Fn>
 Status TransactionImpl::Statement(Fn&& fn) {
   SUBITO_RETURN_IF_ERROR(Usable());
-  const uint64_t sp = Savepoint();
+  const uint64_t sp = Position();  // loads stay open: a statement adds no row to them
   Status st = fn();
   if (st.ok()) return st;
   if (st.IsDeadlock()) {
@@ -368,6 +367,7 @@ Result<TransactionImpl::LockedRow> TransactionImpl::LockRowToWrite(TableImpl* t,
 Status TransactionImpl::Insert(Table* table, const Row& input) {
   Result<TableImpl*> t = Use(table, /*writes=*/true);
   if (!t.ok()) return t.status();
+  SUBITO_RETURN_IF_ERROR(ChangesSeenBySnapshot(*t));
   Result<Row> row = CanonicalRow((*t)->def(), input);
   if (!row.ok()) return row.status();
   return Statement([&]() -> Status {
@@ -400,6 +400,7 @@ Status TransactionImpl::Insert(Table* table, const Row& input) {
 Status TransactionImpl::Delete(Table* table, const Row& input) {
   Result<TableImpl*> t = Use(table, /*writes=*/true);
   if (!t.ok()) return t.status();
+  SUBITO_RETURN_IF_ERROR(ChangesSeenBySnapshot(*t));
   return Statement([&]() -> Status {
     TableImpl* tb = *t;
     const TableDef& def = tb->def();
@@ -426,6 +427,7 @@ Status TransactionImpl::Delete(Table* table, const Row& input) {
 Status TransactionImpl::Update(Table* table, const Row& old_input, const Row& new_input) {
   Result<TableImpl*> t = Use(table, /*writes=*/true);
   if (!t.ok()) return t.status();
+  SUBITO_RETURN_IF_ERROR(ChangesSeenBySnapshot(*t));
   Result<Row> row = CanonicalRow((*t)->def(), new_input);
   if (!row.ok()) return row.status();
   return Statement([&]() -> Status {

@@ -62,7 +62,14 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   Result<std::optional<Row>> Get(Table* table, const Row& key, ReadMode mode) override;
   Result<std::unique_ptr<Cursor>> OpenCursor(Table* table, uint32_t index, ReadMode mode) override;
   // Positions in the undo list: the undo file's entries, then undo_.
+  // A savepoint is never inside a bulk insert's load (its rows have no
+  // undo): an open load is finished first, and its later rows go in one by
+  // one (bulk_insert.cc I4).
   uint64_t Savepoint() const override {
+    if (!bulk_.empty()) FinishOpenLoads();
+    return Position();
+  }
+  uint64_t Position() const {
     std::lock_guard lock(mu_);  // a relief may move undo_ to the file
     return ListSize();
   }
@@ -161,14 +168,18 @@ class TransactionImpl final : public Transaction, public UndoOwner {
     Status failed;                       // rows may be missing: no commit
   };
   Status AwaitBulk(TableImpl* t);
+  // A transaction whose snapshot is older than the table's last bulk
+  // insert would not see its own changes there (the table reads empty to
+  // it, I3): it may not change the table (Busy: retry the transaction).
+  Status ChangesSeenBySnapshot(TableImpl* t);
   bool HiddenByBulk(TableImpl* t, const txn::ReadView& view);
   void AbandonBulkOf(const IndexImpl* ix);
-  // A rollback to savepoint, inside an open load: its later rows cannot go.
-  void BreakBulkAbove(uint64_t savepoint);
+  void FinishOpenLoads() const;
   // At the end: loaders finished (commit) or dropped, and the claims ended.
   Status FinishAllBulk(bool commit);
   void EndBulk(bool committed);
-  std::vector<Bulk> bulk_;
+  // Mutable: Savepoint() finishes open loads.
+  mutable std::vector<Bulk> bulk_;
 
  public:
   // For the handle BulkInsert returns.

@@ -287,6 +287,19 @@ TEST_F(BulkInsertTest, ASnapshotOlderThanTheLoadMayNotChangeTheTable) {
   ExpectRows(11);
 }
 
+// A load that added no row changes nothing for older snapshots.
+TEST_F(BulkInsertTest, AnEmptyLoadHidesNothing) {
+  auto older = db_->Begin();
+  older->TakeSnapshot();
+  auto txn = db_->Begin();
+  Load(txn.get(), t_, 0, 0);
+  ASSERT_OK(txn->Commit());
+  ASSERT_OK(older->Insert(t_, RowOf(5)));
+  EXPECT_EQ(ScanAll(older.get(), t_).size(), 1u);
+  ASSERT_OK(older->Commit());
+  ExpectRows(1);
+}
+
 TEST_F(BulkInsertTest, ACommitFinishesAnOpenLoader) {
   auto txn = db_->Begin();
   auto loader = txn->BulkInsert(t_);

@@ -393,6 +393,8 @@ class Transaction {
 
   // Statement rollback: RollbackTo(Savepoint()) undoes what came after (its
   // locks stay held, as in InnoDB).
+  // A bulk insert's open load is finished first (BulkInsert: its later rows
+  // go in one by one, so that a rollback to the savepoint is exact).
   virtual uint64_t Savepoint() const = 0;
   virtual Status RollbackTo(uint64_t savepoint) = 0;
 

@@ -108,6 +108,7 @@ Result<std::unique_ptr<BulkLoader>> TransactionImpl::BulkInsert(Table* table) {
   Result<TableImpl*> used = Use(table, /*writes=*/false);
   if (!used.ok()) return used.status();
   TableImpl* t = *used;
+  SUBITO_RETURN_IF_ERROR(ChangesSeenBySnapshot(t));
   auto busy = [&](const std::string& why) {
     return Status::Busy("table " + t->def().name + " " + why + ": rows go in one by one");
   };
@@ -140,7 +141,7 @@ Result<std::unique_ptr<BulkLoader>> TransactionImpl::BulkInsert(Table* table) {
     t->loaded_ts.store(db_->txns().Now());
   }
   if (mine == bulk_.end()) {
-    bulk_.push_back(Bulk{t, 0, nullptr, false, Status::OK()});
+    bulk_.push_back(Bulk{t, 0, nullptr, false, Status::OK(), false});
     mine = bulk_.end() - 1;
   }
   // I2: the marks, before any row.
@@ -164,10 +165,14 @@ Status TransactionImpl::BulkAdd(TableImpl* t, const Row& row) {
   SUBITO_RETURN_IF_ERROR(Usable());
   for (Bulk& b : bulk_) {
     if (b.table != t) continue;
-    if (b.loader) return b.loader->Add(row);
+    SUBITO_RETURN_IF_ERROR(b.failed);
+    if (b.abandoned) break;
     // Finished early by another use of the table in the same statement (an
-    // INSERT ... SELECT that reads it): the rest go in one by one.
-    if (!b.abandoned && b.failed.ok()) return Insert(t, row);
+    // INSERT ... SELECT that reads it) or a savepoint: the rest go in one by
+    // one.
+    Status st = b.loader ? b.loader->Add(row) : Insert(t, row);
+    if (st.ok()) b.added = true;
+    return st;
   }
   return Status::InvalidArgument("the bulk insert into " + t->def().name +
                                  " has ended (rolled back, or failed)");
@@ -175,7 +180,8 @@ Status TransactionImpl::BulkAdd(TableImpl* t, const Row& row) {
 
 Status TransactionImpl::FinishBulkOf(TableImpl* t) {
   for (Bulk& b : bulk_) {
-    if (b.table != t || !b.loader) continue;
+    if (b.table != t) continue;
+    if (!b.loader) return b.failed;  // a failure of an earlier Finish, still in force
     std::unique_ptr<BulkLoader> loader = std::move(b.loader);
     Status st = loader->Finish();
     if (!st.ok()) b.failed = st;  // I4: until a rollback past the marks
@@ -190,6 +196,7 @@ void TransactionImpl::AbandonBulkOf(const IndexImpl* ix) {
       if (i.get() != ix) continue;
       b.loader.reset();
       b.abandoned = true;
+      b.added = false;
       b.failed = Status::OK();  // the table is empty again
     }
   }
@@ -223,8 +230,8 @@ void TransactionImpl::EndBulk(bool committed) {
     std::lock_guard lock(t->bulk_mu);
     if (t->bulk_running != state_) continue;
     // The commit's timestamp before the claim goes (HiddenByBulk reads them
-    // the other way round).
-    if (committed) {
+    // the other way round); a load that added no row hides nothing.
+    if (committed && b.added) {
       const uint64_t ts = state_->end_ts.load();
       if (ts > t->bulk_committed_ts.load()) t->bulk_committed_ts.store(ts);
     }

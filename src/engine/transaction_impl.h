@@ -166,6 +166,7 @@ class TransactionImpl final : public Transaction, public UndoOwner {
     std::unique_ptr<BulkLoader> loader;  // while one fills the table
     bool abandoned = false;              // a rollback went past the marks
     Status failed;                       // rows may be missing: no commit
+    bool added = false;                  // a row went in since the marks
   };
   Status AwaitBulk(TableImpl* t);
   // A transaction whose snapshot is older than the table's last bulk

@@ -720,6 +720,8 @@ int ToHaError(THD* thd, const Status& st) {
       return HA_ERR_LOCK_DEADLOCK;
     case Status::Code::kTimedOut:
       return HA_ERR_LOCK_WAIT_TIMEOUT;
+    case Status::Code::kTableChanged:  // an index or a bulk load newer than the snapshot
+      return HA_ERR_TABLE_DEF_CHANGED;
     case Status::Code::kInterrupted:  // the server reports the KILL
       return HA_ERR_ABORTED_BY_USER;
     case Status::Code::kNotFound:

@@ -227,6 +227,44 @@ TEST(BTree, HintsAtTheTreesEndsFollowSplitsByOtherThreads) {
   }
 }
 
+// The first leaf's hint, for a key before the hinted one, is not trusted
+// once that leaf was emptied, freed and reused in the middle of the tree
+// (its prev is no longer 0).
+TEST(BTree, AHintAtTheFirstLeafFollowsItsReuseElsewhere) {
+  test::ScratchDir dir;
+  Harness h(dir.path(), 64);
+  ASSERT_TRUE(h.Open(true).ok());
+  auto key = [](uint32_t k) { return KeyEncoder().Unsigned(k, 4).Release(); };
+  Model m;
+  const std::string v(100, 'v');
+  for (uint32_t k = 1000; k < 5000; k += 2) {
+    ASSERT_TRUE(h.tree->Put(key(k), v).ok());
+    m[key(k)] = v;
+  }
+  auto g = h.tree->Get(key(1000));  // hints the first leaf
+  ASSERT_TRUE(g.ok() && g->has_value());
+  std::thread other([&] {
+    // Empties (and frees) the first leaves, then splits leaves in the
+    // middle, which take the freed pages.
+    for (uint32_t k = 1000; k < 1600; k += 2) {
+      ASSERT_TRUE(*h.tree->Delete(key(k)));
+      m.erase(key(k));
+    }
+    for (uint32_t k = 3001; k < 4601; k += 2) {
+      ASSERT_TRUE(h.tree->Put(key(k), v).ok());
+      m[key(k)] = v;
+    }
+  });
+  other.join();
+  ASSERT_TRUE(h.tree->Put(key(5), "first").ok());
+  m[key(5)] = "first";
+  ExpectScansMatch(*h.tree, m);
+  auto got = h.tree->Get(key(5));
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ(**got, "first");
+  h.Close(true);
+}
+
 // Keys arriving in order (auto-increment) fill leaves instead of leaving
 // each half empty; both directions.
 TEST(BTree, OrderedInsertsFillTheirLeaves) {

@@ -35,6 +35,7 @@ class [[nodiscard]] Status {
     kNoMemory,        // an allocation failed
     kSnapshotTooOld,  // the snapshot was cut to keep versions within their budget
     kTooManyLocks,    // row locks would exceed their memory budget
+    kTableChanged,    // the table changed since the transaction's snapshot: retry it
   };
 
   Status() = default;
@@ -76,6 +77,8 @@ class [[nodiscard]] Status {
   bool IsSnapshotTooOld() const { return code_ == Code::kSnapshotTooOld; }
   static Status TooManyLocks(std::string msg) { return {Code::kTooManyLocks, std::move(msg)}; }
   bool IsTooManyLocks() const { return code_ == Code::kTooManyLocks; }
+  static Status TableChanged(std::string msg) { return {Code::kTableChanged, std::move(msg)}; }
+  bool IsTableChanged() const { return code_ == Code::kTableChanged; }
 
   // "Corruption: log stream 0 (/dev/shm/x/log.0) offset 8192: bad checksum"
   std::string ToString() const;

@@ -257,8 +257,9 @@ Status TransactionImpl::AwaitBulk(TableImpl* t) {
 Status TransactionImpl::ChangesSeenBySnapshot(TableImpl* t) {
   if (!has_snapshot_ || isolation_ == Isolation::kReadCommitted) return Status::OK();
   if (read_ts_ >= t->bulk_committed_ts.load()) return Status::OK();
-  return Status::Busy("table " + t->def().name +
-                      " was bulk-loaded after this transaction's snapshot: retry the transaction");
+  return Status::TableChanged("table " + t->def().name +
+                              " was bulk-loaded after this transaction's snapshot: retry the "
+                              "transaction");
 }
 
 bool TransactionImpl::HiddenByBulk(TableImpl* t, const txn::ReadView& view) {

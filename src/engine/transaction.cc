@@ -562,8 +562,8 @@ Result<std::unique_ptr<Cursor>> TransactionImpl::OpenCursor(Table* table, uint32
   const txn::ReadView view = mode == ReadMode::kSnapshot ? View(own) : txn::ReadView{};
   if (mode == ReadMode::kSnapshot && ix->created_ts > view.read_ts) {
     if (own) db_->txns().CloseSnapshot(view.read_ts);
-    return Status::Busy("index " + ix->cat.def.name +
-                        " was created after this snapshot: " + "retry the transaction");
+    return Status::TableChanged("index " + ix->cat.def.name +
+                                " was created after this snapshot: retry the transaction");
   }
   const bool locks_ranges = isolation_ == Isolation::kRepeatableRead &&
                             (mode == ReadMode::kShared || mode == ReadMode::kExclusive);

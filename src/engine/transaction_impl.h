@@ -171,7 +171,8 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   Status AwaitBulk(TableImpl* t);
   // A transaction whose snapshot is older than the table's last bulk
   // insert would not see its own changes there (the table reads empty to
-  // it, I3): it may not change the table (Busy: retry the transaction).
+  // it, I3): it may not change the table (TableChanged: retry the
+  // transaction, as InnoDB's "table definition has changed").
   Status ChangesSeenBySnapshot(TableImpl* t);
   bool HiddenByBulk(TableImpl* t, const txn::ReadView& view);
   void AbandonBulkOf(const IndexImpl* ix);

@@ -58,6 +58,9 @@ std::string Status::ToString() const {
     case Code::kTooManyLocks:
       name = "Too many locks";
       break;
+    case Code::kTableChanged:
+      name = "Table changed";
+      break;
   }
   return std::string(name) + ": " + message_;
 }

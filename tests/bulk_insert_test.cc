@@ -39,6 +39,15 @@ class BulkInsertTest : public ::testing::Test {
     for (int64_t id = from; id < to; ++id) ASSERT_OK((*loader)->Add(RowOf(id)));
     ASSERT_OK((*loader)->Finish());
   }
+  // A transaction whose snapshot predates a committed load of ids [0, n).
+  std::unique_ptr<Transaction> SnapshotBeforeALoadOf(int64_t n) {
+    auto older = db_->Begin();
+    older->TakeSnapshot();
+    auto txn = db_->Begin();
+    Load(txn.get(), t_, 0, n);
+    EXPECT_OK(txn->Commit());
+    return older;
+  }
   // Every index holds `n` entries, seen by a new transaction.
   void ExpectRows(size_t n) {
     auto check = db_->Begin();
@@ -273,11 +282,7 @@ TEST_F(BulkInsertTest, ASavepointFinishesTheLoadSoItsRollbackIsExact) {
 // A snapshot older than a bulk insert's commit reads the table empty, so it
 // may not change the table (it would not see its own rows): retry.
 TEST_F(BulkInsertTest, ASnapshotOlderThanTheLoadMayNotChangeTheTable) {
-  auto older = db_->Begin();
-  older->TakeSnapshot();
-  auto txn = db_->Begin();
-  Load(txn.get(), t_, 0, 10);
-  ASSERT_OK(txn->Commit());
+  auto older = SnapshotBeforeALoadOf(10);
   EXPECT_TRUE(ScanAll(older.get(), t_).empty());
   EXPECT_TRUE(older->Insert(t_, RowOf(100)).IsTableChanged());
   ASSERT_OK(older->Rollback());
@@ -289,11 +294,7 @@ TEST_F(BulkInsertTest, ASnapshotOlderThanTheLoadMayNotChangeTheTable) {
 
 // A load that added no row changes nothing for older snapshots.
 TEST_F(BulkInsertTest, AnEmptyLoadHidesNothing) {
-  auto older = db_->Begin();
-  older->TakeSnapshot();
-  auto txn = db_->Begin();
-  Load(txn.get(), t_, 0, 0);
-  ASSERT_OK(txn->Commit());
+  auto older = SnapshotBeforeALoadOf(0);
   ASSERT_OK(older->Insert(t_, RowOf(5)));
   EXPECT_EQ(ScanAll(older.get(), t_).size(), 1u);
   ASSERT_OK(older->Commit());

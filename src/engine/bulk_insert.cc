@@ -178,14 +178,17 @@ Status TransactionImpl::BulkAdd(TableImpl* t, const Row& row) {
                                  " has ended (rolled back, or failed)");
 }
 
+Status TransactionImpl::FinishLoad(Bulk& b) const {
+  if (!b.loader) return b.failed;  // a failure of an earlier Finish, still in force
+  std::unique_ptr<BulkLoader> loader = std::move(b.loader);
+  Status st = loader->Finish();
+  if (!st.ok()) b.failed = st;  // I4: until a rollback past the marks
+  return st;
+}
+
 Status TransactionImpl::FinishBulkOf(TableImpl* t) {
   for (Bulk& b : bulk_) {
-    if (b.table != t) continue;
-    if (!b.loader) return b.failed;  // a failure of an earlier Finish, still in force
-    std::unique_ptr<BulkLoader> loader = std::move(b.loader);
-    Status st = loader->Finish();
-    if (!st.ok()) b.failed = st;  // I4: until a rollback past the marks
-    return st;
+    if (b.table == t) return FinishLoad(b);
   }
   return Status::OK();
 }
@@ -203,22 +206,16 @@ void TransactionImpl::AbandonBulkOf(const IndexImpl* ix) {
 }
 
 void TransactionImpl::FinishOpenLoads() const {
-  for (Bulk& b : bulk_) {
-    if (!b.loader) continue;
-    std::unique_ptr<BulkLoader> loader = std::move(b.loader);
-    if (Status st = loader->Finish(); !st.ok()) b.failed = st;  // I4
-  }
+  for (Bulk& b : bulk_) (void)FinishLoad(b);  // a failure stays in b.failed
 }
 
 Status TransactionImpl::FinishAllBulk(bool commit) {
   Status st;
   for (Bulk& b : bulk_) {
-    std::unique_ptr<BulkLoader> loader = std::move(b.loader);
-    if (!commit || !st.ok()) continue;
-    if (!b.failed.ok()) {
-      st = b.failed;
-    } else if (loader) {
-      st = loader->Finish();
+    if (!commit) {
+      b.loader.reset();
+    } else if (Status f = FinishLoad(b); st.ok()) {
+      st = f;
     }
   }
   return st;
@@ -264,18 +261,17 @@ Status TransactionImpl::ChangesSeenBySnapshot(TableImpl* t) {
 
 bool TransactionImpl::HiddenByBulk(TableImpl* t, const txn::ReadView& view) {
   const bool active = t->bulk_active.load();  // before the commit's timestamp (EndBulk)
-  const uint64_t committed = t->bulk_committed_ts.load();
-  if (!active && committed == 0) return false;
-  // A cut snapshot, or one moved to pages as of an LSN, takes the ordinary
-  // path, which refuses it (SnapshotTooOld, loaded_ts).
-  if (!t->indexes[0]->versions->CheckSnapshot(view).ok() || db_->txns().AsOf(view.read_ts)) {
-    return false;
+  bool hidden = view.read_ts < t->bulk_committed_ts.load();
+  if (!hidden && active) {
+    std::lock_guard lock(t->bulk_mu);
+    hidden = t->bulk_running ? !view.Sees(*t->bulk_running)
+                             : view.read_ts < t->bulk_committed_ts.load();  // it ended meanwhile
   }
-  if (view.read_ts < committed) return true;
-  if (!active) return false;
-  std::lock_guard lock(t->bulk_mu);
-  if (!t->bulk_running) return view.read_ts < t->bulk_committed_ts.load();  // it ended meanwhile
-  return !view.Sees(*t->bulk_running);
+  // A cut snapshot, or one moved to pages as of an LSN, takes the ordinary
+  // path, which refuses it (SnapshotTooOld, loaded_ts). Checked last: most
+  // reads of a table once bulk-loaded are not hidden, and pay nothing here.
+  return hidden && t->indexes[0]->versions->CheckSnapshot(view).ok() &&
+         !db_->txns().AsOf(view.read_ts);
 }
 
 }  // namespace subito::engine

@@ -177,6 +177,9 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   bool HiddenByBulk(TableImpl* t, const txn::ReadView& view);
   void AbandonBulkOf(const IndexImpl* ix);
   void FinishOpenLoads() const;
+  // Finishes b's loader, if open; a failure stays in b.failed (I4), which
+  // is what a finished loader answers.
+  Status FinishLoad(Bulk& b) const;
   // At the end: loaders finished (commit) or dropped, and the claims ended.
   Status FinishAllBulk(bool commit);
   void EndBulk(bool committed);

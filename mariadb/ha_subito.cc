@@ -25,6 +25,9 @@ using subito::mariadb::GuardOr;
 using subito::mariadb::SubitoShare;
 using subito::mariadb::TableLayout;
 
+ha_create_table_option subito_table_options[] = {
+    HA_TOPTION_STRING("PAGE_DIRECTORY", page_directory), HA_TOPTION_END};
+
 const char* ha_subito_exts[] = {NullS};
 
 namespace {
@@ -38,6 +41,22 @@ std::string EngineName(const char* path) {
   if (s.rfind("./", 0) == 0) return s.erase(0, 2);
   const size_t slash = s.rfind('/');
   return slash == std::string::npos ? s : s.substr(slash + 1);
+}
+
+// Table files go only where the server lets statements write files: under
+// secure_file_priv when it is set (as for SELECT ... INTO OUTFILE), wherever
+// the server's own DATA DIRECTORY rules allow otherwise; checked on the
+// nearest directory that exists. Reports the error when not.
+bool MayPlaceFilesIn(const std::string& dir) {
+  std::string probe = dir;
+  while (probe.size() > 1 && access(probe.c_str(), F_OK) != 0) {
+    const size_t up = probe.rfind('/');
+    probe.erase(up == 0 || up == std::string::npos ? 1 : up);
+  }
+  probe += "/";
+  if (is_secure_file_path(probe.data())) return true;
+  my_error(ER_OPTION_PREVENTS_STATEMENT, MYF(0), "--secure-file-priv");
+  return false;
 }
 
 bool IsLockingRead(thr_lock_type t) {
@@ -231,28 +250,26 @@ int ha_subito::create(const char* name, TABLE* form, HA_CREATE_INFO* info) {
       // at its next start if the server did not (a crash).
       def.temporary = true;
       def.data_dir = subito::mariadb::TemporaryDir();
+    } else if (const char* page_dir =
+                   form->s->option_struct ? form->s->option_struct->page_directory : nullptr) {
+      std::string dir(page_dir);
+      while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+      if (!dir.empty() && dir[0] != '/') {
+        my_error(ER_WRONG_VALUE, MYF(0), "PAGE_DIRECTORY", page_dir);
+        return HA_WRONG_CREATE_OPTION;
+      }
+      if (!dir.empty() && !MayPlaceFilesIn(dir)) return HA_WRONG_CREATE_OPTION;
+      def.data_dir = dir;
     } else if (info->data_file_name) {
       // The server appends the table's name (MyISAM's layout); Subito keeps
       // the directory and names files itself, as InnoDB does.
       std::string dir(info->data_file_name);
       const size_t slash = dir.rfind('/');
       if (slash != std::string::npos) dir.erase(slash == 0 ? 1 : slash);
-      // Table files go only where the server lets statements write files:
-      // under secure_file_priv when it is set (as for SELECT ... INTO
-      // OUTFILE), wherever the server's own DATA DIRECTORY rules allow
-      // otherwise. Checked when a table is created (a copying ALTER keeps
-      // the directory), on the nearest directory that exists.
-      if (thd_sql_command(thd) == SQLCOM_CREATE_TABLE) {
-        std::string probe = dir;
-        while (probe.size() > 1 && access(probe.c_str(), F_OK) != 0) {
-          const size_t up = probe.rfind('/');
-          probe.erase(up == 0 || up == std::string::npos ? 1 : up);
-        }
-        probe += "/";
-        if (!is_secure_file_path(probe.data())) {
-          my_error(ER_OPTION_PREVENTS_STATEMENT, MYF(0), "--secure-file-priv");
-          return HA_WRONG_CREATE_OPTION;
-        }
+      // Checked when a table is created (a copying ALTER keeps the
+      // directory; the server drops a DATA DIRECTORY given to ALTER TABLE).
+      if (thd_sql_command(thd) == SQLCOM_CREATE_TABLE && !MayPlaceFilesIn(dir)) {
+        return HA_WRONG_CREATE_OPTION;
       }
       def.data_dir = dir;
     }

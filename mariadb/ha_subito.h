@@ -25,6 +25,16 @@
 
 extern const char* ha_subito_exts[];
 
+// Table options of the engine (handlerton::table_options). The server
+// ignores DATA DIRECTORY in ALTER TABLE, for every engine; PAGE_DIRECTORY
+// places a table's page files at CREATE TABLE and moves them with a copying
+// ALTER TABLE (reads go on, writes wait). '' is the engine's own directory;
+// unset, DATA DIRECTORY decides.
+struct ha_table_option_struct {
+  const char* page_directory;
+};
+extern ha_create_table_option subito_table_options[];
+
 namespace subito::mariadb {
 
 struct Trx;

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "ha_subito.h"
+#include "information_schema.h"
 #include "subito/database.h"
 #include "subito_trx.h"
 
@@ -582,6 +583,7 @@ int InitEngine(void* p) {
   h->start_consistent_snapshot = StartConsistentSnapshot;
   h->show_status = ShowEngineStatus;
   h->tablefile_extensions = ha_subito_exts;
+  h->table_options = subito_table_options;
   return 0;
 }
 
@@ -745,6 +747,8 @@ int ToHaError(THD* thd, const Status& st) {
 }  // namespace subito::mariadb
 
 struct st_mysql_storage_engine subito_storage_engine = {MYSQL_HANDLERTON_INTERFACE_VERSION};
+struct st_mysql_information_schema subito_information_schema = {
+    MYSQL_INFORMATION_SCHEMA_INTERFACE_VERSION};
 
 maria_declare_plugin(subito){
     MYSQL_STORAGE_ENGINE_PLUGIN,
@@ -759,4 +763,43 @@ maria_declare_plugin(subito){
     subito::mariadb::status_variables,
     subito::mariadb::system_variables,
     "0.1",
-    MariaDB_PLUGIN_MATURITY_ALPHA} maria_declare_plugin_end;
+    MariaDB_PLUGIN_MATURITY_ALPHA},
+    {MYSQL_INFORMATION_SCHEMA_PLUGIN,
+     &subito_information_schema,
+     "SUBITO_TABLE_IO",
+     "Subito developers",
+     "Subito: reads and writes per table and index, per tier and directory",
+     PLUGIN_LICENSE_GPL,
+     subito::mariadb::InitTableIoSchema,
+     nullptr,
+     0x0001,
+     nullptr,
+     nullptr,
+     "0.1",
+     MariaDB_PLUGIN_MATURITY_ALPHA},
+    {MYSQL_INFORMATION_SCHEMA_PLUGIN,
+     &subito_information_schema,
+     "SUBITO_FILES",
+     "Subito developers",
+     "Subito: each index's page file, its directory, size and growth",
+     PLUGIN_LICENSE_GPL,
+     subito::mariadb::InitFilesSchema,
+     nullptr,
+     0x0001,
+     nullptr,
+     nullptr,
+     "0.1",
+     MariaDB_PLUGIN_MATURITY_ALPHA},
+    {MYSQL_INFORMATION_SCHEMA_PLUGIN,
+     &subito_information_schema,
+     "SUBITO_PLACEMENT_ADVICE",
+     "Subito developers",
+     "Subito: each table classed by its I/O, and where its files belong",
+     PLUGIN_LICENSE_GPL,
+     subito::mariadb::InitPlacementSchema,
+     nullptr,
+     0x0001,
+     nullptr,
+     nullptr,
+     "0.1",
+     MariaDB_PLUGIN_MATURITY_ALPHA} maria_declare_plugin_end;

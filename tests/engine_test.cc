@@ -567,7 +567,7 @@ TEST_F(EngineTest, StatisticsCountBytesPerIndex) {
   txn = db_->Begin();
   ASSERT_OK(txn->Update(t, SampleRow(5, 0, std::nullopt, ""), SampleRow(5, 7, "x", "y")));
   ASSERT_OK(txn->Commit());
-  EXPECT_GT(t->Stats().indexes[0].pm_bytes_written, 0u);
+  EXPECT_GT(t->Stats().indexes[0].redo_bytes, 0u);
   ASSERT_OK(db_->Close());
   EXPECT_GT(t->Stats().indexes[0].file_bytes_written, 0u);
 }

@@ -170,21 +170,34 @@ struct Options {
   FileSystem* meta_file_system = nullptr;
 };
 
-// Counters since Open (bytes to the PM tier: redo records and double-write
-// copies of this index's pages; to page files: the index's own file).
+// What one index did since the counting started: at Open, when the index
+// was created, or at the last Database::ResetIoStats. Bytes are attributed
+// to the index whose pages they concern: its page file's reads and writes,
+// redo records of its page changes and of its rows' undo, double-write
+// copies of its pages (on the PM tier, or in a file with
+// Options::double_write_on_pm = false), and per-page log entries (NV-PPL)
+// written instead of its pages.
 struct IndexStats {
   std::string name;
-  uint64_t entries = 0;  // keys in the index's tree (newest versions)
-  uint64_t pages = 0;
-  uint64_t pm_bytes_written = 0;
+  std::string path;      // its page file
+  uint64_t entries = 0;  // keys in the index's tree now (newest versions)
+  uint64_t pages = 0;    // pages in its file now
+  uint64_t pages_at_start = 0;
+  uint64_t rows_read = 0;  // rows returned through this index (cursors; by key: primary)
   uint64_t file_bytes_read = 0, file_bytes_written = 0;
   uint64_t file_pages_read = 0, file_pages_written = 0;
+  uint64_t redo_bytes = 0, double_write_bytes = 0, ppl_bytes = 0, ppl_appends = 0;
+  uint64_t buffer_hits = 0, buffer_misses = 0;
 };
 
 struct TableStats {
   std::string name;
-  uint64_t rows = 0;
+  std::string dir;    // where its page files are
+  uint64_t rows = 0;  // entries of the primary key now
+  // Since the counting started (the table's Open or creation, or the last
+  // ResetIoStats), which was `seconds` ago.
   uint64_t rows_read = 0, rows_inserted = 0, rows_updated = 0, rows_deleted = 0;
+  double seconds = 0;
   std::vector<IndexStats> indexes;  // [0] is the primary key
 };
 
@@ -305,7 +318,15 @@ class Database {
   // has ended or does not wait is left alone.
   virtual void WakeLockWaiter(uint64_t txn_id) = 0;
   virtual DatabaseStats Stats() const = 0;
+  // Every table's TableStats and IndexStats counters start again from zero
+  // now (DatabaseStats' totals do not).
+  virtual void ResetIoStats() = 0;
+  // Table::Stats of every table but temporary ones, by name, taken while no
+  // DDL changes the set.
+  virtual std::vector<TableStats> AllTableStats() const = 0;
   virtual const RecoveryInfo& recovery() const = 0;
+  // The options in effect (pm_dir resolved when it was left empty).
+  virtual const Options& options() const = 0;
   // One line per tier: what backs the log and the double-write area.
   virtual std::string Describe() const = 0;
 };

@@ -308,6 +308,7 @@ Result<PageHandle> BufferPool::FetchFrame(PageId id, Latch latch) {
   if (space == nullptr) return Status::NotFound(StrFormat("space %u is not open", id.space));
   if (std::optional<uint32_t> idx = PinLoaded(id)) {
     hits_.fetch_add(1, std::memory_order_relaxed);
+    space->CountLookup(true);
     return LatchedHandle(*idx, id, latch);
   }
   std::unique_lock lk(mu_);
@@ -324,6 +325,7 @@ Result<PageHandle> BufferPool::FetchFrame(PageId id, Latch latch) {
     }
     lk.unlock();
     hits_.fetch_add(1, std::memory_order_relaxed);
+    space->CountLookup(true);
     return LatchedHandle(idx, id, latch);
   }
   Result<uint32_t> victim = FindVictim(lk);
@@ -360,6 +362,7 @@ Result<PageHandle> BufferPool::FetchFrame(PageId id, Latch latch) {
   load_cv_.notify_all();
   lk.unlock();
   misses_.fetch_add(1, std::memory_order_relaxed);
+  space->CountLookup(false);
   return LatchedHandle(idx, id, latch);
 }
 
@@ -642,6 +645,9 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
         logged[t.i] = true;
         pages_logged_.fetch_add(1, std::memory_order_relaxed);
         page_log_bytes_.fetch_add(store->EntrySize(t.edits.size()), std::memory_order_relaxed);
+        if (page::SpaceFile* space = Space(p.space_id)) {
+          space->CountPplAppend(store->EntrySize(t.edits.size()));
+        }
       } else if (a.IsNoSpace()) {
         page_log_full_.fetch_add(1, std::memory_order_relaxed);  // written instead
       } else {

@@ -181,7 +181,7 @@ Result<log::AppendResult> Mtr::Commit() {
     for (const PageRef& p : edits_) pool_->MarkDirtyFrame(p.frame, p.data, r->start, r->end);
     if (pool_->page_logging()) NotePageLog(r->end);
     if (page::SpaceFile* s = pool_->Space(DecodeFixed32(payload_.data()))) {
-      s->CountPmBytes(r->end - r->start);
+      s->CountRedo(r->end - r->start);
     }
     edits_.clear();
     payload_.clear();

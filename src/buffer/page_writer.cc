@@ -44,7 +44,7 @@ Status PageWriter::Write(const std::vector<PageImage>& batch,
       return st;
     }
     for (const PageImage& p : batch) {
-      if (page::SpaceFile* space = space_of(p.space_id)) space->CountPmBytes(dwb_->page_size());
+      if (page::SpaceFile* space = space_of(p.space_id)) space->CountDoubleWrite(dwb_->page_size());
     }
   }
   // 3. In place, then 4. sync.

@@ -241,6 +241,7 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
     Result<bool> found = Resolve(*candidate, std::move(tree_value));
     if (!found.ok()) return found.status();
     if (*found) {
+      index_->rows_read.fetch_add(1, std::memory_order_relaxed);
       key_ = std::move(*candidate);
       valid_ = true;
       return Status::OK();

@@ -93,33 +93,67 @@ void TableImpl::RebuildDef() {
   for (auto& ix : indexes) ix->key_columns = KeyColumns(def_, ix->number);
 }
 
+namespace {
+uint64_t Since(uint64_t now, uint64_t base) {
+  return now > base ? now - base : 0;
+}
+}  // namespace
+
 TableStats TableImpl::Stats() const {
   TableStats s;
   s.name = def_.name;
-  s.rows_read = rows_read.load(std::memory_order_relaxed);
-  s.rows_inserted = rows_inserted.load(std::memory_order_relaxed);
-  s.rows_updated = rows_updated.load(std::memory_order_relaxed);
-  s.rows_deleted = rows_deleted.load(std::memory_order_relaxed);
+  s.dir = db->TableDir(def_);
+  std::lock_guard lock(io_mu_);
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - io_since_).count();
+  s.rows_read = Since(rows_read.load(std::memory_order_relaxed), rows_base_[0]);
+  s.rows_inserted = Since(rows_inserted.load(std::memory_order_relaxed), rows_base_[1]);
+  s.rows_updated = Since(rows_updated.load(std::memory_order_relaxed), rows_base_[2]);
+  s.rows_deleted = Since(rows_deleted.load(std::memory_order_relaxed), rows_base_[3]);
   for (const auto& ix : indexes) {
     IndexStats is;
     is.name = ix->cat.def.name;
+    is.path = ix->path;
+    is.rows_read = Since(ix->rows_read.load(std::memory_order_relaxed), ix->rows_read_base);
+    is.pages_at_start = ix->pages_base;
     if (ix->tree) {
       Result<uint64_t> n = ix->tree->entries();
       if (n.ok()) is.entries = *n;
     }
     if (ix->file) {
       const page::SpaceIoStats io = ix->file->stats();
+      const page::SpaceIoStats& b = ix->io_base;
       is.pages = ix->file->page_count();
-      is.pm_bytes_written = io.pm_bytes_written;
-      is.file_bytes_read = io.bytes_read;
-      is.file_bytes_written = io.bytes_written;
-      is.file_pages_read = io.pages_read;
-      is.file_pages_written = io.pages_written;
+      is.file_bytes_read = Since(io.bytes_read, b.bytes_read);
+      is.file_bytes_written = Since(io.bytes_written, b.bytes_written);
+      is.file_pages_read = Since(io.pages_read, b.pages_read);
+      is.file_pages_written = Since(io.pages_written, b.pages_written);
+      is.redo_bytes = Since(io.redo_bytes, b.redo_bytes);
+      is.double_write_bytes = Since(io.double_write_bytes, b.double_write_bytes);
+      is.ppl_bytes = Since(io.ppl_bytes, b.ppl_bytes);
+      is.ppl_appends = Since(io.ppl_appends, b.ppl_appends);
+      is.buffer_hits = Since(io.buffer_hits, b.buffer_hits);
+      is.buffer_misses = Since(io.buffer_misses, b.buffer_misses);
     }
     s.indexes.push_back(std::move(is));
   }
   if (!s.indexes.empty()) s.rows = s.indexes[0].entries;
   return s;
+}
+
+void TableImpl::ResetIoStats() {
+  std::lock_guard lock(io_mu_);
+  io_since_ = std::chrono::steady_clock::now();
+  rows_base_[0] = rows_read.load(std::memory_order_relaxed);
+  rows_base_[1] = rows_inserted.load(std::memory_order_relaxed);
+  rows_base_[2] = rows_updated.load(std::memory_order_relaxed);
+  rows_base_[3] = rows_deleted.load(std::memory_order_relaxed);
+  for (auto& ix : indexes) {
+    ix->rows_read_base = ix->rows_read.load(std::memory_order_relaxed);
+    if (ix->file) {
+      ix->io_base = ix->file->stats();
+      ix->pages_base = ix->file->page_count();
+    }
+  }
 }
 
 Table::Size TableImpl::Sizes() const {
@@ -403,6 +437,21 @@ Status DatabaseImpl::FinishInterruptedDdl() {
   return changed ? Persist() : Status::OK();
 }
 
+std::vector<TableStats> DatabaseImpl::AllTableStats() const {
+  std::shared_lock ddl(ddl_mu_);
+  std::vector<TableStats> all;
+  all.reserve(tables_.size());
+  for (const auto& [n, t] : tables_) {
+    if (!t->def().temporary) all.push_back(t->Stats());
+  }
+  return all;
+}
+
+void DatabaseImpl::ResetIoStats() {
+  std::shared_lock ddl(ddl_mu_);
+  for (const auto& [n, t] : tables_) t->ResetIoStats();
+}
+
 std::string DatabaseImpl::TableDir(const TableDef& def) const {
   return def.data_dir.empty() ? options_.dir : def.data_dir;
 }
@@ -428,6 +477,7 @@ Status DatabaseImpl::OpenIndex(TableImpl* t, const CatalogIndex& ci, bool create
     return f.status();
   }
   ix->file = std::move(*f);
+  ix->pages_base = ix->file->page_count();
   if (ix->file->space_id() != ci.space_id) {
     return Status::Corruption(StrFormat("%s holds space %u, the catalog expects %u",
                                         ix->path.c_str(), ix->file->space_id(), ci.space_id));

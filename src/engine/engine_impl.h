@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -62,6 +63,10 @@ struct IndexImpl {
   std::shared_ptr<txn::VersionStore> versions;  // set by OpenIndex
   // Snapshots older than this cannot read the index (it was built later).
   uint64_t created_ts = 0;
+  std::atomic<uint64_t> rows_read{0};  // rows returned through it
+  // IndexStats counts from these (under the table's io_mu).
+  page::SpaceIoStats io_base;
+  uint64_t rows_read_base = 0, pages_base = 0;
   uint32_t space() const { return cat.space_id; }
 };
 
@@ -100,10 +105,15 @@ class TableImpl final : public Table {
   // reads them, the pages as of its LSN may not hold them).
   std::atomic<uint64_t> created_ts{0}, loaded_ts{0};
   std::atomic<uint64_t> rows_read{0}, rows_inserted{0}, rows_updated{0}, rows_deleted{0};
+  // TableStats counts from the values at the last reset (Database::ResetIoStats).
+  void ResetIoStats();
 
  private:
   Result<uint64_t> LoadAutoIncrement();
   TableDef def_;
+  mutable std::mutex io_mu_;              // the bases below and the indexes' io_base
+  uint64_t rows_base_[4] = {0, 0, 0, 0};  // read, inserted, updated, deleted
+  std::chrono::steady_clock::time_point io_since_ = std::chrono::steady_clock::now();
   std::mutex autoinc_mu_;
   bool autoinc_loaded_ = false;
   uint64_t autoinc_next_ = 1;
@@ -125,7 +135,12 @@ class DatabaseImpl final : public Database {
   Result<std::unique_ptr<BulkLoader>> BeginBulkLoad(Table* table) override;
   void WakeLockWaiter(uint64_t txn_id) override { locks_.Wake(txn_id); }
   DatabaseStats Stats() const override;
+  void ResetIoStats() override;
+  std::vector<TableStats> AllTableStats() const override;
   const RecoveryInfo& recovery() const override { return recovery_; }
+  const Options& options() const override { return options_; }
+  // The directory of a table's page files.
+  std::string TableDir(const TableDef& def) const;
   std::string Describe() const override;
   // What caches the page files: "O_DIRECT (...)" or the OS page cache.
   std::string PageFileCaching() const;
@@ -194,7 +209,6 @@ class DatabaseImpl final : public Database {
   Status OpenIndex(TableImpl* t, const CatalogIndex& ci, bool create);
   Status ApplyUndo(const txn::UndoRecord& u);
   bool IsDroppedSpace(uint32_t space) const;
-  std::string TableDir(const TableDef& def) const;
   Status RemoveIndexFiles(IndexImpl* ix);
   // Page-file bytes of indexes removed since the start, so that the totals
   // in DatabaseStats never go down (guarded by ddl_mu_).

@@ -143,7 +143,7 @@ Status TransactionImpl::PushUndo(IndexImpl* ix, Undo u, const std::string& rec) 
   Result<log::AppendResult> a =
       log->Append(txn::kRecordTxnUndo, rec.data(), static_cast<uint32_t>(rec.size()));
   if (!a.ok()) return a.status();
-  ix->file->CountPmBytes(a->end - a->start);
+  ix->file->CountRedo(a->end - a->start);
   u.logged = span;
   undo_.push_back(std::move(u));
   undo_bytes_ += span;
@@ -166,7 +166,7 @@ Status TransactionImpl::RelocateIfOld(uint64_t limit) {
       st = a.status();
       break;
     }
-    u.index->file->CountPmBytes(a->end - a->start);
+    u.index->file->CountRedo(a->end - a->start);
   }
   if (st.ok()) {
     const std::string rec = txn::EncodeUndoReset(state_->id, new_pin);
@@ -544,6 +544,7 @@ Result<std::optional<Row>> TransactionImpl::Get(Table* table, const Row& key, Re
   if (own) CloseStatementSnapshot(view.read_ts);
   if (!bytes.ok()) return Victim(bytes.status());
   if (!bytes->has_value()) return std::optional<Row>();
+  (*t)->indexes[0]->rows_read.fetch_add(1, std::memory_order_relaxed);
   Result<Row> row = DecodeRow((*t)->def(), **bytes);
   if (!row.ok()) return row.status();
   return std::optional<Row>(std::move(*row));

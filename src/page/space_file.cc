@@ -170,7 +170,12 @@ SpaceIoStats SpaceFile::stats() const {
   s.pages_written = pages_written_.load(std::memory_order_relaxed);
   s.bytes_read = s.pages_read * page_size_;
   s.bytes_written = s.pages_written * page_size_;
-  s.pm_bytes_written = pm_bytes_.load(std::memory_order_relaxed);
+  s.redo_bytes = redo_bytes_.load(std::memory_order_relaxed);
+  s.double_write_bytes = dwb_bytes_.load(std::memory_order_relaxed);
+  s.ppl_bytes = ppl_bytes_.load(std::memory_order_relaxed);
+  s.ppl_appends = ppl_appends_.load(std::memory_order_relaxed);
+  s.buffer_hits = buffer_hits_.load(std::memory_order_relaxed);
+  s.buffer_misses = buffer_misses_.load(std::memory_order_relaxed);
   return s;
 }
 

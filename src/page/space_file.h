@@ -39,9 +39,12 @@ inline constexpr uint32_t kMaxPages = 1u << 28;  // 4 TiB of 16 KiB pages per sp
 
 struct SpaceIoStats {
   uint64_t pages_read = 0, pages_written = 0, bytes_read = 0, bytes_written = 0;
-  // Bytes written to the PM tier on behalf of this space: redo records of
-  // its changes and double-write copies of its pages.
-  uint64_t pm_bytes_written = 0;
+  // Bytes written on behalf of this space elsewhere: redo records of its
+  // changes (and the undo of them), double-write copies of its pages, and
+  // per-page log entries (NV-PPL) in place of page writes.
+  uint64_t redo_bytes = 0, double_write_bytes = 0, ppl_bytes = 0, ppl_appends = 0;
+  // Buffer pool lookups of its pages: found in the pool, read from the file.
+  uint64_t buffer_hits = 0, buffer_misses = 0;
 };
 
 class SpaceFile {
@@ -69,7 +72,15 @@ class SpaceFile {
   // Makes pages [0, count) exist (recovery redoing a page past the end).
   Status EnsurePages(uint32_t count);
   SpaceIoStats stats() const;
-  void CountPmBytes(uint64_t n) { pm_bytes_.fetch_add(n, std::memory_order_relaxed); }
+  void CountRedo(uint64_t n) { redo_bytes_.fetch_add(n, std::memory_order_relaxed); }
+  void CountDoubleWrite(uint64_t n) { dwb_bytes_.fetch_add(n, std::memory_order_relaxed); }
+  void CountPplAppend(uint64_t n) {
+    ppl_bytes_.fetch_add(n, std::memory_order_relaxed);
+    ppl_appends_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void CountLookup(bool hit) {
+    (hit ? buffer_hits_ : buffer_misses_).fetch_add(1, std::memory_order_relaxed);
+  }
 
  private:
   SpaceFile(std::unique_ptr<File> file, uint32_t space_id, uint32_t page_size, std::string name,
@@ -87,7 +98,9 @@ class SpaceFile {
   const std::string name_;
   std::atomic<uint32_t> page_count_;
   std::mutex grow_mu_;
-  std::atomic<uint64_t> pages_read_{0}, pages_written_{0}, pm_bytes_{0};
+  std::atomic<uint64_t> pages_read_{0}, pages_written_{0};
+  std::atomic<uint64_t> redo_bytes_{0}, dwb_bytes_{0}, ppl_bytes_{0}, ppl_appends_{0};
+  std::atomic<uint64_t> buffer_hits_{0}, buffer_misses_{0};
 };
 
 }  // namespace subito::page

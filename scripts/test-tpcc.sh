@@ -60,11 +60,41 @@ engines="$(sql "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEM
 [ "$engines" -eq 9 ] && ok "all 9 tables are Subito tables" || bad "all 9 tables are Subito tables ($engines)"
 
 log="$dir/run1.log"
+sql "FLUSH SUBITO_TABLE_IO"
 "${TPCC[@]}" run -T "$T" --time "${SECONDS_RUN}s" --interval 1000s >"$log" 2>&1 || true
 if grep -q '^Finished' "$log" && grep -q 'tpmC' "$log"; then
   ok "run ($(grep -o 'tpmC: [0-9.]*' "$log"))"
 else
   tail -20 "$log"; bad "run"
+fi
+
+# Per-table I/O accounting (docs/table-io.md) against TPC-C's known mix
+# (the TPC-C I/O study): item only read; history, orders, new_order and
+# order_line growing; stock the most updated table, hot-update.
+echo "tpcc: SUBITO_PLACEMENT_ADVICE after the run (counters from FLUSH SUBITO_TABLE_IO)"
+mariadb --no-defaults --socket="$dir/mysqld.sock" -uroot --table -e "
+  SELECT a.TABLE_NAME, a.CLASS, a.ACTION, a.ROWS_READ, a.ROWS_CHANGED,
+         ROUND(a.READ_SHARE * 100, 1) AS read_pct, ROUND(a.WRITE_SHARE * 100, 1) AS write_pct,
+         a.WRITE_RANK, ROUND(a.GROWTH_BYTES / 1048576, 2) AS grew_mib
+    FROM information_schema.SUBITO_PLACEMENT_ADVICE a WHERE a.TABLE_SCHEMA = 'tpcc'
+   ORDER BY a.WRITE_RANK"
+class_of() { sql "SELECT CLASS FROM information_schema.SUBITO_PLACEMENT_ADVICE WHERE TABLE_SCHEMA = 'tpcc' AND TABLE_NAME = '$1'"; }
+item_changes="$(sql "SELECT ROWS_INSERTED + ROWS_UPDATED + ROWS_DELETED FROM information_schema.SUBITO_TABLE_IO WHERE TABLE_SCHEMA = 'tpcc' AND TABLE_NAME = 'item' AND INDEX_NAME = 'PRIMARY'")"
+item_reads="$(sql "SELECT SUM(ROWS_READ) FROM information_schema.SUBITO_TABLE_IO WHERE TABLE_SCHEMA = 'tpcc' AND TABLE_NAME = 'item'")"
+if [ "$item_changes" = 0 ] && [ "$item_reads" -gt 0 ] && [ "$(class_of item)" = read-only ]; then
+  ok "accounting: item only read ($item_reads rows), read-only"
+else
+  bad "accounting: item only read (changed $item_changes, read $item_reads, class $(class_of item))"
+fi
+for t in history orders new_order order_line; do
+  c="$(class_of "$t")"
+  [ "$c" = growing ] && ok "accounting: $t growing" || bad "accounting: $t growing (class $c)"
+done
+most="$(sql "SELECT TABLE_NAME FROM information_schema.SUBITO_TABLE_IO WHERE TABLE_SCHEMA = 'tpcc' AND INDEX_NAME = 'PRIMARY' ORDER BY ROWS_UPDATED DESC LIMIT 1")"
+if [ "$most" = stock ] && [ "$(class_of stock)" = hot-update ]; then
+  ok "accounting: stock the most updated, hot-update"
+else
+  bad "accounting: stock the most updated (most: $most, stock's class $(class_of stock))"
 fi
 
 echo "tpcc: run again and SIGKILL the server after $((SECONDS_RUN / 2)) s"

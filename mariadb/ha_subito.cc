@@ -4,12 +4,16 @@
 
 #include <my_global.h>
 // clang-format off: the server's headers depend on this order
+#include "create_options.h"
 #include "key.h"
 #include "log.h"
 #include "sql_class.h"
 #include "sql_lex.h"
+#include "sql_parse.h"
+#include "sql_table.h"
 // clang-format on
 
+#include <strings.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -57,6 +61,34 @@ bool MayPlaceFilesIn(const std::string& dir) {
   if (is_secure_file_path(probe.data())) return true;
   my_error(ER_OPTION_PREVENTS_STATEMENT, MYF(0), "--secure-file-priv");
   return false;
+}
+
+// Whether the statement itself names the table option (an ALTER TABLE's
+// copy also carries the old table's options).
+bool StatementNames(THD* thd, const char* option) {
+  for (const engine_option_value* o = thd->lex->create_info.option_list; o; o = o->next) {
+    if (o->name.length == strlen(option) && !strncasecmp(o->name.str, option, o->name.length)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Whether an engine name is one of the server's intermediate tables
+// (#sql-alter-..., #sql-backup-...: "db/#sql...").
+bool IsIntermediate(const std::string& name) {
+  const size_t slash = name.rfind('/');
+  return name.compare(slash == std::string::npos ? 0 : slash + 1, 4, "#sql") == 0;
+}
+
+// The engine's table this statement works on (ALTER TABLE t, OPTIMIZE
+// TABLE t), if it is one.
+const subito::Table* RebuiltTable(THD* thd, const subito::Database* db) {
+  const TABLE_LIST* tl = thd->lex->query_tables;
+  if (tl == nullptr) return nullptr;
+  char path[FN_REFLEN + 1];
+  build_table_filename(path, sizeof path - 1, tl->db.str, tl->table_name.str, "", 0);
+  return db->FindTable(EngineName(path));
 }
 
 bool IsLockingRead(thr_lock_type t) {
@@ -248,6 +280,11 @@ int ha_subito::create(const char* name, TABLE* form, HA_CREATE_INFO* info) {
     if (info->tmp_table()) {
       // Private to the connection by the server's naming; the engine drops it
       // at its next start if the server did not (a crash).
+      if (form->s->option_struct && form->s->option_struct->page_directory &&
+          *form->s->option_struct->page_directory) {
+        push_warning_printf(thd, Sql_condition::WARN_LEVEL_WARN, WARN_OPTION_IGNORED,
+                            ER_THD(thd, WARN_OPTION_IGNORED), "PAGE_DIRECTORY");
+      }
       def.temporary = true;
       def.data_dir = subito::mariadb::TemporaryDir();
     } else if (const char* page_dir =
@@ -258,7 +295,21 @@ int ha_subito::create(const char* name, TABLE* form, HA_CREATE_INFO* info) {
         my_error(ER_WRONG_VALUE, MYF(0), "PAGE_DIRECTORY", page_dir);
         return HA_WRONG_CREATE_OPTION;
       }
-      if (!dir.empty() && !MayPlaceFilesIn(dir)) return HA_WRONG_CREATE_OPTION;
+      const bool named =
+          thd_sql_command(thd) == SQLCOM_CREATE_TABLE || StatementNames(thd, "PAGE_DIRECTORY");
+      if (!named) {
+        // Carried over from the table this statement rebuilds (a copying
+        // ALTER, OPTIMIZE): its files stay where they are.
+        if (const subito::Table* old = RebuiltTable(thd, db)) dir = old->def().data_dir;
+      } else if (!dir.empty() && (thd->variables.sql_mode & MODE_NO_DIR_IN_CREATE)) {
+        // As the server does with DATA DIRECTORY (a replica's setting).
+        push_warning_printf(thd, Sql_condition::WARN_LEVEL_WARN, WARN_OPTION_IGNORED,
+                            ER_THD(thd, WARN_OPTION_IGNORED), "PAGE_DIRECTORY");
+        dir.clear();
+      } else if (!dir.empty() && (error_if_data_home_dir((dir + "/t").c_str(), "PAGE_DIRECTORY") ||
+                                  !MayPlaceFilesIn(dir))) {
+        return HA_WRONG_CREATE_OPTION;
+      }
       def.data_dir = dir;
     } else if (info->data_file_name) {
       // The server appends the table's name (MyISAM's layout); Subito keeps
@@ -303,10 +354,18 @@ int ha_subito::delete_table(const char* name) {
 
 int ha_subito::rename_table(const char* from, const char* to) {
   return Guard(ha_thd(), "rename_table", [&]() -> int {
-    Status st = subito::mariadb::engine()->RenameTable(EngineName(from), EngineName(to));
+    subito::Database* db = subito::mariadb::engine();
+    const std::string old_name = EngineName(from), new_name = EngineName(to);
+    Status st = db->RenameTable(old_name, new_name);
     if (st.IsNotFound()) return ENOENT;
     if (st.IsAlreadyExists()) return HA_ERR_TABLE_EXIST;
-    return st.ok() ? 0 : Error(st);
+    if (!st.ok()) return Error(st);
+    // An ALTER's copy takes the table's place: its counters start there,
+    // not with the rows the copy inserted (SUBITO_TABLE_IO).
+    if (IsIntermediate(old_name) && !IsIntermediate(new_name)) {
+      if (subito::Table* t = db->FindTable(new_name)) t->ResetIoStats();
+    }
+    return 0;
   });
 }
 

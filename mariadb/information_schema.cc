@@ -5,11 +5,13 @@
 //   SUBITO_PLACEMENT_ADVICE   each table's class and where its files belong
 //                             (include/subito/placement.h)
 // Only translation lives here: the counters and the advice are the engine's.
-// As InnoDB's INFORMATION_SCHEMA tables, they need the PROCESS privilege.
+// As InnoDB's INFORMATION_SCHEMA tables, they need the PROCESS privilege
+// (without it, reading one fails with ER_SPECIFIC_ACCESS_DENIED_ERROR).
 #include <my_global.h>
 #include <sql_class.h>
 #include <sql_i_s.h>
 #include <sql_parse.h>
+#include <sql_plugin.h>
 #include <sql_show.h>
 #include <sql_table.h>
 
@@ -129,10 +131,31 @@ std::vector<Named> Visible(const std::vector<TableStats>& all) {
   return out;
 }
 
-// Fails (and the statement returns no rows) without PROCESS, or before the
-// engine opened.
+// Holds the engine's plugin while a statement reads its counters, so that
+// an UNINSTALL PLUGIN meanwhile closes the engine only after it.
+class EnginePin {
+ public:
+  explicit EnginePin(THD* thd) : thd_(thd) {
+    static const LEX_CSTRING kName = {STRING_WITH_LEN("SUBITO")};
+    ref_ = plugin_lock_by_name(thd, &kName, MYSQL_STORAGE_ENGINE_PLUGIN);
+  }
+  ~EnginePin() {
+    if (ref_ != nullptr) plugin_unlock(thd_, ref_);
+  }
+  EnginePin(const EnginePin&) = delete;
+  EnginePin& operator=(const EnginePin&) = delete;
+  // The engine, or null when it is not open (or being uninstalled).
+  Database* db() const { return ref_ != nullptr ? engine() : nullptr; }
+
+ private:
+  THD* thd_;
+  plugin_ref ref_;
+};
+
+// Without PROCESS the statement fails with the server's access error, as
+// InnoDB's tables do.
 bool MayRead(THD* thd) {
-  return engine() != nullptr && !check_global_access(thd, PROCESS_ACL, true);
+  return !check_global_access(thd, PROCESS_ACL);
 }
 
 }  // namespace
@@ -141,9 +164,10 @@ namespace {
 
 int FillTableIo(THD* thd, TABLE_LIST* tables, COND*) {
   return Guard(thd, "SUBITO_TABLE_IO", [&]() -> int {
-    if (!MayRead(thd)) return 0;
-    const std::vector<TableStats> all = engine()->AllTableStats();
-    const Options& o = engine()->options();
+    EnginePin pin(thd);
+    if (!MayRead(thd) || pin.db() == nullptr) return 0;
+    const std::vector<TableStats> all = pin.db()->AllTableStats();
+    const Options& o = pin.db()->options();
     const std::string dwb_dir = o.double_write_on_pm ? o.pm_dir : o.dir;
     TABLE* table = tables->table;
     Field** f = table->field;
@@ -180,31 +204,34 @@ int FillTableIo(THD* thd, TABLE_LIST* tables, COND*) {
   });
 }
 
+// FLUSH SUBITO_TABLE_IO (the server checked RELOAD).
 int ResetTableIo() {
-  if (engine() != nullptr) engine()->ResetIoStats();
-  return 0;
+  THD* thd = current_thd;
+  return Guard(thd, "FLUSH SUBITO_TABLE_IO", [&]() -> int {
+    EnginePin pin(thd);
+    if (pin.db() != nullptr) pin.db()->ResetIoStats();
+    return 0;
+  });
 }
 
 int FillFiles(THD* thd, TABLE_LIST* tables, COND*) {
   return Guard(thd, "SUBITO_FILES", [&]() -> int {
-    if (!MayRead(thd)) return 0;
-    const std::vector<TableStats> all = engine()->AllTableStats();
-    const uint64_t page_size = PageSize();
+    EnginePin pin(thd);
+    if (!MayRead(thd) || pin.db() == nullptr) return 0;
+    const std::vector<TableStats> all = pin.db()->AllTableStats();
     TABLE* table = tables->table;
     Field** f = table->field;
     for (const Named& n : Visible(all)) {
       const TableStats& t = *n.stats;
       for (const IndexStats& ix : t.indexes) {
-        const int64_t growth =
-            (static_cast<int64_t>(ix.pages) - static_cast<int64_t>(ix.pages_at_start)) *
-            static_cast<int64_t>(page_size);
+        const int64_t growth = GrowthBytes(ix, t.page_size);
         Store(f[0], n.schema);
         Store(f[1], n.table);
         Store(f[2], ix.name);
         Store(f[3], ix.path);
         Store(f[4], DirectoryOf(ix.path));
         Store(f[5], ix.pages);
-        Store(f[6], ix.pages * page_size);
+        Store(f[6], ix.pages * t.page_size);
         f[7]->store(static_cast<longlong>(growth), false);
         f[8]->store(t.seconds);
         f[9]->store(t.seconds > 0 ? static_cast<double>(growth) / t.seconds : 0.0);
@@ -217,12 +244,13 @@ int FillFiles(THD* thd, TABLE_LIST* tables, COND*) {
 
 int FillAdvice(THD* thd, TABLE_LIST* tables, COND*) {
   return Guard(thd, "SUBITO_PLACEMENT_ADVICE", [&]() -> int {
-    if (!MayRead(thd)) return 0;
-    const std::vector<TableStats> all = engine()->AllTableStats();
+    EnginePin pin(thd);
+    if (!MayRead(thd) || pin.db() == nullptr) return 0;
+    const std::vector<TableStats> all = pin.db()->AllTableStats();
     const std::vector<Named> named = Visible(all);
     std::vector<TableStats> chosen;
     for (const Named& n : named) chosen.push_back(*n.stats);
-    const std::vector<PlacementAdvice> advice = AdvisePlacement(chosen, PageSize());
+    const std::vector<PlacementAdvice> advice = AdvisePlacement(chosen);
     TABLE* table = tables->table;
     Field** f = table->field;
     for (size_t i = 0; i < advice.size(); ++i) {

@@ -552,6 +552,13 @@ int InitEngine(void* p) {
     return 1;
   }
   g_db = std::move(*db);
+  if (g_db->options().page_size != sv_page_size) {
+    sql_print_warning(
+        "Subito: subito_page_size is %u, but %s was created with %u-byte pages: it keeps "
+        "them, and subito_page_size says so",
+        sv_page_size, o.dir.c_str(), g_db->options().page_size);
+    sv_page_size = g_db->options().page_size;
+  }
   g_temporary_dir = o.dir + "/tmp";
   // A directory inside the datadir would look like a database to the server.
   const std::string home(mysql_real_data_home);

@@ -192,8 +192,9 @@ struct IndexStats {
 
 struct TableStats {
   std::string name;
-  std::string dir;    // where its page files are
-  uint64_t rows = 0;  // entries of the primary key now
+  std::string dir;         // where its page files are
+  uint32_t page_size = 0;  // the database's (Options::page_size as created)
+  uint64_t rows = 0;       // entries of the primary key now
   // Since the counting started (the table's Open or creation, or the last
   // ResetIoStats), which was `seconds` ago.
   uint64_t rows_read = 0, rows_inserted = 0, rows_updated = 0, rows_deleted = 0;
@@ -336,6 +337,10 @@ class Table {
   virtual ~Table() = default;
   virtual const TableDef& def() const = 0;
   virtual TableStats Stats() const = 0;
+  // This table's TableStats counters start again from zero now (as
+  // Database::ResetIoStats does for all): for a table that replaces another
+  // one, such as the copy an ALTER TABLE made.
+  virtual void ResetIoStats() = 0;
   // What a query optimizer asks at each statement, without Stats()' copies:
   // the primary index's entries and pages, and the pages of all indexes.
   struct Size {

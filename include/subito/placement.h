@@ -2,7 +2,7 @@
 // 004): each table is classed by what it did since its counters started
 // (Table::Stats), and the class says where its files belong.
 //
-//   idle        no row read or changed, no page looked up
+//   idle        no row read or changed (page lookups alone do not count)
 //   read-only   rows read, none changed
 //   growing     more rows inserted than deleted, and its files grew or
 //               inserts outnumber updates (history, orders, order_line)
@@ -43,7 +43,10 @@ struct PlacementAdvice {
 };
 
 // One entry per table, in the order given.
-std::vector<PlacementAdvice> AdvisePlacement(const std::vector<TableStats>& tables,
-                                             uint32_t page_size);
+std::vector<PlacementAdvice> AdvisePlacement(const std::vector<TableStats>& tables);
+
+// How much an index's file grew since its counters started (negative if it
+// shrank), in bytes of the database's pages.
+int64_t GrowthBytes(const IndexStats& ix, uint32_t page_size);
 
 }  // namespace subito

@@ -103,6 +103,7 @@ TableStats TableImpl::Stats() const {
   TableStats s;
   s.name = def_.name;
   s.dir = db->TableDir(def_);
+  s.page_size = db->options().page_size;
   std::lock_guard lock(io_mu_);
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - io_since_).count();
   s.rows_read = Since(rows_read.load(std::memory_order_relaxed), rows_base_[0]);
@@ -233,6 +234,8 @@ Result<std::unique_ptr<Database>> DatabaseImpl::Open(const Options& options) {
   }
   db->recovery_.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // What recovery read and redid is not the tables' own work.
+  db->ResetIoStats();
   return std::unique_ptr<Database>(std::move(db));
 }
 
@@ -261,6 +264,7 @@ Status DatabaseImpl::OpenAll() {
     SUBITO_RETURN_IF_ERROR(WriteCatalog(meta_fs_, options_.dir, catalog_));
   }
   const uint32_t ps = catalog_.page_size;
+  options_.page_size = ps;  // a database keeps the page size it was created with
 
   log::LogOptions lo;
   lo.dir = options_.pm_dir + "/log";

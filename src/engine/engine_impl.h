@@ -106,7 +106,7 @@ class TableImpl final : public Table {
   std::atomic<uint64_t> created_ts{0}, loaded_ts{0};
   std::atomic<uint64_t> rows_read{0}, rows_inserted{0}, rows_updated{0}, rows_deleted{0};
   // TableStats counts from the values at the last reset (Database::ResetIoStats).
-  void ResetIoStats();
+  void ResetIoStats() override;
 
  private:
   Result<uint64_t> LoadAutoIncrement();

@@ -3,6 +3,7 @@
 // wrong; never a crash, never a wrong row.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "engine_util.h"
@@ -136,15 +137,16 @@ TEST_F(EngineCorruption, FlippedCatalogIsRefused) {
 // Offsets in a catalog body with one table (see docs/formats/catalog.md).
 struct OneTableCatalog {
   static constexpr size_t kSaltAt = 4 + 4 + 4 + 1;
-  size_t autoinc_start_at = 0;        // the table's u64 auto_increment_start
-  size_t temporary_at = 0;            // the table's u8 temporary (version 3)
-  std::vector<size_t> descending_at;  // each column's u8 descending (version 3)
+  static constexpr size_t kFloorAt = kSaltAt + 8;  // u64 lsn_floor (version 4)
+  size_t autoinc_start_at = 0;                     // the table's u64 auto_increment_start
+  size_t temporary_at = 0;                         // the table's u8 temporary (version 3)
+  std::vector<size_t> descending_at;               // each column's u8 descending (version 3)
   explicit OneTableCatalog(const std::vector<uint8_t>& image) {
     const uint8_t* body = image.data() + 20;
-    size_t at = kSaltAt + 8 + 4 + 4 + 1;  // the log salt, table count, table id and state
-    at += 4 + DecodeFixed32(body + at);   // name
-    at += 4 + DecodeFixed32(body + at);   // data_dir
-    at += 4;                              // auto_increment_column
+    size_t at = kFloorAt + 8 + 4 + 4 + 1;  // the LSN floor, table count, table id and state
+    at += 4 + DecodeFixed32(body + at);    // name
+    at += 4 + DecodeFixed32(body + at);    // data_dir
+    at += 4;                               // auto_increment_column
     autoinc_start_at = at;
     at += 8;
     temporary_at = at;
@@ -179,25 +181,30 @@ std::vector<uint8_t> WithoutBodyBytes(const std::vector<uint8_t>& image,
 
 TEST_F(EngineCorruption, CatalogFormatVersionsAreReadOrRefusedByNumber) {
   const std::string path = dir_.Sub("db/catalog");
-  const std::vector<uint8_t> v3 = test::ReadFile(path);
-  ASSERT_EQ(DecodeFixed32(v3.data() + 8), 3u);
-  const OneTableCatalog layout(v3);
-  ASSERT_LE(20 + layout.descending_at.back() + 1, v3.size());
-  // v2 lacks the table's temporary byte and each column's descending byte.
-  ASSERT_EQ(v3[20 + layout.temporary_at], 0u);
-  std::vector<std::pair<size_t, size_t>> v2_cuts = {{layout.temporary_at, 1}};
+  const std::vector<uint8_t> v4 = test::ReadFile(path);
+  ASSERT_EQ(DecodeFixed32(v4.data() + 8), 4u);
+  const OneTableCatalog layout(v4);
+  ASSERT_LE(20 + layout.descending_at.back() + 1, v4.size());
+  // v3 lacks the u64 LSN floor (after the log salt).
+  std::vector<std::pair<size_t, size_t>> v3_cuts = {{OneTableCatalog::kFloorAt, 8}};
+  // v2 also lacks the table's temporary byte and each column's descending byte.
+  ASSERT_EQ(v4[20 + layout.temporary_at], 0u);
+  std::vector<std::pair<size_t, size_t>> v2_cuts = v3_cuts;
+  v2_cuts.emplace_back(layout.temporary_at, 1);
   for (size_t at : layout.descending_at) {
-    ASSERT_EQ(v3[20 + at], 0u);
+    ASSERT_EQ(v4[20 + at], 0u);
     v2_cuts.emplace_back(at, 1);
   }
   // v1 also lacks the u64 log salt (after the in_use byte) and the table's
   // u64 auto_increment_start.
-  ASSERT_EQ(DecodeFixed64(v3.data() + 20 + layout.autoinc_start_at), 0u);
-  std::vector<std::pair<size_t, size_t>> v1_cuts = {{OneTableCatalog::kSaltAt, 8},
-                                                    {layout.autoinc_start_at, 8}};
-  v1_cuts.insert(v1_cuts.end(), v2_cuts.begin(), v2_cuts.end());
-  for (const auto& [version, cuts] : {std::pair{2u, v2_cuts}, std::pair{1u, v1_cuts}}) {
-    test::WriteFile(path, WithoutBodyBytes(v3, cuts, version));
+  ASSERT_EQ(DecodeFixed64(v4.data() + 20 + layout.autoinc_start_at), 0u);
+  std::vector<std::pair<size_t, size_t>> v1_cuts = v2_cuts;
+  v1_cuts.emplace_back(OneTableCatalog::kSaltAt, 8);
+  v1_cuts.emplace_back(layout.autoinc_start_at, 8);
+  std::sort(v1_cuts.begin(), v1_cuts.end());
+  for (const auto& [version, cuts] :
+       {std::pair{3u, v3_cuts}, std::pair{2u, v2_cuts}, std::pair{1u, v1_cuts}}) {
+    test::WriteFile(path, WithoutBodyBytes(v4, cuts, version));
     auto db = Database::Open(test::SmallOptions(dir_.path()));
     ASSERT_TRUE(db.ok()) << "version " << version << ": " << db.status().ToString();
     Table* t = (*db)->FindTable("t");
@@ -208,17 +215,17 @@ TEST_F(EngineCorruption, CatalogFormatVersionsAreReadOrRefusedByNumber) {
     ASSERT_OK(txn->Commit());
   }  // closing rewrites it as the current version
   std::vector<uint8_t> future = test::ReadFile(path);
-  EXPECT_EQ(DecodeFixed32(future.data() + 8), 3u);
-  EncodeFixed32(future.data() + 8, 4);
+  EXPECT_EQ(DecodeFixed32(future.data() + 8), 4u);
+  EncodeFixed32(future.data() + 8, 5);
   test::WriteFile(path, future);
   auto db = Database::Open(test::SmallOptions(dir_.path()));
   ASSERT_TRUE(db.status().IsCorruption()) << db.status().ToString();
-  EXPECT_NE(db.status().message().find("version 4"), std::string::npos) << db.status().ToString();
+  EXPECT_NE(db.status().message().find("version 5"), std::string::npos) << db.status().ToString();
   // Flags other than 0 or 1 do not parse.
   for (size_t at : {layout.temporary_at, layout.descending_at[0]}) {
-    std::vector<uint8_t> bad = v3;
+    std::vector<uint8_t> bad = v4;
     bad[20 + at] = 2;
-    test::WriteFile(path, WithoutBodyBytes(bad, {}, 3));
+    test::WriteFile(path, WithoutBodyBytes(bad, {}, 4));
     EXPECT_TRUE(Database::Open(test::SmallOptions(dir_.path())).status().IsCorruption()) << at;
   }
 }
@@ -255,6 +262,68 @@ TEST(EngineLostLog, UncleanDatabaseWithoutItsLogIsRefused) {
   auto lost = Database::Open(test::SmallOptions(copy));
   ASSERT_TRUE(lost.status().IsCorruption()) << lost.status().ToString();
   EXPECT_NE(lost.status().message().find("not shut down cleanly"), std::string::npos);
+}
+
+// K7: a log made after a clean shutdown (a reboot cleared the PM tier)
+// starts past the old log's end. The page files keep the old log's LSNs;
+// a new log starting lower would have redo after the next crash skip its
+// records as already in those pages (P3): committed changes lost.
+void ANewLogKeepsWhatItHolds(bool old_catalog) {
+  test::ScratchDir dir;
+  const Options o = test::SmallOptions(dir.path());
+  constexpr int64_t kRows = 2000;
+  auto row = [](int64_t id, int version) {
+    return SampleRow(id, static_cast<uint64_t>(version), std::nullopt,
+                     std::string(200, static_cast<char>('a' + version)));
+  };
+  {
+    auto db = Database::Open(o);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    auto t = (*db)->CreateTable(test::SampleTable());
+    ASSERT_TRUE(t.ok());
+    auto txn = (*db)->Begin();
+    for (int64_t id = 0; id < kRows; ++id) ASSERT_OK(txn->Insert(*t, row(id, 0)));
+    ASSERT_OK(txn->Commit());
+    ASSERT_OK((*db)->Close());
+  }
+  if (old_catalog) {  // as a build before the floor wrote it: version 3
+    const std::vector<uint8_t> v4 = test::ReadFile(dir.Sub("db/catalog"));
+    test::WriteFile(dir.Sub("db/catalog"),
+                    WithoutBodyBytes(v4, {{OneTableCatalog::kFloorAt, 8}}, 3));
+  }
+  fs::remove_all(dir.Sub("pm"));
+  auto db = Database::Open(o);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  Table* t = (*db)->FindTable("t");
+  ASSERT_NE(t, nullptr);
+  auto txn = (*db)->Begin();
+  for (int64_t id = 0; id < kRows; id += 100) ASSERT_OK(txn->Update(t, row(id, 0), row(id, 1)));
+  ASSERT_OK(txn->Commit());
+  // "Crash": copy both tiers of the open database; the updated pages were
+  // not written, so only the new log holds the updates.
+  const std::string copy = dir.Sub("copy");
+  fs::create_directories(copy);
+  fs::copy(dir.Sub("db"), copy + "/db", fs::copy_options::recursive);
+  fs::copy(dir.Sub("pm"), copy + "/pm", fs::copy_options::recursive);
+  auto crashed = Database::Open(test::SmallOptions(copy));
+  ASSERT_TRUE(crashed.ok()) << crashed.status().ToString();
+  EXPECT_GT((*crashed)->recovery().records_redone, 0u);
+  auto check = (*crashed)->Begin();
+  const std::vector<Row> rows = test::ScanAll(check.get(), (*crashed)->FindTable("t"));
+  ASSERT_EQ(rows.size(), static_cast<size_t>(kRows));
+  for (const Row& r : rows) {
+    const int64_t id = std::get<int64_t>(r[0]);
+    EXPECT_EQ(r, row(id, id % 100 == 0 ? 1 : 0)) << "row " << id;
+  }
+  ASSERT_OK(check->Commit());
+}
+
+TEST(EngineLostLog, ANewLogStartsPastThePagesLsns) {
+  ANewLogKeepsWhatItHolds(false);
+}
+
+TEST(EngineLostLog, ANewLogForACatalogWithoutAFloorStartsHigh) {
+  ANewLogKeepsWhatItHolds(true);
 }
 
 // K5: a database never uses another database's redo log (its records would

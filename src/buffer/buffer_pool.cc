@@ -432,6 +432,16 @@ Status BufferPool::ApplyPageLog(Frame& f, PageId id) {
   f.log_bytes = 0;
   f.log_off = true;
   log::Lsn lsn = page::PageLsn(f.data);
+  // Every page change is logged first (P2): a page newer than the log's end
+  // was written under another log, and redo would skip what this one holds
+  // for it (P3).
+  if (log_ != nullptr && lsn > log_->reserved_lsn()) {
+    return Status::Corruption(StrFormat(
+        "page %u of space %u carries LSN %llu, beyond the redo log's end (%llu): the page "
+        "files are newer than the log, which belongs to another run or database",
+        id.page_no, id.space, static_cast<unsigned long long>(lsn),
+        static_cast<unsigned long long>(log_->reserved_lsn())));
+  }
   PageLogStore* store = options_.page_log;
   if (store != nullptr) {
     const uint32_t used = store->Used(id.space, id.page_no);

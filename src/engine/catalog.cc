@@ -80,6 +80,7 @@ std::string EncodeBody(const Catalog& c) {
   w.U32(c.next_table_id);
   w.U8(c.in_use ? 1 : 0);
   w.U64(c.log_salt);
+  w.U64(c.lsn_floor);
   w.U32(static_cast<uint32_t>(c.tables.size()));
   for (const CatalogTable& t : c.tables) {
     w.U32(t.id);
@@ -116,7 +117,8 @@ bool DecodeBody(std::string_view body, uint32_t version, Catalog& c) {
   uint32_t tables = 0;
   uint8_t in_use = 0;
   if (!r.U32(c.page_size) || !r.U32(c.next_space_id) || !r.U32(c.next_table_id) || !r.U8(in_use) ||
-      in_use > 1 || (version >= 2 && !r.U64(c.log_salt)) || !r.U32(tables)) {
+      in_use > 1 || (version >= 2 && !r.U64(c.log_salt)) || (version >= 4 && !r.U64(c.lsn_floor)) ||
+      !r.U32(tables)) {
     return false;
   }
   c.in_use = in_use != 0;

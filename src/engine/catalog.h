@@ -38,9 +38,10 @@
 
 namespace subito::engine {
 
-// Written: 3 (adds each table's temporary flag and each column's descending
-// flag; 2 added each table's auto_increment_start). Read: 1 to 3.
-inline constexpr uint32_t kCatalogVersion = 3;
+// Written: 4 (adds lsn_floor; 3 added each table's temporary flag and each
+// column's descending flag; 2 each table's auto_increment_start). Read: 1
+// to 4.
+inline constexpr uint32_t kCatalogVersion = 4;
 
 // kLoading (tables only): a BulkLoader is filling the table, or one ended
 // without finishing; Open drops such a table (K4).
@@ -65,6 +66,9 @@ struct Catalog {
   uint32_t next_table_id = 1;
   bool in_use = false;
   uint64_t log_salt = 0;  // K5: the salt of this database's redo log (0: not yet bound)
+  // K7: the log's end at the last clean shutdown; a log made later starts
+  // there, above every LSN the pages carry (0: not recorded).
+  uint64_t lsn_floor = 0;
   std::vector<CatalogTable> tables;
 };
 

@@ -294,6 +294,11 @@ Status DatabaseImpl::OpenAll() {
         "or point pm_dir at the log");
   }
   lo.expected_salt = catalog_.log_salt;
+  // K7. A catalog written before the floor was kept (version 3 or older)
+  // has none: a log made for it starts far above any LSN its old logs
+  // reached (2^48 bytes of redo).
+  lo.first_lsn =
+      catalog_.lsn_floor != 0 || recovery_.created ? catalog_.lsn_floor : uint64_t{1} << 48;
   // K5: the salt of a log about to be made reaches the catalog first (under
   // the log's lock, so a start that loses the race for it writes nothing):
   // no failure or power cut leaves a log every later start refuses, and a
@@ -598,7 +603,8 @@ Status DatabaseImpl::Close() {
   // needed (recovery rolls them back): the database stays marked in use.
   if (st.ok() && catalog_.in_use && !open_transactions && !writes_stopped_.load()) {
     std::unique_lock ddl(ddl_mu_);
-    catalog_.in_use = false;  // K3: a clean shutdown
+    catalog_.in_use = false;                              // K3: a clean shutdown
+    if (log_) catalog_.lsn_floor = log_->reserved_lsn();  // K7
     st = Persist();
   }
   return st;

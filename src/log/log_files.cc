@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -115,8 +116,10 @@ Status LogFiles::Create() {
     p->CopyNoDrain(file.data() + kFileHeaderOffset, &h, sizeof h);
     if (i == 0) {
       CheckpointSlot slot{};
-      slot.checkpoint_lsn = kFirstLsn;
-      slot.durable_lsn = kFirstLsn;
+      const Lsn first = std::max<Lsn>(
+          kFirstLsn, (options_.first_lsn + kRecordAlign - 1) / kRecordAlign * kRecordAlign);
+      slot.checkpoint_lsn = first;
+      slot.durable_lsn = first;
       slot.sequence = 1;
       slot.salt = salt;
       SealCheckpointSlot(&slot);

@@ -57,6 +57,11 @@ struct LogOptions {
   // An existing log must carry this salt (its file header's), else Open
   // refuses it before writing anything: the log of another database. 0: any.
   uint64_t expected_salt = 0;
+  // Where a log made now starts (rounded up to a record boundary; at least
+  // kFirstLsn): its owner passes the end of its previous log, so that no
+  // page carries an LSN the new log has not reached (redo skips a record
+  // whose page is as new, P3).
+  uint64_t first_lsn = 0;
   // Called when Open is about to create a log (none is there), under the
   // directory's lock and before any stream file exists, with the new log's
   // salt: its owner records the salt first, so that no instant has a log

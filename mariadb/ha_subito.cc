@@ -63,9 +63,12 @@ bool MayPlaceFilesIn(const std::string& dir) {
   return false;
 }
 
-// Whether the statement itself names the table option (an ALTER TABLE's
-// copy also carries the old table's options).
-bool StatementNames(THD* thd, const char* option) {
+// Whether this ALTER TABLE names the table option itself (its copy also
+// carries the old table's options). Only ALTER TABLE's parse fills
+// lex->create_info.option_list: other statements that rebuild a table
+// (OPTIMIZE, TRUNCATE, CREATE INDEX) leave the previous statement's there.
+bool AlterNames(THD* thd, const char* option) {
+  if (thd_sql_command(thd) != SQLCOM_ALTER_TABLE) return false;
   for (const engine_option_value* o = thd->lex->create_info.option_list; o; o = o->next) {
     if (o->name.length == strlen(option) && !strncasecmp(o->name.str, option, o->name.length)) {
       return true;
@@ -74,21 +77,55 @@ bool StatementNames(THD* thd, const char* option) {
   return false;
 }
 
-// Whether an engine name is one of the server's intermediate tables
-// (#sql-alter-..., #sql-backup-...: "db/#sql...").
-bool IsIntermediate(const std::string& name) {
-  const size_t slash = name.rfind('/');
-  return name.compare(slash == std::string::npos ? 0 : slash + 1, 4, "#sql") == 0;
+// The part of an engine name after the table's: "#P#p0" for a partition
+// ("#P#p0#TMP#": one being rebuilt), "" for a table.
+std::string PartitionSuffix(const std::string& name) {
+  size_t at = name.find("#P#");
+  if (at == std::string::npos) at = name.find("#p#");
+  if (at == std::string::npos) return "";
+  std::string suffix = name.substr(at);
+  for (const char* tmp : {"#TMP#", "#tmp#"}) {
+    const size_t n = strlen(tmp);
+    if (suffix.size() > n && suffix.compare(suffix.size() - n, n, tmp) == 0) {
+      suffix.resize(suffix.size() - n);
+    }
+  }
+  return suffix;
 }
 
-// The engine's table this statement works on (ALTER TABLE t, OPTIMIZE
-// TABLE t), if it is one.
-const subito::Table* RebuiltTable(THD* thd, const subito::Database* db) {
+// Whether a rename puts a rebuilt copy in a table's place: an ALTER's copy
+// ("db/#sql-alter-...") or a partition rebuilt by ADD, REORGANIZE or
+// COALESCE PARTITION ("db/t#P#p0#TMP#"). Not the server's other renames
+// (#sql-backup-... back to the table when an ALTER fails, EXCHANGE
+// PARTITION), which move a table that keeps its own counts.
+bool IsRebuiltCopy(const std::string& from) {
+  const size_t slash = from.rfind('/');
+  const std::string base = from.substr(slash == std::string::npos ? 0 : slash + 1);
+  if (base.rfind("#sql-alter-", 0) == 0) return true;
+  return base.size() > 5 && (base.compare(base.size() - 5, 5, "#TMP#") == 0 ||
+                             base.compare(base.size() - 5, 5, "#tmp#") == 0);
+}
+
+// The engine's table this statement rebuilds (ALTER TABLE t, OPTIMIZE TABLE
+// t), or the same partition of it when `name` is a partition's.
+const subito::Table* RebuiltTable(THD* thd, const subito::Database* db, const std::string& name) {
   const TABLE_LIST* tl = thd->lex->query_tables;
   if (tl == nullptr) return nullptr;
   char path[FN_REFLEN + 1];
   build_table_filename(path, sizeof path - 1, tl->db.str, tl->table_name.str, "", 0);
-  return db->FindTable(EngineName(path));
+  const std::string base = EngineName(path);
+  const std::string suffix = PartitionSuffix(name);
+  if (const subito::Table* t = db->FindTable(base + suffix)) return t;
+  if (suffix.empty()) return nullptr;
+  // A partition new in this statement (ADD, REORGANIZE PARTITION): where
+  // the table's other partitions are.
+  for (const std::string& other : db->TableNames()) {
+    if (other.size() > base.size() + 3 && other.compare(0, base.size(), base) == 0 &&
+        !PartitionSuffix(other).empty() && !IsRebuiltCopy(other)) {
+      return db->FindTable(other);
+    }
+  }
+  return nullptr;
 }
 
 bool IsLockingRead(thr_lock_type t) {
@@ -295,12 +332,15 @@ int ha_subito::create(const char* name, TABLE* form, HA_CREATE_INFO* info) {
         my_error(ER_WRONG_VALUE, MYF(0), "PAGE_DIRECTORY", page_dir);
         return HA_WRONG_CREATE_OPTION;
       }
-      const bool named =
-          thd_sql_command(thd) == SQLCOM_CREATE_TABLE || StatementNames(thd, "PAGE_DIRECTORY");
-      if (!named) {
-        // Carried over from the table this statement rebuilds (a copying
-        // ALTER, OPTIMIZE): its files stay where they are.
-        if (const subito::Table* old = RebuiltTable(thd, db)) dir = old->def().data_dir;
+      // Carried over from the table this statement rebuilds (a copying
+      // ALTER, OPTIMIZE): its files stay where they are. Otherwise (given
+      // here, or carried from a table that was not Subito's) it is checked.
+      const subito::Table* old =
+          thd_sql_command(thd) == SQLCOM_CREATE_TABLE || AlterNames(thd, "PAGE_DIRECTORY")
+              ? nullptr
+              : RebuiltTable(thd, db, EngineName(name));
+      if (old != nullptr) {
+        dir = old->def().data_dir;
       } else if (!dir.empty() && (thd->variables.sql_mode & MODE_NO_DIR_IN_CREATE)) {
         // As the server does with DATA DIRECTORY (a replica's setting).
         push_warning_printf(thd, Sql_condition::WARN_LEVEL_WARN, WARN_OPTION_IGNORED,
@@ -362,7 +402,7 @@ int ha_subito::rename_table(const char* from, const char* to) {
     if (!st.ok()) return Error(st);
     // An ALTER's copy takes the table's place: its counters start there,
     // not with the rows the copy inserted (SUBITO_TABLE_IO).
-    if (IsIntermediate(old_name) && !IsIntermediate(new_name)) {
+    if (IsRebuiltCopy(old_name)) {
       if (subito::Table* t = db->FindTable(new_name)) t->ResetIoStats();
     }
     return 0;

@@ -87,19 +87,41 @@ ST_FIELD_INFO subito_advice_fields[] = {
 namespace subito::mariadb {
 namespace {
 
+std::string Decoded(const std::string& file_name) {
+  char buf[NAME_LEN * 4 + 1];
+  const size_t n = filename_to_tablename(file_name.c_str(), buf, sizeof buf, true);
+  return std::string(buf, n);
+}
+
+size_t FindEither(const std::string& s, const char* upper, const char* lower, size_t from = 0) {
+  const size_t at = s.find(upper, from);
+  return at != std::string::npos ? at : s.find(lower, from);
+}
+
 // "db/t" (the server's file-name encoding of each part) -> schema and
-// table as SQL names. False for names that are not a user's table (the
-// server's #sql- intermediates of ALTER TABLE).
+// table as SQL names; a partition's "db/t#P#p0" (and "#SP#s0") -> "t#P#p0",
+// as InnoDB names them. False for names that are not a user's table or
+// partition (the server's #sql- intermediates of ALTER TABLE, and #TMP#
+// partitions being rebuilt).
 bool SplitName(const std::string& engine_name, std::string* schema, std::string* table) {
   const size_t slash = engine_name.find('/');
   if (slash == std::string::npos) return false;
-  const std::string db = engine_name.substr(0, slash), t = engine_name.substr(slash + 1);
+  const std::string t = engine_name.substr(slash + 1);
   if (t.rfind("#sql", 0) == 0) return false;
-  char buf[NAME_LEN * 4 + 1];
-  size_t n = filename_to_tablename(db.c_str(), buf, sizeof buf, true);
-  schema->assign(buf, n);
-  n = filename_to_tablename(t.c_str(), buf, sizeof buf, true);
-  table->assign(buf, n);
+  if (t.size() > 5 &&
+      (t.compare(t.size() - 5, 5, "#TMP#") == 0 || t.compare(t.size() - 5, 5, "#tmp#") == 0)) {
+    return false;
+  }
+  *schema = Decoded(engine_name.substr(0, slash));
+  const size_t p = FindEither(t, "#P#", "#p#");
+  if (p == std::string::npos) {
+    *table = Decoded(t);
+    return true;
+  }
+  const size_t sp = FindEither(t, "#SP#", "#sp#", p + 3);
+  *table = Decoded(t.substr(0, p)) + "#P#" +
+           Decoded(t.substr(p + 3, sp == std::string::npos ? std::string::npos : sp - p - 3));
+  if (sp != std::string::npos) *table += "#SP#" + Decoded(t.substr(sp + 4));
   return true;
 }
 

@@ -96,51 +96,62 @@ sql "CREATE TABLE sbtest.acct (id INT PRIMARY KEY, bal INT NOT NULL) ENGINE=SUBI
        SELECT n, 1000 FROM s"
 TABLES="$TABLES, sbtest.acct, sbtest.ledger"
 expect_ok=6
-clients=()
-for c in 1 2 3 4; do
-  (
-    n=0
-    while :; do
-      n=$((n + 1))
-      a=$((RANDOM % 100 + 1))
-      b=$((RANDOM % 100 + 1))
-      if sql "BEGIN; UPDATE sbtest.acct SET bal = bal - 1 WHERE id = $a;
-              UPDATE sbtest.acct SET bal = bal + 1 WHERE id = $b;
-              INSERT INTO sbtest.ledger VALUES ($c, $n); COMMIT" 2>/dev/null; then
-        echo "$n" >>"$dir/acked.$c"
-      else
-        [ -S "$sock" ] || break
-        sleep 0.05
-      fi
-    done
-  ) &
-  clients+=($!)
-done
-"${SB[@]}" --threads=2 --time=30 oltp_read_write run >/dev/null 2>&1 &
-load=$!
-sleep 8
-bash scripts/server-stop.sh --dir "$dir" --kill
-kill "${clients[@]}" 2>/dev/null || true
-wait "${clients[@]}" "$load" 2>/dev/null || true
-t0=$(date +%s.%N)
+# One round: the load, SIGKILL, restart and the checks. Round r's ledger
+# rows are r * 1000000 + n, so rounds never collide.
+kill_round() {  # round, label
+  local r=$1 label=$2 clients=() c load t0 t1 total lost=0 acked=0
+  rm -f "$dir"/acked.* "$dir"/found.*
+  for c in 1 2 3 4; do
+    (
+      n=$((r * 1000000))
+      while :; do
+        n=$((n + 1))
+        a=$((RANDOM % 100 + 1))
+        b=$((RANDOM % 100 + 1))
+        if sql "BEGIN; UPDATE sbtest.acct SET bal = bal - 1 WHERE id = $a;
+                UPDATE sbtest.acct SET bal = bal + 1 WHERE id = $b;
+                INSERT INTO sbtest.ledger VALUES ($c, $n); COMMIT" 2>/dev/null; then
+          echo "$n" >>"$dir/acked.$c"
+        else
+          [ -S "$sock" ] || break
+          sleep 0.05
+        fi
+      done
+    ) &
+    clients+=($!)
+  done
+  "${SB[@]}" --threads=2 --time=30 oltp_read_write run >/dev/null 2>&1 &
+  load=$!
+  sleep 8
+  bash scripts/server-stop.sh --dir "$dir" --kill
+  kill "${clients[@]}" 2>/dev/null || true
+  wait "${clients[@]}" "$load" 2>/dev/null || true
+  t0=$(date +%s.%N)
+  bash scripts/server-start.sh --dir "$dir" --port 3392 --pm-dir "/dev/shm/subito-test-$$" >/dev/null
+  t1=$(date +%s.%N)
+  echo "restart after SIGKILL: $(awk -v a="$t0" -v b="$t1" "BEGIN { printf \"%.2f\", b - a }") s to the first answered query"
+  grep -h 'Subito: opened' "$dir/error.log" | tail -1 | sed 's/.*Subito: /Subito: /' || true
+  outcome "after SIGKILL$label: CHECK TABLE" tables_ok
+  total="$(sql "SELECT SUM(bal) FROM sbtest.acct")"
+  echo "balances sum to $total (100000 before)"
+  outcome "after SIGKILL$label: no transfer half applied" test "$total" = 100000
+  for c in 1 2 3 4; do
+    [ -f "$dir/acked.$c" ] || continue
+    acked=$((acked + $(wc -l <"$dir/acked.$c")))
+    sql "SELECT seq FROM sbtest.ledger WHERE client = $c AND seq > $((r * 1000000))
+           AND seq < $(((r + 1) * 1000000))" | sort -n >"$dir/found.$c"
+    lost=$((lost + $(sort -n "$dir/acked.$c" | comm -23 - "$dir/found.$c" | wc -l)))
+  done
+  echo "$acked commits acknowledged before the kill, $lost of them missing after the restart"
+  outcome "after SIGKILL$label: every acknowledged commit kept" test "$acked" -gt 0 -a "$lost" -eq 0
+}
+kill_round 1 ""
+
+step "SIGKILL after a start that made a new log (the PM tier cleared after a clean shutdown, as a reboot clears /dev/shm)"
+bash scripts/server-stop.sh --dir "$dir" >/dev/null
+rm -rf "/dev/shm/subito-test-$$"
 bash scripts/server-start.sh --dir "$dir" --port 3392 --pm-dir "/dev/shm/subito-test-$$" >/dev/null
-t1=$(date +%s.%N)
-echo "restart after SIGKILL: $(awk -v a="$t0" -v b="$t1" "BEGIN { printf \"%.2f\", b - a }") s to the first answered query"
-grep -h 'Subito: opened' "$dir/error.log" | tail -1 | sed 's/.*Subito: /Subito: /' || true
-outcome "after SIGKILL: CHECK TABLE" tables_ok
-total="$(sql "SELECT SUM(bal) FROM sbtest.acct")"
-echo "balances sum to $total (100000 before)"
-outcome "after SIGKILL: no transfer half applied" test "$total" = 100000
-lost=0
-acked=0
-for c in 1 2 3 4; do
-  [ -f "$dir/acked.$c" ] || continue
-  acked=$((acked + $(wc -l <"$dir/acked.$c")))
-  sql "SELECT seq FROM sbtest.ledger WHERE client = $c" | sort -n >"$dir/found.$c"
-  lost=$((lost + $(sort -n "$dir/acked.$c" | comm -23 - "$dir/found.$c" | wc -l)))
-done
-echo "$acked commits acknowledged before the kill, $lost of them missing after the restart"
-outcome "after SIGKILL: every acknowledged commit kept" test "$acked" -gt 0 -a "$lost" -eq 0
+kill_round 2 " (new log)"
 bash scripts/server-stop.sh --dir "$dir" >/dev/null
 rm -rf "/dev/shm/subito-test-$$"
 

@@ -264,7 +264,7 @@ TEST(EngineLostLog, UncleanDatabaseWithoutItsLogIsRefused) {
   EXPECT_NE(lost.status().message().find("not shut down cleanly"), std::string::npos);
 }
 
-// K7: a log made after a clean shutdown (a reboot cleared the PM tier)
+// K8: a log made after a clean shutdown (a reboot cleared the PM tier)
 // starts past the old log's end. The page files keep the old log's LSNs;
 // a new log starting lower would have redo after the next crash skip its
 // records as already in those pages (P3): committed changes lost.
@@ -324,6 +324,48 @@ TEST(EngineLostLog, ANewLogStartsPastThePagesLsns) {
 
 TEST(EngineLostLog, ANewLogForACatalogWithoutAFloorStartsHigh) {
   ANewLogKeepsWhatItHolds(true);
+}
+
+// K8 for a database an older build shut down cleanly after it had made a
+// new log at the first LSN (the bug the floor fixes): that log is behind
+// the pages, and is replaced by one starting at 2^48 instead of having
+// every old page refused. Built here from a fresh database's log (its
+// salt written into the other's version-3 catalog).
+TEST(EngineLostLog, ACleanOldCatalogsLogBehindItsPagesIsReplaced) {
+  test::ScratchDir dir;
+  const Options a = test::SmallOptions(dir.Sub("a"));
+  const Options b = test::SmallOptions(dir.Sub("b"));
+  for (const Options& o : {a, b}) {
+    auto db = Database::Open(o);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    auto t = (*db)->CreateTable(test::SampleTable());
+    ASSERT_TRUE(t.ok());
+    if (o.dir == a.dir) {
+      auto txn = (*db)->Begin();
+      for (int64_t id = 0; id < 2000; ++id) {
+        ASSERT_OK(txn->Insert(*t, SampleRow(id, 0, std::nullopt, std::string(200, 'a'))));
+      }
+      ASSERT_OK(txn->Commit());
+    }
+    ASSERT_OK((*db)->Close());
+  }
+  const std::vector<uint8_t> b_catalog = test::ReadFile(b.dir + "/catalog");
+  const uint64_t b_salt = DecodeFixed64(b_catalog.data() + 20 + OneTableCatalog::kSaltAt);
+  std::vector<uint8_t> a_catalog = test::ReadFile(a.dir + "/catalog");
+  EncodeFixed64(a_catalog.data() + 20 + OneTableCatalog::kSaltAt, b_salt);
+  test::WriteFile(a.dir + "/catalog",
+                  WithoutBodyBytes(a_catalog, {{OneTableCatalog::kFloorAt, 8}}, 3));
+  fs::remove_all(a.pm_dir);
+  fs::create_directories(a.pm_dir);
+  fs::copy(b.pm_dir + "/log", a.pm_dir + "/log", fs::copy_options::recursive);
+  auto db = Database::Open(a);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  auto txn = (*db)->Begin();
+  EXPECT_EQ(test::ScanAll(txn.get(), (*db)->FindTable("t")).size(), 2000u);
+  ASSERT_OK(txn->Commit());
+  ASSERT_OK((*db)->Close());
+  const std::vector<uint8_t> after = test::ReadFile(a.dir + "/catalog");
+  EXPECT_GE(DecodeFixed64(after.data() + 20 + OneTableCatalog::kFloorAt), uint64_t{1} << 48);
 }
 
 // K5: a database never uses another database's redo log (its records would

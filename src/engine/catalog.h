@@ -66,7 +66,7 @@ struct Catalog {
   uint32_t next_table_id = 1;
   bool in_use = false;
   uint64_t log_salt = 0;  // K5: the salt of this database's redo log (0: not yet bound)
-  // K7: the log's end at the last clean shutdown; a log made later starts
+  // K8: the log's end at the last clean shutdown; a log made later starts
   // there, above every LSN the pages carry (0: not recorded).
   uint64_t lsn_floor = 0;
   std::vector<CatalogTable> tables;

@@ -294,11 +294,19 @@ Status DatabaseImpl::OpenAll() {
         "or point pm_dir at the log");
   }
   lo.expected_salt = catalog_.log_salt;
-  // K7. A catalog written before the floor was kept (version 3 or older)
+  // K8. A catalog written before the floor was kept (version 3 or older)
   // has none: a log made for it starts far above any LSN its old logs
-  // reached (2^48 bytes of redo).
-  lo.first_lsn =
-      catalog_.lsn_floor != 0 || recovery_.created ? catalog_.lsn_floor : uint64_t{1} << 48;
+  // reached (2^48 bytes of redo). If it was shut down cleanly, its log may
+  // be one an earlier start made at the first LSN after the PM tier was
+  // cleared, behind its pages: not needed (K3), it is replaced, with the
+  // per-page log region it salted (empty after a clean shutdown).
+  const bool no_floor = !recovery_.created && catalog_.lsn_floor == 0;
+  lo.first_lsn = no_floor ? uint64_t{1} << 48 : catalog_.lsn_floor;
+  if (no_floor && !catalog_.in_use && options_.log_file_system == nullptr) {
+    lo.replace = true;
+    std::error_code ec;
+    std::filesystem::remove(options_.pm_dir + "/ppl", ec);
+  }
   // K5: the salt of a log about to be made reaches the catalog first (under
   // the log's lock, so a start that loses the race for it writes nothing):
   // no failure or power cut leaves a log every later start refuses, and a
@@ -312,8 +320,12 @@ Status DatabaseImpl::OpenAll() {
   log_ = std::move(*l);
   // Under the log's lock: no other process uses this directory.
   if (!options_.file_system) ExternalSorter::RemoveStaleRuns(options_.dir);
-  if (catalog_.log_salt != log_->salt()) {  // a catalog of version 1 names no log
+  // K3 from here: recovery and the page cleaners may put changes in pages
+  // that only this log explains, so a start that fails after this point
+  // leaves the database in use (its log needed, or a new one refused).
+  if (catalog_.log_salt != log_->salt() || !catalog_.in_use) {  // version 1 names no log
     catalog_.log_salt = log_->salt();
+    catalog_.in_use = true;
     SUBITO_RETURN_IF_ERROR(Persist());
   }
 
@@ -413,8 +425,6 @@ Status DatabaseImpl::OpenAll() {
   }
   txns_ = std::make_unique<txn::TxnSystem>(rs->max_txn + 1, version_budget_);
   if (options_.snapshot_page_budget_bytes != 0) txns_->EnableAsOf(pool_.get());
-  catalog_.in_use = true;  // K3
-  SUBITO_RETURN_IF_ERROR(Persist());
   purge_thread_ = std::thread([this] { PurgeLoop(); });
   return Status::OK();
 }
@@ -604,7 +614,7 @@ Status DatabaseImpl::Close() {
   if (st.ok() && catalog_.in_use && !open_transactions && !writes_stopped_.load()) {
     std::unique_lock ddl(ddl_mu_);
     catalog_.in_use = false;                              // K3: a clean shutdown
-    if (log_) catalog_.lsn_floor = log_->reserved_lsn();  // K7
+    if (log_) catalog_.lsn_floor = log_->reserved_lsn();  // K8
     st = Persist();
   }
   return st;

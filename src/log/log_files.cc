@@ -53,6 +53,8 @@ Result<std::unique_ptr<LogFiles>> LogFiles::OpenOrCreate(const LogOptions& optio
                            ")");
   }
   SUBITO_RETURN_IF_ERROR(lf->Lock());
+  // log.0 first: a log exists exactly when log.0 does.
+  if (options.replace) fs::remove(StreamPath(options.dir, 0), ec);
   size_t count = 0;
   while (fs::exists(StreamPath(options.dir, count))) ++count;
   if (count == 0) {

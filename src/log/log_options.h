@@ -62,6 +62,9 @@ struct LogOptions {
   // page carries an LSN the new log has not reached (redo skips a record
   // whose page is as new, P3).
   uint64_t first_lsn = 0;
+  // An existing log is not needed (its database shut down cleanly) and is
+  // replaced by a new one starting at first_lsn, under the directory's lock.
+  bool replace = false;
   // Called when Open is about to create a log (none is there), under the
   // directory's lock and before any stream file exists, with the new log's
   // salt: its owner records the salt first, so that no instant has a log

@@ -155,6 +155,14 @@ def sysbench(server, args, tables, rows, workload, seconds, action="run", events
     return {"tps": tps, "p95_ms": p95, "transactions": txns}
 
 
+def sysbench_prepare(srv, tables, rows, threads):
+    """sysbench's own load of `tables` x `rows` into a database sbtest it creates."""
+    srv.sql("CREATE DATABASE sbtest")
+    sh(["sysbench", "--db-driver=mysql", f"--mysql-socket={srv.sock}", "--mysql-user=root",
+        "--mysql-db=sbtest", f"--mysql-storage-engine={srv.engine}", f"--tables={tables}",
+        f"--table-size={rows}", f"--threads={min(threads, tables)}", "oltp_common", "prepare"])
+
+
 def measured_sysbench(server, args, tables, rows, workload, seconds):
     """A sysbench run with the server's bytes per transaction: to the PM tier
     or redo, to data files, and its process's disk reads and writes."""
@@ -175,12 +183,9 @@ def run_sysbench_regime(args, name, engine, tables, rows, pool, workloads, resul
                         restart=False):
     srv = Server(args, engine, name, pool)
     srv.start()
-    srv.sql("CREATE DATABASE sbtest")
     log(f"({name}) {engine}: loading {tables} x {rows} rows")
     t0 = time.time()
-    sh(["sysbench", "--db-driver=mysql", f"--mysql-socket={srv.sock}", "--mysql-user=root",
-        "--mysql-db=sbtest", f"--mysql-storage-engine={engine}", f"--tables={tables}",
-        f"--table-size={rows}", f"--threads={min(args.threads, tables)}", "oltp_common", "prepare"])
+    sysbench_prepare(srv, tables, rows, args.threads)
     load_s = time.time() - t0
     if timed_load:
         result.setdefault("bulk_load", {})[engine] = {"seconds": round(load_s, 2),

@@ -24,7 +24,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import ENGINES, ROOT, Server, log, sh  # noqa: E402
+from compare import ENGINES, ROOT, Server, log, sh, sysbench_prepare  # noqa: E402
 
 ROWS_PER_GB = 4_000_000  # sysbench rows (about 250 B each with index k) per GB of data
 TABLES = 8
@@ -153,12 +153,9 @@ def run_engine(args, engine, gb):
     srv = Server(args, engine, f"restart-{gb:g}g", args.pool)
     srv.log_size = args.logs[0]
     srv.start()
-    srv.sql("CREATE DATABASE sbtest")
     log(f"{engine} {gb:g} GB: loading {TABLES} x {rows:,} rows")
     t0 = time.time()
-    sh(["sysbench", "--db-driver=mysql", f"--mysql-socket={srv.sock}", "--mysql-user=root",
-        "--mysql-db=sbtest", f"--mysql-storage-engine={engine}", f"--tables={TABLES}",
-        f"--table-size={rows}", f"--threads={min(args.threads, TABLES)}", "oltp_common", "prepare"])
+    sysbench_prepare(srv, TABLES, rows, args.threads)
     cache = srv.caching()
     srv.stop()
     res = {"rows": TABLES * rows, "load_seconds": round(time.time() - t0, 1),

@@ -268,6 +268,21 @@ TEST(EngineLostLog, UncleanDatabaseWithoutItsLogIsRefused) {
 // starts past the old log's end. The page files keep the old log's LSNs;
 // a new log starting lower would have redo after the next crash skip its
 // records as already in those pages (P3): committed changes lost.
+// A database of table t holding rows [first, first + n) with value v,
+// closed cleanly.
+void MakeClosedDatabase(const Options& o, int64_t first, int64_t n, const std::string& v) {
+  auto db = Database::Open(o);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  auto t = (*db)->CreateTable(test::SampleTable());
+  ASSERT_TRUE(t.ok());
+  auto txn = (*db)->Begin();
+  for (int64_t id = first; id < first + n; ++id) {
+    ASSERT_OK(txn->Insert(*t, SampleRow(id, 1, std::nullopt, v)));
+  }
+  ASSERT_OK(txn->Commit());
+  ASSERT_OK((*db)->Close());
+}
+
 void ANewLogKeepsWhatItHolds(bool old_catalog) {
   test::ScratchDir dir;
   const Options o = test::SmallOptions(dir.path());
@@ -335,20 +350,8 @@ TEST(EngineLostLog, ACleanOldCatalogsLogBehindItsPagesIsReplaced) {
   test::ScratchDir dir;
   const Options a = test::SmallOptions(dir.Sub("a"));
   const Options b = test::SmallOptions(dir.Sub("b"));
-  for (const Options& o : {a, b}) {
-    auto db = Database::Open(o);
-    ASSERT_TRUE(db.ok()) << db.status().ToString();
-    auto t = (*db)->CreateTable(test::SampleTable());
-    ASSERT_TRUE(t.ok());
-    if (o.dir == a.dir) {
-      auto txn = (*db)->Begin();
-      for (int64_t id = 0; id < 2000; ++id) {
-        ASSERT_OK(txn->Insert(*t, SampleRow(id, 0, std::nullopt, std::string(200, 'a'))));
-      }
-      ASSERT_OK(txn->Commit());
-    }
-    ASSERT_OK((*db)->Close());
-  }
+  MakeClosedDatabase(a, 0, 2000, std::string(200, 'a'));
+  MakeClosedDatabase(b, 0, 0, "");
   const std::vector<uint8_t> b_catalog = test::ReadFile(b.dir + "/catalog");
   const uint64_t b_salt = DecodeFixed64(b_catalog.data() + 20 + OneTableCatalog::kSaltAt);
   std::vector<uint8_t> a_catalog = test::ReadFile(a.dir + "/catalog");
@@ -375,16 +378,8 @@ TEST(EngineLostLog, AnotherDatabasesLogIsRefused) {
   test::ScratchDir dir;
   const Options a = test::SmallOptions(dir.Sub("a"));
   const Options b = test::SmallOptions(dir.Sub("b"));
-  for (const Options& o : {a, b}) {
-    auto db = Database::Open(o);
-    ASSERT_TRUE(db.ok()) << db.status().ToString();
-    auto t = (*db)->CreateTable(test::SampleTable());
-    ASSERT_TRUE(t.ok());
-    auto txn = (*db)->Begin();
-    ASSERT_OK(txn->Insert(*t, SampleRow(o.dir == a.dir ? 1 : 2, 1, std::nullopt, "x")));
-    ASSERT_OK(txn->Commit());
-    ASSERT_OK((*db)->Close());
-  }
+  MakeClosedDatabase(a, 1, 1, "x");
+  MakeClosedDatabase(b, 2, 1, "x");
   const std::vector<uint8_t> b_log = test::ReadFile(b.pm_dir + "/log/log.0");
   Options mixed = a;
   mixed.pm_dir = b.pm_dir;

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <vector>
 
+#include "partition_names.h"
 #include "subito_trx.h"
 
 using subito::Row;
@@ -80,15 +81,11 @@ bool AlterNames(THD* thd, const char* option) {
 // The part of an engine name after the table's: "#P#p0" for a partition
 // ("#P#p0#TMP#": one being rebuilt), "" for a table.
 std::string PartitionSuffix(const std::string& name) {
-  size_t at = name.find("#P#");
-  if (at == std::string::npos) at = name.find("#p#");
+  const size_t at = subito::mariadb::FindPartitionMark(name);
   if (at == std::string::npos) return "";
   std::string suffix = name.substr(at);
-  for (const char* tmp : {"#TMP#", "#tmp#"}) {
-    const size_t n = strlen(tmp);
-    if (suffix.size() > n && suffix.compare(suffix.size() - n, n, tmp) == 0) {
-      suffix.resize(suffix.size() - n);
-    }
+  if (subito::mariadb::IsPartitionBeingRebuilt(suffix)) {
+    suffix.resize(suffix.size() - subito::mariadb::kRebuildMark.size());
   }
   return suffix;
 }
@@ -101,9 +98,7 @@ std::string PartitionSuffix(const std::string& name) {
 bool IsRebuiltCopy(const std::string& from) {
   const size_t slash = from.rfind('/');
   const std::string base = from.substr(slash == std::string::npos ? 0 : slash + 1);
-  if (base.rfind("#sql-alter-", 0) == 0) return true;
-  return base.size() > 5 && (base.compare(base.size() - 5, 5, "#TMP#") == 0 ||
-                             base.compare(base.size() - 5, 5, "#tmp#") == 0);
+  return base.rfind("#sql-alter-", 0) == 0 || subito::mariadb::IsPartitionBeingRebuilt(base);
 }
 
 // The engine's table this statement rebuilds (ALTER TABLE t, OPTIMIZE TABLE

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "information_schema.h"
+#include "partition_names.h"
 #include "subito/database.h"
 #include "subito/placement.h"
 #include "subito_trx.h"
@@ -93,11 +94,6 @@ std::string Decoded(const std::string& file_name) {
   return std::string(buf, n);
 }
 
-size_t FindEither(const std::string& s, const char* upper, const char* lower, size_t from = 0) {
-  const size_t at = s.find(upper, from);
-  return at != std::string::npos ? at : s.find(lower, from);
-}
-
 // "db/t" (the server's file-name encoding of each part) -> schema and
 // table as SQL names; a partition's "db/t#P#p0" (and "#SP#s0") -> "t#P#p0",
 // as InnoDB names them. False for names that are not a user's table or
@@ -108,17 +104,14 @@ bool SplitName(const std::string& engine_name, std::string* schema, std::string*
   if (slash == std::string::npos) return false;
   const std::string t = engine_name.substr(slash + 1);
   if (t.rfind("#sql", 0) == 0) return false;
-  if (t.size() > 5 &&
-      (t.compare(t.size() - 5, 5, "#TMP#") == 0 || t.compare(t.size() - 5, 5, "#tmp#") == 0)) {
-    return false;
-  }
+  if (IsPartitionBeingRebuilt(t)) return false;
   *schema = Decoded(engine_name.substr(0, slash));
-  const size_t p = FindEither(t, "#P#", "#p#");
+  const size_t p = FindPartitionMark(t);
   if (p == std::string::npos) {
     *table = Decoded(t);
     return true;
   }
-  const size_t sp = FindEither(t, "#SP#", "#sp#", p + 3);
+  const size_t sp = FindMark(t, "#SP#", "#sp#", p + 3);
   *table = Decoded(t.substr(0, p)) + "#P#" +
            Decoded(t.substr(p + 3, sp == std::string::npos ? std::string::npos : sp - p - 3));
   if (sp != std::string::npos) *table += "#SP#" + Decoded(t.substr(sp + 4));

@@ -54,6 +54,7 @@ uint sv_page_size = 16384;
 uint sv_page_cleaners = 1;
 my_bool sv_double_write_on_pm = 1;
 my_bool sv_direct_io = 1;
+my_bool sv_lazy_recovery = 1;
 ulonglong sv_ppl_size = 256ull << 20;
 uint sv_ppl_threshold = 1024;
 uint sv_open_files = 0;
@@ -107,6 +108,12 @@ MYSQL_SYSVAR_UINT(page_cleaners, sv_page_cleaners, PLUGIN_VAR_READONLY,
 MYSQL_SYSVAR_BOOL(double_write_on_pm, sv_double_write_on_pm, PLUGIN_VAR_READONLY,
                   "Keep the double-write area on the PM tier (OFF: a file in data_home_dir)",
                   nullptr, nullptr, 1);
+MYSQL_SYSVAR_BOOL(lazy_recovery, sv_lazy_recovery, PLUGIN_VAR_READONLY,
+                  "After a crash, start serving once each page's redo is located: a page gets "
+                  "its redo when first read, and a background thread reads the rest "
+                  "(Subito_recovery_pages_pending). OFF: every page is redone before the "
+                  "engine starts",
+                  nullptr, nullptr, 1);
 MYSQL_SYSVAR_BOOL(direct_io, sv_direct_io, PLUGIN_VAR_READONLY,
                   "Read and write page files with O_DIRECT, so the buffer pool is their only "
                   "cache (as innodb_flush_method=O_DIRECT); OFF: through the OS page cache. "
@@ -153,6 +160,7 @@ struct st_mysql_sys_var* system_variables[] = {MYSQL_SYSVAR(data_home_dir),
                                                MYSQL_SYSVAR(snapshot_page_budget),
                                                MYSQL_SYSVAR(lock_memory_budget),
                                                MYSQL_SYSVAR(direct_io),
+                                               MYSQL_SYSVAR(lazy_recovery),
                                                MYSQL_SYSVAR(ppl_size),
                                                MYSQL_SYSVAR(ppl_threshold),
                                                nullptr};
@@ -176,7 +184,8 @@ struct Exported {
   ulonglong ppl_pages_delogged, ppl_reclaimed;
   ulonglong snapshots_moved, moved_snapshots_open, snapshot_pages, snapshot_page_bytes;
   ulonglong moved_snapshots_cut;
-  double buffer_hit_ratio;
+  ulonglong recovery_pages_pending, recovery_pages_redone;
+  double buffer_hit_ratio, recovery_seconds, recovery_background_seconds;
 };
 
 Exported Collect() {
@@ -232,6 +241,10 @@ Exported Collect() {
   e.snapshot_pages = s.snapshot_pages;
   e.snapshot_page_bytes = s.snapshot_page_bytes;
   e.moved_snapshots_cut = s.moved_snapshots_cut;
+  e.recovery_pages_pending = s.recovery_pages_pending;
+  e.recovery_pages_redone = s.recovery_pages_redone;
+  e.recovery_seconds = g_db->recovery().seconds;
+  e.recovery_background_seconds = s.recovery_background_seconds;
   return e;
 }
 
@@ -288,7 +301,11 @@ constexpr StatusVar kStatusVars[] = {SUBITO_STATUS(commits, SHOW_ULONGLONG),
                                      SUBITO_STATUS(moved_snapshots_open, SHOW_ULONGLONG),
                                      SUBITO_STATUS(snapshot_pages, SHOW_ULONGLONG),
                                      SUBITO_STATUS(snapshot_page_bytes, SHOW_ULONGLONG),
-                                     SUBITO_STATUS(moved_snapshots_cut, SHOW_ULONGLONG)};
+                                     SUBITO_STATUS(moved_snapshots_cut, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(recovery_seconds, SHOW_DOUBLE),
+                                     SUBITO_STATUS(recovery_pages_pending, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(recovery_pages_redone, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(recovery_background_seconds, SHOW_DOUBLE)};
 #undef SUBITO_STATUS
 
 int ShowStatus(THD*, SHOW_VAR* var, void* buff, struct system_status_var*, enum enum_var_type) {
@@ -463,6 +480,19 @@ bool ShowEngineStatusText(THD* thd, stat_print_fn* print) {
            (unsigned long long)r.records_redone, (unsigned long long)r.transactions_rolled_back,
            r.seconds);
   text += line;
+  if (r.lazy_redo && r.pages_pending != 0) {
+    if (s.recovery_background_seconds > 0) {
+      snprintf(line, sizeof line,
+               "lazy redo: %llu page(s) pending at the start, all redone %.3f s after it\n",
+               (unsigned long long)r.pages_pending, s.recovery_background_seconds);
+    } else {
+      snprintf(line, sizeof line,
+               "lazy redo: %llu page(s) pending at the start, %llu still pending, %llu redone\n",
+               (unsigned long long)r.pages_pending, (unsigned long long)s.recovery_pages_pending,
+               (unsigned long long)s.recovery_pages_redone);
+    }
+    text += line;
+  }
   snprintf(line, sizeof line, "page writes: %llu failed batches%s\n",
            (unsigned long long)s.page_write_failures,
            s.page_writes_failing ? ", FAILING NOW (retried until a write succeeds)" : "");
@@ -539,12 +569,14 @@ int InitEngine(void* p) {
   }
   o.max_open_files = sv_open_files;
   o.direct_io = sv_direct_io;
+  o.lazy_recovery = sv_lazy_recovery;
   o.ppl_bytes = sv_ppl_size;
   o.ppl_threshold = sv_ppl_threshold;
   o.version_store_budget_bytes = sv_version_store_budget;
   o.snapshot_page_budget_bytes = sv_snapshot_page_budget;
   o.lock_memory_budget_bytes = sv_lock_memory_budget;
   o.error_log = [](const std::string& m) { sql_print_error("Subito: %s", m.c_str()); };
+  o.info_log = [](const std::string& m) { sql_print_information("Subito: %s", m.c_str()); };
   Result<std::unique_ptr<Database>> db = Database::Open(o);
   if (!db.ok()) {
     sql_print_error("Subito: cannot open the engine in %s: %s; the engine is disabled",
@@ -566,12 +598,14 @@ int InitEngine(void* p) {
     ignore_db_dirs_append(o.dir.c_str() + home.size());
   }
   const RecoveryInfo& r = g_db->recovery();
+  const std::string lazy =
+      r.pages_pending ? ", " + std::to_string(r.pages_pending) + " pages left to redo lazily" : "";
   sql_print_information(
       "Subito: %s %s in %.3f s (%llu redo records, %llu transactions rolled "
-      "back); %s",
+      "back%s); %s",
       r.created ? "created" : "opened", o.dir.c_str(), r.seconds,
       (unsigned long long)r.records_redone, (unsigned long long)r.transactions_rolled_back,
-      g_db->Describe().c_str());
+      lazy.c_str(), g_db->Describe().c_str());
 
   handlerton* h = subito_hton;
   h->db_type = DB_TYPE_AUTOASSIGN;

@@ -13,6 +13,7 @@
 #include <map>
 #include <thread>
 
+#include "crash_images.h"
 #include "engine/engine_impl.h"
 #include "engine_workload.h"
 #include "pmem/tracking_persistence.h"
@@ -22,85 +23,6 @@
 
 namespace subito {
 namespace {
-
-constexpr int kThreads = 3;
-constexpr uint64_t kLogFile = 4096 + 768 * 1024;  // small: checkpoints and relocations happen
-
-// Whether the runs keep small page changes in per-page logs (NV-PPL), in a
-// region small enough to fill up.
-bool g_ppl = false;
-
-// Settings of the tracked runs and of the recoveries of their images.
-Options CrashOptions(const std::string& dir, const std::string& pm_dir) {
-  Options o;
-  if (g_ppl) {
-    o.ppl_bytes = 4096 + 160 * 320;
-    o.ppl_threshold = 256;
-  }
-  o.dir = dir;
-  o.pm_dir = pm_dir;
-  o.page_size = 4096;
-  o.buffer_pool_bytes = 64 * 4096;  // small: evictions and cleaner writes happen
-  o.log_file_size = kLogFile;
-  o.log_buffer_size = 256 * 1024;
-  o.double_write_pages = 8;
-  return o;
-}
-
-Options TrackedOptions(const std::string& pm_dir, FileSystem* fs, pmem::Persistence* pm) {
-  Options o = CrashOptions("db", pm_dir);  // "db": a name on the tracked file system
-  o.file_system = fs;
-  o.persistence = pm;
-  return o;
-}
-
-// Writes an image: PM regions (named by their paths under from_pm) under
-// dir/pm, tracked files (named db/...) under dir.
-void WriteImage(const std::string& dir, const std::string& from_pm,
-                const std::map<std::string, std::vector<uint8_t>>& pm,
-                const std::map<std::string, std::vector<uint8_t>>& files) {
-  std::filesystem::remove_all(dir);
-  for (const auto& [name, bytes] : pm) {
-    const std::string rel = std::filesystem::path(name).lexically_relative(from_pm).string();
-    std::filesystem::create_directories(std::filesystem::path(dir + "/pm/" + rel).parent_path());
-    test::WriteFile(dir + "/pm/" + rel, bytes);
-  }
-  for (const auto& [name, bytes] : files) {
-    std::filesystem::create_directories(std::filesystem::path(dir + "/" + name).parent_path());
-    test::WriteFile(dir + "/" + name, bytes);
-  }
-}
-
-// With SUBITO_KEEP_FAILED_IMAGES=<dir> set, an image is copied there before
-// its recovery, and the copy stays if the test has failed by the end of the
-// scope: the exact bytes to replay a rare failure with.
-class FailedImageKeeper {
- public:
-  FailedImageKeeper(const std::string& image, uint64_t seed, int cut_no) {
-    const char* keep = std::getenv("SUBITO_KEEP_FAILED_IMAGES");
-    if (keep == nullptr) return;
-    copy_ = std::string(keep) + "/seed" + std::to_string(seed) + "-cut" + std::to_string(cut_no);
-    std::filesystem::remove_all(copy_);
-    std::filesystem::create_directories(copy_);
-    std::filesystem::copy(image, copy_, std::filesystem::copy_options::recursive);
-  }
-  ~FailedImageKeeper() {
-    if (copy_.empty()) return;
-    if (::testing::Test::HasFailure()) {
-      std::printf("the image before recovery is kept in %s\n", copy_.c_str());
-    } else {
-      std::filesystem::remove_all(copy_);
-    }
-  }
-
- private:
-  std::string copy_;
-};
-
-// An image's database, as a restart after the power cut opens it.
-Options PlainOptions(const std::string& dir) {
-  return CrashOptions(dir + "/db", dir + "/pm");
-}
 
 // A database on the tracked PM tier and file system, one crash clock.
 class EngineCrash : public ::testing::Test {

@@ -129,6 +129,16 @@ struct Options {
   uint64_t ppl_bytes = 0;
   uint32_t ppl_threshold = 1024;
   uint32_t lock_wait_timeout_ms = 50000;
+  // After a crash, Open does not read the pages redo needs: it notes where
+  // each page's records are in the log and returns; a page gets its records
+  // when first read, and a background thread reads the rest
+  // (docs/recovery.md, lazy redo). false: every page is redone before Open
+  // returns.
+  bool lazy_recovery = true;
+  // With lazy_recovery, a background thread reads the pages still pending
+  // after Open. false (tests): they get their redo only when read, and at
+  // Close.
+  bool background_redo = true;
   // Page-file descriptors open at once, at most (InnoDB's
   // innodb_open_files): past it the least recently used one is closed, and
   // opened again when next needed. 0: no limit.
@@ -160,6 +170,9 @@ struct Options {
   // Messages for the server's error log: page writes failing (a full disk)
   // and succeeding again, the engine stopping writes. Default: stderr.
   std::function<void(const std::string&)> error_log;
+  // Notes for the error log that report no fault (background redo
+  // finished). Default: stderr.
+  std::function<void(const std::string&)> info_log;
   // Tests only: where page files and PM bytes go, and what the classic
   // log's pwrites and fdatasyncs go through (its files are in pm_dir).
   FileSystem* file_system = nullptr;
@@ -213,6 +226,11 @@ struct DatabaseStats {
   uint64_t page_file_bytes_written = 0;
   uint64_t page_file_bytes_read = 0;
   uint64_t buffer_hits = 0, buffer_misses = 0, checkpoints = 0;
+  // Lazy redo after a crash: pages whose records are not applied yet, pages
+  // redone since Open, and the seconds from Open's return until none was
+  // left (0 while some are).
+  uint64_t recovery_pages_pending = 0, recovery_pages_redone = 0;
+  double recovery_background_seconds = 0;
   uint64_t version_keys = 0;  // keys with old versions kept for snapshots
   // Bytes those versions hold, their budget, snapshots cut to stay within it,
   // and versions examined by snapshot reads (each finds its version by
@@ -277,6 +295,10 @@ struct RecoveryInfo {
   // entries applied that were written there before it.
   uint64_t losers_with_undo_files = 0;
   uint64_t undo_file_entries = 0;
+  // Lazy redo: the pages whose records were left for their next read, when
+  // Open returned (DatabaseStats says how many are left).
+  bool lazy_redo = false;
+  uint64_t pages_pending = 0;
   double seconds = 0;
 };
 

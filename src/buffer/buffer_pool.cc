@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "buffer/mtr.h"
 #include "page/page_format.h"
 #include "subito/interrupt.h"
 #include "util/aligned_buffer.h"
@@ -188,6 +189,8 @@ Status BufferPool::DropSpace(uint32_t space_id) {
   // After the erase no new batch finds the space; this waits out one that
   // did, and drops the space's pages from a failed batch (P4).
   writer_.ForgetSpace(space_id);
+  pending_redo_.DropSpace(space_id);  // R3
+  FinishLazyRedoIfDone();
   if (options_.page_log != nullptr) options_.page_log->FreeSpace(space_id);
   versions_.DropSpace(space_id);
   return Status::OK();
@@ -349,6 +352,7 @@ Result<PageHandle> BufferPool::FetchFrame(PageId id, Latch latch) {
   lk.unlock();
   Status st = space->ReadPage(id.page_no, f.data);
   if (st.ok()) st = ApplyPageLog(f, id);
+  if (st.ok() && !pending_redo_.empty()) st = ApplyPendingRedo(f, idx, id, false);
   lk.lock();
   if (!st.ok()) {
     RemoveEntry(id);  // before loading clears: T3
@@ -468,6 +472,102 @@ Status BufferPool::ApplyPageLog(Frame& f, PageId id) {
   return Status::OK();
 }
 
+Status BufferPool::ApplyPendingRedo(Frame& f, uint32_t idx, PageId id, bool latched) {
+  std::vector<log::Lsn> records;
+  if (!pending_redo_.Find(id, &records)) return Status::OK();
+  // Exclusive: a cleaner may find the frame in the flush list once it is
+  // dirty below, and must not copy it before every record is in (R2).
+  std::unique_lock latch(f.latch, std::defer_lock);
+  if (!latched) latch.lock();
+  std::vector<uint8_t> scratch;
+  std::vector<PageRedo> pages;
+  log::LogRecordView rec{};
+  log::Lsn first = 0, last = 0;
+  uint64_t applied = 0;
+  for (log::Lsn at : records) {
+    SUBITO_RETURN_IF_ERROR(log_->ReadRecoveredRecord(at, &scratch, &rec));
+    SUBITO_RETURN_IF_ERROR(ParseRedoRecord(rec, options_.page_size, &pages));
+    if (page::PageLsn(f.data) >= rec.end) continue;  // P3: already in the page
+    for (const PageRedo& p : pages) {
+      if (p.id == id) ApplyRedoEdits(f.data, p.edits);
+    }
+    page::SetPageLsn(f.data, rec.end);
+    if (first == 0) first = rec.lsn;
+    last = rec.end;
+    ++applied;
+  }
+  if (applied != 0) {
+    // Changed other than through a Mtr: its next write goes to its file.
+    f.log_off = true;
+    f.log_pending.clear();
+    MarkDirtyFrame(idx, f.data, first, last);
+    lazy_records_.fetch_add(applied, std::memory_order_relaxed);
+  }
+  if (!latched) latch.unlock();
+  pending_redo_.Erase(id);
+  lazy_pages_.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status BufferPool::StartLazyRedo() {
+  HoldCheckpoint();
+  lazy_hold_.store(true, std::memory_order_release);
+  // Pages read before the index was built (none today: recovery fetches
+  // nothing before it) get their records now, or R2 would not hold.
+  std::vector<PageId> resident;
+  std::vector<log::Lsn> ignored;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& f : frames_) {
+      if (f->in_use && pending_redo_.Find(f->id, &ignored)) resident.push_back(f->id);
+    }
+  }
+  for (PageId id : resident) {
+    Result<PageHandle> page = Fetch(id, Latch::kExclusive);
+    if (!page.ok()) return page.status();
+    SUBITO_RETURN_IF_ERROR(ApplyPendingRedo(*frames_[page->frame_], page->frame_, id, true));
+  }
+  FinishLazyRedoIfDone();
+  return Status::OK();
+}
+
+void BufferPool::FinishLazyRedoIfDone() {
+  if (!pending_redo_.empty()) return;
+  bool held = true;
+  if (lazy_hold_.compare_exchange_strong(held, false)) ReleaseCheckpoint();
+}
+
+Result<uint64_t> BufferPool::DrainPendingRedo(uint64_t max_pages) {
+  uint64_t fetched = 0;
+  PageId last{UINT32_MAX, UINT32_MAX};
+  while (max_pages == 0 || fetched < max_pages) {
+    const uint64_t room = max_pages == 0 ? 64 : std::min<uint64_t>(64, max_pages - fetched);
+    std::vector<PageId> next = pending_redo_.Next(room);
+    if (next.empty()) break;
+    std::vector<log::Lsn> left;
+    if (next.front() == last && pending_redo_.Find(last, &left)) {
+      // R2 says a fetch applies a page's records; one that did not would
+      // make this loop spin.
+      return Status::Corruption(
+          StrFormat("page %u of space %u: its pending redo stays pending after a read",
+                    last.page_no, last.space));
+    }
+    last = next.front();
+    for (PageId id : next) {
+      // Dropped meanwhile: DropSpace took its entries (R3).
+      if (Space(id.space) == nullptr) continue;
+      Result<PageHandle> page = Fetch(id, Latch::kShared);
+      if (!page.ok()) {
+        if (Space(id.space) == nullptr) continue;
+        return page.status();
+      }
+      ++fetched;
+    }
+  }
+  FinishLazyRedoIfDone();
+  return fetched;
+}
+
 void BufferPool::NotePageLogEdits(uint32_t frame, log::Lsn end, const uint8_t* edits, size_t n) {
   Frame& f = *frames_[frame];
   if (f.log_off) return;
@@ -543,6 +643,13 @@ Status BufferPool::LogFreeCheck() {
     // Write the oldest pages here too: there may be no cleaner thread, and
     // this thread holds no latch. A failed write (a full disk) fails the
     // caller now: it is retried by the next caller and by the cleaners.
+    // Lazy redo holds the checkpoint until its last page is redone: help it.
+    bool redoing = false;
+    if (!lazy_redo_done()) {
+      Result<uint64_t> drained = DrainPendingRedo(16);
+      if (!drained.ok()) return drained.status();
+      redoing = *drained != 0;
+    }
     SUBITO_RETURN_IF_ERROR(CleanBatch().status());
     SUBITO_RETURN_IF_ERROR(Checkpoint());
     if (log_->reserved_lsn() - log_->checkpoint_lsn() <= limit) break;
@@ -550,7 +657,7 @@ Status BufferPool::LogFreeCheck() {
       return Status::Interrupted("interrupted while waiting for space in the redo log");
     }
     const auto now = std::chrono::steady_clock::now();
-    if (log_->checkpoint_lsn() != ckpt) {
+    if (log_->checkpoint_lsn() != ckpt || redoing) {
       ckpt = log_->checkpoint_lsn();
       since = now;
     } else if (now - since > std::chrono::milliseconds(options_.log_full_timeout_ms)) {

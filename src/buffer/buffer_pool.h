@@ -52,6 +52,7 @@
 #include "buffer/page_log.h"
 #include "buffer/page_versions.h"
 #include "buffer/page_writer.h"
+#include "buffer/pending_redo.h"
 #include "log/redo_log.h"
 #include "page/space_file.h"
 
@@ -214,6 +215,19 @@ class BufferPool {
   void HoldCheckpoint() { checkpoint_holds_.fetch_add(1); }
   void ReleaseCheckpoint() { checkpoint_holds_.fetch_sub(1); }
 
+  // Lazy redo (pending_redo.h). StartLazyRedo holds the checkpoint (R1)
+  // once the index is built; from then on every page loaded from its file
+  // gets its pending records. DrainPendingRedo fetches pages still pending,
+  // up to `max_pages` of them (0: all), and lets the checkpoint go once none
+  // is left. Returns the pages it fetched.
+  PendingRedo& pending_redo() { return pending_redo_; }
+  Status StartLazyRedo();
+  Result<uint64_t> DrainPendingRedo(uint64_t max_pages);
+  bool lazy_redo_done() const { return !lazy_hold_.load(std::memory_order_acquire); }
+  // Pages and records redone on load since StartLazyRedo.
+  uint64_t lazy_pages_redone() const { return lazy_pages_.load(std::memory_order_relaxed); }
+  uint64_t lazy_records_redone() const { return lazy_records_.load(std::memory_order_relaxed); }
+
   BufferPoolStats stats() const;
   uint32_t page_size() const { return options_.page_size; }
   uint64_t frame_count() const { return frames_.size(); }  // constant after Create
@@ -231,6 +245,10 @@ class BufferPool {
   // After a page's image is read from its file: applies its page-log entries
   // newer than the image and sets up the frame's page-log state.
   Status ApplyPageLog(Frame& f, PageId id);
+  // Then its pending redo records, if it has any (R2).
+  // `latched`: the caller holds the frame's latch exclusively.
+  Status ApplyPendingRedo(Frame& f, uint32_t idx, PageId id, bool latched);
+  void FinishLazyRedoIfDone();
   // The background PPL cleaner (each cleaner round): with the page log 75%
   // full, some pages that have entries but are not in the pool are read and
   // marked dirty, to be written and their blocks freed.
@@ -248,6 +266,9 @@ class BufferPool {
   log::RedoLog* const log_;
   PageVersions versions_;
   PageWriter writer_;
+  PendingRedo pending_redo_;
+  std::atomic<bool> lazy_hold_{false};  // StartLazyRedo's checkpoint hold is taken
+  std::atomic<uint64_t> lazy_pages_{0}, lazy_records_{0};
   std::vector<std::unique_ptr<Frame>> frames_;
   uint8_t* memory_ = nullptr;
   std::mutex outcome_mu_;  // changes of writes_failing_, and their reports

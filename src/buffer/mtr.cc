@@ -235,16 +235,9 @@ void Mtr::Abort() {
   before_.clear();
 }
 
-Status RedoPageEdits(BufferPool* pool, const log::LogRecordView& rec,
-                     const std::function<bool(uint32_t)>& dropped) {
-  const uint32_t ps = pool->page_size();
-  struct Edit {
-    uint16_t at, n, kind, from;
-    const uint8_t* bytes;
-  };
-  // Parse and check everything first; then each page once, in first-edit
-  // order, with all of its edits (P3 decides per page).
-  std::vector<std::pair<PageId, std::vector<Edit>>> pages;
+Status ParseRedoRecord(const log::LogRecordView& rec, uint32_t page_size,
+                       std::vector<PageRedo>* pages) {
+  pages->clear();
   for (uint32_t off = 0; off < rec.length;) {
     if (rec.length - off < 12) {
       return Status::Corruption(StrFormat("page-edit record at LSN %llu: truncated edit header",
@@ -265,17 +258,39 @@ Status RedoPageEdits(BufferPool* pool, const log::LogRecordView& rec,
                                           static_cast<unsigned long long>(rec.lsn)));
     }
     if (kind == kEditMove) from = DecodeFixed16(h + 12);
-    if (uint32_t{at} + n > ps || uint32_t{from} + n > ps) {
+    if (uint32_t{at} + n > page_size || uint32_t{from} + n > page_size) {
       return Status::Corruption(
           StrFormat("page-edit record at LSN %llu: edit of %u bytes at %u does not fit a page",
                     static_cast<unsigned long long>(rec.lsn), n, at));
     }
-    auto it = std::find_if(pages.begin(), pages.end(), [&](auto& p) { return p.first == id; });
-    if (it == pages.end()) it = pages.insert(pages.end(), {id, {}});
-    it->second.push_back({at, n, kind, from, h + head});
+    auto it = std::find_if(pages->begin(), pages->end(), [&](auto& p) { return p.id == id; });
+    if (it == pages->end()) it = pages->insert(pages->end(), PageRedo{id, {}});
+    it->edits.push_back({at, n, kind, from, h + head});
     off += head + follows;
   }
-  for (auto& [id, edits] : pages) {
+  return Status::OK();
+}
+
+void ApplyRedoEdits(uint8_t* data, const std::vector<RedoEdit>& edits) {
+  for (const RedoEdit& e : edits) {
+    if (e.kind == 0) {
+      std::memcpy(data + e.at, e.bytes, e.n);
+    } else if (e.kind == kEditZeroFill) {
+      std::memset(data + e.at, 0, e.n);
+    } else {
+      std::memmove(data + e.at, data + e.from, e.n);
+    }
+  }
+}
+
+Status RedoPageEdits(BufferPool* pool, const log::LogRecordView& rec,
+                     const std::function<bool(uint32_t)>& dropped) {
+  // Parse and check everything first; then each page once, in first-edit
+  // order, with all of its edits (P3 decides per page).
+  std::vector<PageRedo> pages;
+  SUBITO_RETURN_IF_ERROR(ParseRedoRecord(rec, pool->page_size(), &pages));
+  for (const PageRedo& p : pages) {
+    const PageId id = p.id;
     page::SpaceFile* space = pool->Space(id.space);
     if (space == nullptr && dropped && dropped(id.space)) continue;
     if (space == nullptr) {
@@ -286,16 +301,7 @@ Status RedoPageEdits(BufferPool* pool, const log::LogRecordView& rec,
     Result<PageHandle> page = pool->Fetch(id, Latch::kExclusive);
     if (!page.ok()) return page.status();
     if (page::PageLsn(page->data()) >= rec.end) continue;  // P3: already in the page
-    uint8_t* data = page->data();
-    for (const Edit& e : edits) {
-      if (e.kind == 0) {
-        std::memcpy(data + e.at, e.bytes, e.n);
-      } else if (e.kind == kEditZeroFill) {
-        std::memset(data + e.at, 0, e.n);
-      } else {
-        std::memmove(data + e.at, data + e.from, e.n);
-      }
-    }
+    ApplyRedoEdits(page->data(), p.edits);
     page->set_verified(false);
     pool->MarkDirty(*page, rec.lsn, rec.end);
     pool->StopPageLogging(*page);

@@ -109,6 +109,21 @@ class Mtr {
   std::vector<Before> before_;  // restored if the record cannot be logged
 };
 
+// The edits of one kRecordPageEdits record, per page in first-edit order;
+// `bytes` point into the record's payload.
+struct RedoEdit {
+  uint16_t at, n, kind, from;
+  const uint8_t* bytes;
+};
+struct PageRedo {
+  PageId id;
+  std::vector<RedoEdit> edits;
+};
+// Bytes that do not parse, or edits that do not fit a page, are Corruption.
+Status ParseRedoRecord(const log::LogRecordView& record, uint32_t page_size,
+                       std::vector<PageRedo>* pages);
+void ApplyRedoEdits(uint8_t* page, const std::vector<RedoEdit>& edits);
+
 // Recovery: applies a kRecordPageEdits record to its pages where their
 // page_lsn is older than the record's end (P3). Pages past the end of their
 // space are created. Bytes that do not parse are Corruption.

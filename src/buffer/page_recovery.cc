@@ -1,11 +1,50 @@
 #include "buffer/page_recovery.h"
 
+#include <map>
+
 #include "buffer/mtr.h"
+#include "util/strings.h"
 
 namespace subito::buffer {
 
+namespace {
+
+// One pass over the log: every page a record edits gets the record's LSN in
+// the pool's pending-redo index, and every space grows to the pages its
+// records name (allocation must never hand out a page redo will create).
+Status IndexRedo(BufferPool* pool, const std::function<bool(uint32_t)>& dropped,
+                 PageRecoveryStats* stats) {
+  PendingRedo& pending = pool->pending_redo();
+  std::map<uint32_t, uint32_t> pages_needed;
+  std::vector<PageRedo> pages;
+  Status st = pool->log()->ForEachRecoveredRecord([&](const log::LogRecordView& r) {
+    if (r.type != kRecordPageEdits) return Status::OK();
+    ++stats->records_redone;
+    SUBITO_RETURN_IF_ERROR(ParseRedoRecord(r, pool->page_size(), &pages));
+    for (const PageRedo& p : pages) {
+      if (pool->Space(p.id.space) == nullptr) {
+        if (dropped && dropped(p.id.space)) continue;
+        return Status::Corruption(StrFormat("page-edit record at LSN %llu names unknown space %u",
+                                            static_cast<unsigned long long>(r.lsn), p.id.space));
+      }
+      pending.Add(p.id, r.lsn);
+      uint32_t& needed = pages_needed[p.id.space];
+      needed = std::max(needed, p.id.page_no + 1);
+    }
+    return Status::OK();
+  });
+  SUBITO_RETURN_IF_ERROR(st);
+  for (const auto& [space, needed] : pages_needed) {
+    SUBITO_RETURN_IF_ERROR(pool->Space(space)->EnsurePages(needed));
+  }
+  stats->pages_pending = pending.pages();
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<PageRecoveryStats> RecoverPages(BufferPool* pool, DoubleWrite* dwb,
-                                       const std::function<bool(uint32_t)>& dropped) {
+                                       const std::function<bool(uint32_t)>& dropped, bool lazy) {
   PageRecoveryStats stats;
   pool->HoldCheckpoint();
   Status st;
@@ -17,7 +56,10 @@ Result<PageRecoveryStats> RecoverPages(BufferPool* pool, DoubleWrite* dwb,
       st = repaired.status();
     }
   }
-  if (st.ok()) {
+  if (st.ok() && lazy) {
+    st = IndexRedo(pool, dropped, &stats);
+    if (st.ok()) st = pool->StartLazyRedo();
+  } else if (st.ok()) {
     st = pool->log()->ForEachRecoveredRecord([&](const log::LogRecordView& r) {
       if (r.type != kRecordPageEdits) return Status::OK();
       ++stats.records_redone;

@@ -399,13 +399,15 @@ Status DatabaseImpl::OpenAll() {
 
   Result<recovery::RecoveryStats> rs = recovery::Recover(
       pool_.get(), dwb_.get(), [this](const txn::UndoRecord& u) { return ApplyUndo(u); },
-      [this](uint32_t space) { return IsDroppedSpace(space); }, {fs_, options_.dir});
+      [this](uint32_t space) { return IsDroppedSpace(space); }, {fs_, options_.dir},
+      options_.lazy_recovery);
   if (!rs.ok()) return rs.status();
   // Every loser is undone: the undo files left are those of transactions
   // whose end was durable before they were removed.
   if (!options_.file_system) txn::UndoFile::RemoveAll(options_.dir);
   recovery_.pages_repaired = rs->pages.pages_repaired;
   recovery_.records_redone = rs->pages.records_redone;
+  recovery_.lazy_redo = options_.lazy_recovery;
   recovery_.transactions_rolled_back = rs->losers;
   recovery_.undo_applied = rs->undo_applied;
   recovery_.losers_with_undo_files = rs->losers_with_undo_files;
@@ -426,7 +428,35 @@ Status DatabaseImpl::OpenAll() {
   txns_ = std::make_unique<txn::TxnSystem>(rs->max_txn + 1, version_budget_);
   if (options_.snapshot_page_budget_bytes != 0) txns_->EnableAsOf(pool_.get());
   purge_thread_ = std::thread([this] { PurgeLoop(); });
+  opened_at_ = std::chrono::steady_clock::now();
+  recovery_.pages_pending = pool_->pending_redo().pages();
+  if (!pool_->lazy_redo_done()) {
+    if (options_.background_redo) redo_thread_ = std::thread([this] { RedoLoop(); });
+  } else {
+    redo_finished_us_.store(1);
+  }
   return Status::OK();
+}
+
+void DatabaseImpl::RedoLoop() {
+  Result<uint64_t> drained = pool_->DrainPendingRedo(0);
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                      std::chrono::steady_clock::now() - opened_at_)
+                      .count();
+  if (!drained.ok()) {
+    // The pages left get their records when read, or fail as this one did;
+    // the checkpoint stays held, and Close does not mark the shutdown clean.
+    Report(StrFormat("background redo stopped with %llu page(s) pending: %s",
+                     static_cast<unsigned long long>(pool_->pending_redo().pages()),
+                     drained.status().ToString().c_str()));
+    return;
+  }
+  redo_finished_us_.store(std::max<uint64_t>(1, static_cast<uint64_t>(us)));
+  Note(StrFormat(
+      "background redo finished %.3f s after the open: of %llu page(s) left with "
+      "redo, %llu were read by the background thread, the others by queries",
+      static_cast<double>(us) / 1e6, static_cast<unsigned long long>(recovery_.pages_pending),
+      static_cast<unsigned long long>(*drained)));
 }
 
 // K2: entries whose DDL did not finish lose their files and leave; K6:
@@ -596,9 +626,17 @@ Status DatabaseImpl::Close() {
   if (closed_) return Status::OK();
   closed_ = true;
   StopPurge();
+  // Every page must hold its redo before the shutdown may count as clean:
+  // the next start may find the PM tier, and so the log, gone.
+  if (redo_thread_.joinable()) redo_thread_.join();
+  Status redo = pool_ ? pool_->DrainPendingRedo(0).status() : Status::OK();
+  if (redo.ok() && pool_ && !pool_->lazy_redo_done()) {
+    redo = Status::IOError("pages with pending redo are left");
+  }
   // Per-page logs live on the PM tier, which a reboot clears when it is
   // emulated (tmpfs): a clean shutdown writes every page that has them.
-  Status st = pool_ && ppl_ ? pool_->WriteLoggedPages() : Status::OK();
+  Status st = redo;
+  if (st.ok() && pool_ && ppl_) st = pool_->WriteLoggedPages();
   if (st.ok() && pool_) st = pool_->FlushAll();
   if (log_) {
     Status c = log_->Close();
@@ -973,6 +1011,9 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.buffer_hits = ps.hits;
   s.buffer_misses = ps.misses;
   s.checkpoints = ps.checkpoints;
+  s.recovery_pages_pending = pool_->pending_redo().pages();
+  s.recovery_pages_redone = pool_->lazy_pages_redone();
+  s.recovery_background_seconds = static_cast<double>(redo_finished_us_.load()) / 1e6;
   s.page_write_failures = ps.write_failures;
   s.ppl_pages_logged = ps.pages_logged;
   s.ppl_bytes = ps.page_log_bytes;
@@ -1027,6 +1068,14 @@ DatabaseStats DatabaseImpl::Stats() const {
     }
   }
   return s;
+}
+
+void DatabaseImpl::Note(const std::string& message) const {
+  if (options_.info_log) {
+    options_.info_log(message);
+  } else {
+    std::fprintf(stderr, "subito: %s\n", message.c_str());
+  }
 }
 
 void DatabaseImpl::Report(const std::string& message) const {

@@ -195,6 +195,7 @@ class DatabaseImpl final : public Database {
     return StoppedStatus();
   }
   void Report(const std::string& message) const;
+  void Note(const std::string& message) const;
 
   // The pool's log relief: relocates the undo of the first open transaction
   // that holds the checkpoint back by more than a quarter of the log.
@@ -258,6 +259,13 @@ class DatabaseImpl final : public Database {
   std::atomic<bool> purge_stopping_{false};  // set first by StopPurge
   bool purge_stop_ = false;
   std::thread purge_thread_;
+
+  // Lazy redo's background drain (buffer/pending_redo.h), from the end of
+  // Open; Close waits for it.
+  void RedoLoop();
+  std::thread redo_thread_;
+  std::chrono::steady_clock::time_point opened_at_;
+  std::atomic<uint64_t> redo_finished_us_{0};  // after opened_at_; 0 while pending
 };
 
 Result<std::unique_ptr<Transaction>> NewTransaction(DatabaseImpl* db, Isolation isolation);

@@ -270,4 +270,19 @@ Status ForEachRecord(const std::vector<StreamView>& streams, const LogState& sta
   return Status::OK();
 }
 
+Status ReadRecordAt(const std::vector<StreamView>& streams, const LogState& state, Lsn lsn,
+                    std::vector<uint8_t>* scratch, LogRecordView* rec) {
+  LogicalReader reader(streams, state.geometry);
+  if (lsn < state.checkpoint_lsn || lsn >= state.end_lsn) {
+    return Status::InvalidArgument(
+        StrFormat("LSN %llu is outside the recovered log [%llu, %llu)", static_cast<ull>(lsn),
+                  static_cast<ull>(state.checkpoint_lsn), static_cast<ull>(state.end_lsn)));
+  }
+  std::string why;
+  if (!CheckRecord(reader, state, lsn, *scratch, rec, &why)) {
+    return Status::Corruption(reader.Where(lsn) + ": " + why + " (changed since the scan)");
+  }
+  return Status::OK();
+}
+
 }  // namespace subito::log

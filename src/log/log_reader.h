@@ -55,6 +55,13 @@ Result<LogState> ScanLog(const std::vector<StreamView>& streams);
 Status ForEachRecord(const std::vector<StreamView>& streams, const LogState& state,
                      const std::function<Status(const LogRecordView&)>& fn);
 
+// Reads the record that starts at `lsn`, which must lie in [state.checkpoint_lsn,
+// state.end_lsn) and start a record of the chain ScanLog walked; the payload
+// is copied into `scratch`. For reads of single records after the scan
+// (lazy redo: buffer/pending_redo.h).
+Status ReadRecordAt(const std::vector<StreamView>& streams, const LogState& state, Lsn lsn,
+                    std::vector<uint8_t>* scratch, LogRecordView* rec);
+
 // File header and checkpoint slot codecs, shared with the writer.
 void SealFileHeader(FileHeader* h);
 void SealCheckpointSlot(CheckpointSlot* slot);

@@ -518,6 +518,12 @@ Status RedoLog::ForEachRecoveredRecord(
   return ForEachRecord(files_->Views(), recovered_, fn);
 }
 
+Status RedoLog::ReadRecoveredRecord(Lsn lsn, std::vector<uint8_t>* scratch,
+                                    LogRecordView* rec) const {
+  if (!files_) return Status::Shutdown("log is closed");
+  return ReadRecordAt(files_->Views(), recovered_, lsn, scratch, rec);
+}
+
 LogStats RedoLog::stats() const {
   LogStats s;
   s.appends = counters_.appends.load();

@@ -97,6 +97,9 @@ class RedoLog {
   // The log as Open found it, and its records from the checkpoint to the end.
   const LogState& recovered() const { return recovered_; }
   Status ForEachRecoveredRecord(const std::function<Status(const LogRecordView&)>& fn) const;
+  // One of those records, by its start LSN (log_reader.h ReadRecordAt). Valid
+  // while the checkpoint has not moved past it.
+  Status ReadRecoveredRecord(Lsn lsn, std::vector<uint8_t>* scratch, LogRecordView* rec) const;
 
   // Whether the log failed (every append fails with error()).
   bool failed() const { return failed_.load(std::memory_order_acquire); }

@@ -188,10 +188,10 @@ Status UndoLoser(buffer::BufferPool* pool, uint64_t id, std::vector<Loser*>& pen
 
 Result<RecoveryStats> Recover(buffer::BufferPool* pool, buffer::DoubleWrite* dwb,
                               const ApplyUndo& apply, const IsDropped& dropped,
-                              const UndoFiles& files) {
+                              const UndoFiles& files, bool lazy_redo) {
   RecoveryStats stats;
   pool->HoldCheckpoint();
-  Result<buffer::PageRecoveryStats> pages = buffer::RecoverPages(pool, dwb, dropped);
+  Result<buffer::PageRecoveryStats> pages = buffer::RecoverPages(pool, dwb, dropped, lazy_redo);
   Result<Analysis> analysis =
       pages.ok() ? Analyze(pool->log(), stats) : Result<Analysis>(pages.status());
   Losers losers;

@@ -59,12 +59,14 @@ struct UndoFiles {
   std::string dir;
 };
 
-// Every live space must be open in the pool. `apply` is called for each
+// Every live space must be open in the pool. With `lazy_redo`, page redo is
+// left to page loads (buffer/page_recovery.h): undo's page fetches redo the
+// pages they read first. `apply` is called for each
 // undo record of a loser once the pages are recovered; `dropped` spaces'
 // records are skipped. The losers' undo files are removed once their abort
 // records are durable.
 Result<RecoveryStats> Recover(buffer::BufferPool* pool, buffer::DoubleWrite* dwb,
                               const ApplyUndo& apply, const IsDropped& dropped,
-                              const UndoFiles& files);
+                              const UndoFiles& files, bool lazy_redo = false);
 
 }  // namespace subito::recovery

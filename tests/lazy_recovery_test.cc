@@ -1,0 +1,281 @@
+// Lazy redo (buffer/pending_redo.h): after a crash, Open returns once it
+// knows where each page's redo is; pages get their records when first read,
+// or from the background drain, or at Close. These tests cut power while
+// readers and writers run over pages still pending, and check what a
+// restart keeps; and they check the bookkeeping around the pending pages
+// (drops, the drain, the counters, a clean close).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "crash_images.h"
+#include "engine_workload.h"
+#include "pmem/tracking_persistence.h"
+#include "test_util.h"
+#include "util/file_io.h"
+
+namespace subito {
+namespace {
+
+// Commit times of a workload's threads: per thread and committed
+// transaction k (1-based), when its commit started and when it returned.
+struct Times {
+  std::vector<std::vector<uint64_t>> started, acked;
+  void Bounds(uint64_t at, std::vector<size_t>* min_k, std::vector<size_t>* max_k) const {
+    min_k->assign(started.size(), 0);
+    max_k->assign(started.size(), 0);
+    for (size_t w = 0; w < started.size(); ++w) {
+      for (uint64_t a : acked[w]) (*min_k)[w] += a <= at;
+      for (uint64_t s : started[w]) (*max_k)[w] += s < at;
+    }
+  }
+};
+
+// Runs `transactions` transactions of each workload in `work`, one thread
+// each, on table "t"; `also` runs beside them until they are done.
+void RunWorkload(Database* db, std::vector<test::ThreadWorkload>& work, int transactions,
+                 CrashClock* clock, Times* times, const std::function<void()>& also = nullptr) {
+  Table* t = db->FindTable("t");
+  ASSERT_NE(t, nullptr);
+  times->started.assign(work.size(), {});
+  times->acked.assign(work.size(), {});
+  std::atomic<size_t> running{work.size()};
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < work.size(); ++w) {
+    threads.emplace_back([&, w] {
+      for (int i = 0; i < transactions; ++i) {
+        bool committed = false;
+        ASSERT_OK(work[w].Next(db, t, &committed,
+                               [&](uint32_t) { times->started[w].push_back(clock->Now()); }));
+        if (committed) times->acked[w].push_back(clock->Now());
+      }
+      --running;
+    });
+  }
+  if (also) {
+    while (running.load() > 0) also();
+  }
+  for (auto& th : threads) th.join();
+}
+
+std::vector<const test::ThreadWorkload*> Plans(const std::vector<test::ThreadWorkload>& a,
+                                               const std::vector<test::ThreadWorkload>& b = {}) {
+  std::vector<const test::ThreadWorkload*> plans;
+  for (const auto& w : a) plans.push_back(&w);
+  for (const auto& w : b) plans.push_back(&w);
+  return plans;
+}
+
+// Under a snapshot, the rows of each thread in `work` equal its model after
+// found[w] committed transactions (others may write meanwhile).
+void ExpectRows(Database* db, const std::vector<test::ThreadWorkload>& work,
+                const std::vector<size_t>& found) {
+  auto txn = db->Begin();
+  const std::vector<Row> rows = test::ScanAll(txn.get(), db->FindTable("t"));
+  ASSERT_OK(txn->Commit());
+  for (size_t w = 0; w < work.size(); ++w) {
+    std::map<int64_t, Row> got;
+    for (const Row& r : rows) {
+      const int64_t id = std::get<int64_t>(r[0]);
+      if (id / 1000 == work[w].thread()) got[id] = r;
+    }
+    ASSERT_TRUE(got == work[w].states()[found[w]]) << "thread " << w << " while pages are redone";
+  }
+}
+
+class LazyRecovery : public ::testing::Test {
+ protected:
+  // Runs the first workload (threads 0-2) on a tracked database and closes
+  // it cleanly; the cuts then all lie before the close.
+  void FirstRun(int transactions) {
+    auto opened = Database::Open(TrackedOptions(dir.Sub("pm"), &fs, &pm));
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    std::unique_ptr<Database> db = std::move(*opened);
+    ASSERT_TRUE(db->CreateTable(test::SampleTable()).ok());
+    for (int w = 0; w < kThreads; ++w) first.emplace_back(w, seed, false, false);
+    start = clock->Now();
+    RunWorkload(db.get(), first, transactions, clock.get(), &first_times);
+    end = clock->Now();
+    db.reset();
+  }
+  // The image of a cut of the first run at `at`, under dir/<name>.
+  std::string FirstImage(uint64_t at, const std::string& name) {
+    const std::string c = dir.Sub(name);
+    WriteImage(c, dir.Sub("pm"), pm.ImageAtTime(at, &rng),
+               fs.ImageAtTime(at, rng(), /*keep_random_unsynced=*/true));
+    return c;
+  }
+
+  const uint64_t seed = test::TestSeed();
+  std::mt19937_64 rng{seed};
+  std::shared_ptr<CrashClock> clock = std::make_shared<CrashClock>();
+  pmem::TrackingPersistence pm{clock};
+  TrackingFileSystem fs{clock};
+  test::ScratchDir dir;
+  std::vector<test::ThreadWorkload> first;
+  Times first_times;
+  uint64_t start = 0, end = 0;
+};
+
+// A cut of the first run is recovered lazily (no background drain, so pages
+// stay pending) under tracking while new writers (threads 3-4) and a reader
+// go through the table; that second run is cut at random instants, and each
+// image must hold the first run's recovered state plus the second run's
+// acknowledged transactions (and none it had not started).
+TEST_F(LazyRecovery, PowerCutsWhileReadersAndWritersRedoPagesKeepEverything) {
+  FirstRun(120);
+  uint64_t pending_at_open = 0, redone_by_reads = 0;
+  int cut_no = 0;
+  for (uint64_t at : test::CutTimes(start, end, fs.TimesAfterWrites(), 4, rng)) {
+    SCOPED_TRACE(::testing::Message() << "first cut at " << at << " (seed " << seed << ")");
+    std::vector<size_t> min_k, max_k;
+    first_times.Bounds(at, &min_k, &max_k);
+    auto clock2 = std::make_shared<CrashClock>();
+    pmem::TrackingPersistence pm2(clock2);
+    TrackingFileSystem fs2(clock2);
+    const std::string c = dir.Sub("crash");
+    WriteImage(c, dir.Sub("pm"), pm.ImageAtTime(at, &rng), {});
+    fs2.Load(fs.ImageAtTime(at, rng(), true));
+    std::vector<test::ThreadWorkload> second;
+    for (int w = kThreads; w < kThreads + 2; ++w) second.emplace_back(w, seed + at, false, false);
+    Times second_times;
+    std::vector<size_t> found(kThreads);
+    const uint64_t t0 = clock2->Now();
+    {
+      Options o = TrackedOptions(c + "/pm", &fs2, &pm2);
+      o.background_redo = false;
+      auto rdb = Database::Open(o);
+      ASSERT_TRUE(rdb.ok()) << rdb.status().ToString();
+      Database* db = rdb->get();
+      ASSERT_TRUE(db->recovery().lazy_redo);
+      pending_at_open += db->recovery().pages_pending;
+      ASSERT_EQ(db->Stats().recovery_pages_pending, db->recovery().pages_pending);
+      // Readers see the first run's recovered state from the first read on.
+      test::CheckRecovered(db, Plans(first), min_k, max_k, &found);
+      RunWorkload(db, second, 30, clock2.get(), &second_times,
+                  [&] { ExpectRows(db, first, found); });
+      redone_by_reads += db->Stats().recovery_pages_redone;
+      // Close drains what is left before it marks the shutdown clean.
+    }
+    const uint64_t t1 = clock2->Now();
+    for (int i = 0; i < 4; ++i) {
+      const uint64_t at2 = t0 + rng() % std::max<uint64_t>(1, t1 - t0);
+      SCOPED_TRACE(::testing::Message() << "second cut at " << at2 << " of " << t0 << ".." << t1);
+      std::vector<size_t> min2, max2;
+      second_times.Bounds(at2, &min2, &max2);
+      min2.insert(min2.begin(), found.begin(), found.end());
+      max2.insert(max2.begin(), found.begin(), found.end());
+      WriteImage(c + "2", c + "/pm", pm2.ImageAtTime(at2, &rng), fs2.ImageAtTime(at2, rng(), true));
+      FailedImageKeeper keeper(c + "2", seed, ++cut_no);
+      auto again = Database::Open(PlainOptions(c + "2"));
+      ASSERT_TRUE(again.ok()) << again.status().ToString();
+      test::CheckRecovered(again->get(), Plans(first, second), min2, max2);
+    }
+  }
+  std::printf("pages pending at the opens: %llu, redone by reads and writes: %llu\n",
+              static_cast<unsigned long long>(pending_at_open),
+              static_cast<unsigned long long>(redone_by_reads));
+  EXPECT_GT(pending_at_open, 0u) << "no page was left pending: the test lost its reach";
+  EXPECT_GT(redone_by_reads, 0u) << "no page was redone on a read: the test lost its reach";
+}
+
+// The same image recovered eagerly and lazily holds the same rows; lazily,
+// the pages wait for their first read, and a clean close leaves none.
+TEST_F(LazyRecovery, PagesWaitForTheirFirstReadAndMatchAnEagerRedo) {
+  FirstRun(150);
+  std::vector<size_t> min_k, max_k;
+  first_times.Bounds(end, &min_k, &max_k);
+  ASSERT_EQ(min_k, max_k) << "every commit had returned before the end";
+  const std::string lazy = FirstImage(end, "lazy");
+  const std::string eager = dir.Sub("eager");
+  std::filesystem::copy(lazy, eager, std::filesystem::copy_options::recursive);
+
+  Options eo = PlainOptions(eager);
+  eo.lazy_recovery = false;
+  auto edb = Database::Open(eo);
+  ASSERT_TRUE(edb.ok()) << edb.status().ToString();
+  EXPECT_FALSE((*edb)->recovery().lazy_redo);
+  EXPECT_EQ((*edb)->recovery().pages_pending, 0u);
+  EXPECT_EQ((*edb)->Stats().recovery_pages_pending, 0u);
+
+  Options lo = PlainOptions(lazy);
+  lo.background_redo = false;
+  auto ldb = Database::Open(lo);
+  ASSERT_TRUE(ldb.ok()) << ldb.status().ToString();
+  const uint64_t pending = (*ldb)->recovery().pages_pending;
+  ASSERT_GT(pending, 0u) << "the image needs no redo: the test lost its reach";
+  EXPECT_EQ((*ldb)->recovery().records_redone, (*edb)->recovery().records_redone);
+  // Without the drain only reads redo pages (queries', the purge's).
+  EXPECT_EQ((*ldb)->Stats().recovery_background_seconds, 0.0);
+
+  test::CheckRecovered(ldb->get(), Plans(first), min_k, max_k);
+  test::CheckRecovered(edb->get(), Plans(first), min_k, max_k);
+  auto a = (*ldb)->Begin();
+  auto b = (*edb)->Begin();
+  EXPECT_EQ(test::ScanAll(a.get(), (*ldb)->FindTable("t")),
+            test::ScanAll(b.get(), (*edb)->FindTable("t")));
+  ASSERT_OK(a->Commit());
+  ASSERT_OK(b->Commit());
+  EXPECT_LT((*ldb)->Stats().recovery_pages_pending, pending);
+  EXPECT_GT((*ldb)->Stats().recovery_pages_redone, 0u);
+  EXPECT_EQ((*ldb)->Stats().recovery_background_seconds, 0.0);
+
+  ASSERT_OK((*ldb)->Close());
+  ldb->reset();
+  auto reopened = Database::Open(PlainOptions(lazy));
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  EXPECT_EQ((*reopened)->recovery().pages_pending, 0u);
+  test::CheckRecovered(reopened->get(), Plans(first), min_k, max_k);
+}
+
+// The background thread redoes every pending page by itself and says when.
+TEST_F(LazyRecovery, TheBackgroundDrainFinishesAlone) {
+  FirstRun(150);
+  const std::string c = FirstImage(end, "crash");
+  auto db = Database::Open(PlainOptions(c));
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  ASSERT_GT((*db)->recovery().pages_pending, 0u);
+  for (int i = 0; i < 5000 && (*db)->Stats().recovery_background_seconds == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const DatabaseStats s = (*db)->Stats();
+  EXPECT_GT(s.recovery_background_seconds, 0.0);
+  EXPECT_EQ(s.recovery_pages_pending, 0u);
+  // Those Open read (undo, the trees' headers) count too.
+  EXPECT_GE(s.recovery_pages_redone, (*db)->recovery().pages_pending);
+  std::vector<size_t> min_k, max_k;
+  first_times.Bounds(end, &min_k, &max_k);
+  test::CheckRecovered(db->get(), Plans(first), min_k, max_k);
+}
+
+// A table dropped while its pages wait takes their redo with it, and the
+// space id's next user starts clean.
+TEST_F(LazyRecovery, ADroppedTableTakesItsPendingRedo) {
+  FirstRun(150);
+  const std::string c = FirstImage(end, "crash");
+  Options o = PlainOptions(c);
+  o.background_redo = false;
+  auto db = Database::Open(o);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  ASSERT_GT((*db)->Stats().recovery_pages_pending, 0u);
+  ASSERT_OK((*db)->DropTable("t"));
+  EXPECT_EQ((*db)->Stats().recovery_pages_pending, 0u);
+  auto t = (*db)->CreateTable(test::SampleTable());
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto txn = (*db)->Begin();
+  ASSERT_OK(txn->Insert(*t, test::SampleRow(1, 1, "one", "v")));
+  ASSERT_OK(txn->Commit());
+  ASSERT_OK((*db)->Close());
+  db->reset();
+  auto again = Database::Open(PlainOptions(c));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  auto r = (*again)->Begin();
+  EXPECT_EQ(test::ScanAll(r.get(), (*again)->FindTable("t")),
+            std::vector<Row>{test::SampleRow(1, 1, "one", "v")});
+  ASSERT_OK(r->Commit());
+}
+
+}  // namespace
+}  // namespace subito

@@ -375,8 +375,9 @@ def restart_section(data, png):
            "Subito's engine open is its error-log line.", "",
            f"![restart]({png})", "",
            "| data | log | Subito: first answer s | Subito: engine open s (redo records) | "
+           "Subito: pages left to redo lazily, all redone after s | "
            "InnoDB: first answer s | clean start s, Subito / InnoDB | s to 90% tps, Subito / InnoDB |",
-           "|---|---|---:|---:|---:|---:|---:|"]
+           "|---|---|---:|---:|---:|---:|---:|---:|"]
     for gb in s["sizes_gb"]:
         for i, log_size in enumerate(s["logs"]):
             c = {e: data[e][f"{gb:g}"]["points"][i] for e in engines}
@@ -384,7 +385,9 @@ def restart_section(data, png):
             size = data[engines[0]][f"{gb:g}"]["data_bytes"] / 2**30
             out.append(f"| {gb:g} GB ({size:.2f} GiB on disk) | {log_size} | "
                        f"{sub.get('restart_seconds', '-')} | {sub.get('open_seconds', '-')} "
-                       f"({sub.get('redo_records', 0):,}) | {inn.get('restart_seconds', '-')} | "
+                       f"({sub.get('redo_records', 0):,}) | "
+                       f"{sub.get('pages_pending', '-')}, {sub.get('background_redo_seconds', '-')} | "
+                       f"{inn.get('restart_seconds', '-')} | "
                        f"{sub.get('clean_start_seconds', '-')} / {inn.get('clean_start_seconds', '-')} | "
                        f"{sub.get('seconds_to_90pct', '-')} / {inn.get('seconds_to_90pct', '-')} |")
     return "\n".join(out)

@@ -160,6 +160,7 @@ Status BufferPool::AddSpace(page::SpaceFile* space) {
 }
 
 Status BufferPool::DropSpace(uint32_t space_id) {
+  std::unique_lock unasked(unasked_fetch_mu_);
   for (int spins = 0;; ++spins) {
     {
       std::lock_guard lock(mu_);
@@ -186,6 +187,7 @@ Status BufferPool::DropSpace(uint32_t space_id) {
     std::unique_lock lock(spaces_mu_);
     spaces_.erase(space_id);
   }
+  unasked.unlock();
   // After the erase no new batch finds the space; this waits out one that
   // did, and drops the space's pages from a failed batch (P4).
   writer_.ForgetSpace(space_id);
@@ -504,16 +506,19 @@ Status BufferPool::ApplyPendingRedo(Frame& f, uint32_t idx, PageId id, bool latc
     lazy_records_.fetch_add(applied, std::memory_order_relaxed);
   }
   if (!latched) latch.unlock();
-  pending_redo_.Erase(id);
+  pending_redo_.Erase(id, records.size());
   lazy_pages_.fetch_add(1, std::memory_order_relaxed);
+  FinishLazyRedoIfDone();
   return Status::OK();
 }
 
-Status BufferPool::StartLazyRedo() {
+Status BufferPool::StartLazyRedo(PendingRedo* built) {
   HoldCheckpoint();
   lazy_hold_.store(true, std::memory_order_release);
-  // Pages read before the index was built (none today: recovery fetches
-  // nothing before it) get their records now, or R2 would not hold.
+  pending_redo_.InstallFrom(*built);
+  // Pages loaded before the install (the PPL cleaner's) get their records
+  // now, or R2 would not hold. A frame still loading is waited for by the
+  // fetch; one evicted meanwhile got them at its next load.
   std::vector<PageId> resident;
   std::vector<log::Lsn> ignored;
   {
@@ -532,37 +537,42 @@ Status BufferPool::StartLazyRedo() {
 }
 
 void BufferPool::FinishLazyRedoIfDone() {
-  if (!pending_redo_.empty()) return;
-  bool held = true;
-  if (lazy_hold_.compare_exchange_strong(held, false)) ReleaseCheckpoint();
+  if (!pending_redo_.empty() || !lazy_hold_.load(std::memory_order_acquire)) return;
+  std::lock_guard lock(lazy_done_mu_);
+  if (!lazy_hold_.load(std::memory_order_acquire)) return;
+  // The time first: lazy_redo_done() then implies lazy_redo_done_at().
+  lazy_done_at_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                      std::memory_order_release);
+  lazy_hold_.store(false, std::memory_order_release);
+  ReleaseCheckpoint();
 }
 
 Result<uint64_t> BufferPool::DrainPendingRedo(uint64_t max_pages) {
   uint64_t fetched = 0;
-  PageId last{UINT32_MAX, UINT32_MAX};
+  std::vector<log::Lsn> left;
   while (max_pages == 0 || fetched < max_pages) {
     const uint64_t room = max_pages == 0 ? 64 : std::min<uint64_t>(64, max_pages - fetched);
     std::vector<PageId> next = pending_redo_.Next(room);
     if (next.empty()) break;
-    std::vector<log::Lsn> left;
-    if (next.front() == last && pending_redo_.Find(last, &left)) {
-      // R2 says a fetch applies a page's records; one that did not would
-      // make this loop spin.
-      return Status::Corruption(
-          StrFormat("page %u of space %u: its pending redo stays pending after a read",
-                    last.page_no, last.space));
-    }
-    last = next.front();
+    uint64_t pass = 0;
     for (PageId id : next) {
-      // Dropped meanwhile: DropSpace took its entries (R3).
+      std::shared_lock unasked(unasked_fetch_mu_);
+      // Dropped: DropSpace takes its entries (R3), once it has swept its frames.
       if (Space(id.space) == nullptr) continue;
       Result<PageHandle> page = Fetch(id, Latch::kShared);
-      if (!page.ok()) {
-        if (Space(id.space) == nullptr) continue;
-        return page.status();
+      if (!page.ok()) return page.status();
+      if (pending_redo_.Find(id, &left)) {
+        // R2 says a fetch applies a page's records; one that did not would
+        // make this loop spin.
+        return Status::Corruption(
+            StrFormat("page %u of space %u: its pending redo stays pending after a read",
+                      id.page_no, id.space));
       }
-      ++fetched;
+      ++pass;
     }
+    fetched += pass;
+    // Only pages of spaces being dropped: their entries go in a moment.
+    if (pass == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   FinishLazyRedoIfDone();
   return fetched;
@@ -931,6 +941,8 @@ void BufferPool::CleanerLoop() {
       urgent = urgent_;
       urgent_ = false;
     }
+    // A full log waits for lazy redo's checkpoint hold: help it.
+    if (urgent && !lazy_redo_done()) (void)DrainPendingRedo(4 * uint64_t{options_.flush_batch});
     // Batches back to back while there is pressure: a write-heavy load
     // dirties far more than one batch per interval, and evictions must find
     // clean frames (a dirty victim costs the fetching thread a write).
@@ -976,6 +988,7 @@ void BufferPool::ReclaimPageLog() {
       std::lock_guard lock(mu_);
       if (FindEntry({space, page_no})) continue;  // in the pool: written when flushed
     }
+    std::shared_lock unasked(unasked_fetch_mu_);
     Result<PageHandle> page = Fetch({space, page_no}, Latch::kExclusive);
     if (!page.ok()) continue;  // dropped meanwhile, or no free frame now
     StopPageLogging(*page);

@@ -36,6 +36,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -216,14 +217,19 @@ class BufferPool {
   void ReleaseCheckpoint() { checkpoint_holds_.fetch_sub(1); }
 
   // Lazy redo (pending_redo.h). StartLazyRedo holds the checkpoint (R1)
-  // once the index is built; from then on every page loaded from its file
-  // gets its pending records. DrainPendingRedo fetches pages still pending,
-  // up to `max_pages` of them (0: all), and lets the checkpoint go once none
-  // is left. Returns the pages it fetched.
+  // and takes the built index whole; from then on every page loaded from its
+  // file gets its pending records. DrainPendingRedo fetches pages still
+  // pending, up to `max_pages` of them (0: all), and lets the checkpoint go
+  // once none is left. Returns the pages it fetched.
   PendingRedo& pending_redo() { return pending_redo_; }
-  Status StartLazyRedo();
+  Status StartLazyRedo(PendingRedo* built);
   Result<uint64_t> DrainPendingRedo(uint64_t max_pages);
   bool lazy_redo_done() const { return !lazy_hold_.load(std::memory_order_acquire); }
+  // When the last pending page was redone (the epoch if never started).
+  std::chrono::steady_clock::time_point lazy_redo_done_at() const {
+    return std::chrono::steady_clock::time_point(
+        std::chrono::steady_clock::duration(lazy_done_at_.load(std::memory_order_acquire)));
+  }
   // Pages and records redone on load since StartLazyRedo.
   uint64_t lazy_pages_redone() const { return lazy_pages_.load(std::memory_order_relaxed); }
   uint64_t lazy_records_redone() const { return lazy_records_.load(std::memory_order_relaxed); }
@@ -267,7 +273,13 @@ class BufferPool {
   PageVersions versions_;
   PageWriter writer_;
   PendingRedo pending_redo_;
+  // Fetches of pages nobody asked for (the drain, the PPL cleaner) take it
+  // shared; DropSpace exclusive while it sweeps the space's frames, so such
+  // a fetch either ends before the sweep or finds the space gone.
+  std::shared_mutex unasked_fetch_mu_;
   std::atomic<bool> lazy_hold_{false};  // StartLazyRedo's checkpoint hold is taken
+  std::atomic<std::chrono::steady_clock::rep> lazy_done_at_{0};
+  std::mutex lazy_done_mu_;  // one release of the hold
   std::atomic<uint64_t> lazy_pages_{0}, lazy_records_{0};
   std::vector<std::unique_ptr<Frame>> frames_;
   uint8_t* memory_ = nullptr;

@@ -12,9 +12,9 @@ namespace {
 // One pass over the log: every page a record edits gets the record's LSN in
 // the pool's pending-redo index, and every space grows to the pages its
 // records name (allocation must never hand out a page redo will create).
-Status IndexRedo(BufferPool* pool, const std::function<bool(uint32_t)>& dropped,
+Status IndexRedo(BufferPool* pool, const std::function<bool(uint32_t)>& dropped, PendingRedo* index,
                  PageRecoveryStats* stats) {
-  PendingRedo& pending = pool->pending_redo();
+  PendingRedo& pending = *index;
   std::map<uint32_t, uint32_t> pages_needed;
   std::vector<PageRedo> pages;
   Status st = pool->log()->ForEachRecoveredRecord([&](const log::LogRecordView& r) {
@@ -57,8 +57,9 @@ Result<PageRecoveryStats> RecoverPages(BufferPool* pool, DoubleWrite* dwb,
     }
   }
   if (st.ok() && lazy) {
-    st = IndexRedo(pool, dropped, &stats);
-    if (st.ok()) st = pool->StartLazyRedo();
+    PendingRedo index;
+    st = IndexRedo(pool, dropped, &index, &stats);
+    if (st.ok()) st = pool->StartLazyRedo(&index);
   } else if (st.ok()) {
     st = pool->log()->ForEachRecoveredRecord([&](const log::LogRecordView& r) {
       if (r.type != kRecordPageEdits) return Status::OK();

@@ -18,9 +18,18 @@ bool PendingRedo::Find(PageId id, std::vector<log::Lsn>* records) const {
   return true;
 }
 
-void PendingRedo::Erase(PageId id) {
+void PendingRedo::InstallFrom(PendingRedo& built) {
+  std::scoped_lock lock(mu_, built.mu_);
+  index_.swap(built.index_);
+  built.index_.clear();
+  built.pages_.store(0, std::memory_order_release);
+  pages_.store(index_.size(), std::memory_order_release);
+}
+
+void PendingRedo::Erase(PageId id, size_t records) {
   std::lock_guard lock(mu_);
-  index_.erase(id);
+  auto it = index_.find(id);
+  if (it != index_.end() && it->second.size() == records) index_.erase(it);
   pages_.store(index_.size(), std::memory_order_release);
 }
 

@@ -11,8 +11,9 @@
 //       (BufferPool::HoldCheckpoint), so every record it names stays in the
 //       log, readable by its LSN.
 //   R2. No page named by an entry is in the pool without its records
-//       applied: the index is complete before anything is fetched, entries
-//       are only ever removed, and a load applies them and removes the entry
+//       applied: the index is installed whole, pages the pool held before
+//       (the PPL cleaner may load some) get their records right after, and
+//       a load applies a page's records and removes the entry
 //       while the frame is still loading (no other thread sees the page
 //       before: buffer_pool.h T3) and under its exclusive latch (no cleaner
 //       copies a half-redone page).
@@ -35,11 +36,14 @@ namespace subito::buffer {
 
 class PendingRedo {
  public:
-  // Index building (one thread, before the first fetch).
+  // Index building: in an index of its own, which the pool then takes whole
+  // (InstallFrom), so that no load ever sees a page's records half listed.
   void Add(PageId id, log::Lsn record);
+  void InstallFrom(PendingRedo& built);
   // The records still to apply to `id`, oldest first; false when none.
   bool Find(PageId id, std::vector<log::Lsn>* records) const;
-  void Erase(PageId id);
+  // Drops the entry of `id` if it still lists `records` records.
+  void Erase(PageId id, size_t records);
   void DropSpace(uint32_t space);
   // Up to `n` pending pages in (space, page) order, the file order.
   std::vector<PageId> Next(size_t n) const;

@@ -430,33 +430,47 @@ Status DatabaseImpl::OpenAll() {
   purge_thread_ = std::thread([this] { PurgeLoop(); });
   opened_at_ = std::chrono::steady_clock::now();
   recovery_.pages_pending = pool_->pending_redo().pages();
-  if (!pool_->lazy_redo_done()) {
-    if (options_.background_redo) redo_thread_ = std::thread([this] { RedoLoop(); });
-  } else {
-    redo_finished_us_.store(1);
+  if (!pool_->lazy_redo_done() && options_.background_redo) {
+    redo_thread_ = std::thread([this] { RedoLoop(); });
   }
   return Status::OK();
 }
 
 void DatabaseImpl::RedoLoop() {
-  Result<uint64_t> drained = pool_->DrainPendingRedo(0);
-  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
-                      std::chrono::steady_clock::now() - opened_at_)
-                      .count();
-  if (!drained.ok()) {
-    // The pages left get their records when read, or fail as this one did;
-    // the checkpoint stays held, and Close does not mark the shutdown clean.
-    Report(StrFormat("background redo stopped with %llu page(s) pending: %s",
-                     static_cast<unsigned long long>(pool_->pending_redo().pages()),
-                     drained.status().ToString().c_str()));
-    return;
+  uint64_t drained = 0;
+  bool reported = false;
+  for (int wait_ms = 10;; wait_ms = std::min(wait_ms * 2, 1000)) {
+    Result<uint64_t> r = pool_->DrainPendingRedo(0);
+    if (r.ok()) {
+      drained += *r;
+      break;
+    }
+    // A page that cannot be read now (no free frame, an I/O error): the
+    // pages left get their records when read; the checkpoint stays held
+    // until every one has them, and Close does not mark a shutdown clean
+    // before. Try again, less and less often.
+    if (!reported) {
+      Report(StrFormat("background redo: %llu page(s) still pending, trying again: %s",
+                       static_cast<unsigned long long>(pool_->pending_redo().pages()),
+                       r.status().ToString().c_str()));
+      reported = true;
+    }
+    for (int slept = 0; slept < wait_ms; slept += 10) {
+      if (redo_stop_.load()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
-  redo_finished_us_.store(std::max<uint64_t>(1, static_cast<uint64_t>(us)));
   Note(StrFormat(
-      "background redo finished %.3f s after the open: of %llu page(s) left with "
-      "redo, %llu were read by the background thread, the others by queries",
-      static_cast<double>(us) / 1e6, static_cast<unsigned long long>(recovery_.pages_pending),
-      static_cast<unsigned long long>(*drained)));
+      "background redo finished %.3f s after the open: of %llu page(s) left with redo, %llu "
+      "were read by the background thread, the others by queries",
+      LazyRedoSeconds(), static_cast<unsigned long long>(recovery_.pages_pending),
+      static_cast<unsigned long long>(drained)));
+}
+
+double DatabaseImpl::LazyRedoSeconds() const {
+  if (!pool_->lazy_redo_done()) return 0;
+  const auto done = pool_->lazy_redo_done_at();
+  return std::max(1e-6, std::chrono::duration<double>(done - opened_at_).count());
 }
 
 // K2: entries whose DDL did not finish lose their files and leave; K6:
@@ -628,6 +642,7 @@ Status DatabaseImpl::Close() {
   StopPurge();
   // Every page must hold its redo before the shutdown may count as clean:
   // the next start may find the PM tier, and so the log, gone.
+  redo_stop_.store(true);
   if (redo_thread_.joinable()) redo_thread_.join();
   Status redo = pool_ ? pool_->DrainPendingRedo(0).status() : Status::OK();
   if (redo.ok() && pool_ && !pool_->lazy_redo_done()) {
@@ -1013,7 +1028,7 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.checkpoints = ps.checkpoints;
   s.recovery_pages_pending = pool_->pending_redo().pages();
   s.recovery_pages_redone = pool_->lazy_pages_redone();
-  s.recovery_background_seconds = static_cast<double>(redo_finished_us_.load()) / 1e6;
+  s.recovery_background_seconds = LazyRedoSeconds();
   s.page_write_failures = ps.write_failures;
   s.ppl_pages_logged = ps.pages_logged;
   s.ppl_bytes = ps.page_log_bytes;

@@ -263,9 +263,12 @@ class DatabaseImpl final : public Database {
   // Lazy redo's background drain (buffer/pending_redo.h), from the end of
   // Open; Close waits for it.
   void RedoLoop();
+  // Seconds from Open's return until no page had redo pending; 0 while some
+  // do (tiny when none was left at the return).
+  double LazyRedoSeconds() const;
   std::thread redo_thread_;
+  std::atomic<bool> redo_stop_{false};
   std::chrono::steady_clock::time_point opened_at_;
-  std::atomic<uint64_t> redo_finished_us_{0};  // after opened_at_; 0 while pending
 };
 
 Result<std::unique_ptr<Transaction>> NewTransaction(DatabaseImpl* db, Isolation isolation);

@@ -10,14 +10,15 @@ namespace subito::buffer {
 namespace {
 
 // One pass over the log: every page a record edits gets the record's LSN in
-// the pool's pending-redo index, and every space grows to the pages its
+// `index`, and every space grows to the pages its
 // records name (allocation must never hand out a page redo will create).
-Status IndexRedo(BufferPool* pool, const std::function<bool(uint32_t)>& dropped, PendingRedo* index,
-                 PageRecoveryStats* stats) {
+Status IndexRedo(BufferPool* pool, const std::function<bool(uint32_t)>& dropped,
+                 const RecordFn& each, PendingRedo* index, PageRecoveryStats* stats) {
   PendingRedo& pending = *index;
   std::map<uint32_t, uint32_t> pages_needed;
   std::vector<PageRedo> pages;
   Status st = pool->log()->ForEachRecoveredRecord([&](const log::LogRecordView& r) {
+    if (each) SUBITO_RETURN_IF_ERROR(each(r));
     if (r.type != kRecordPageEdits) return Status::OK();
     ++stats->records_redone;
     SUBITO_RETURN_IF_ERROR(ParseRedoRecord(r, pool->page_size(), &pages));
@@ -44,7 +45,8 @@ Status IndexRedo(BufferPool* pool, const std::function<bool(uint32_t)>& dropped,
 }  // namespace
 
 Result<PageRecoveryStats> RecoverPages(BufferPool* pool, DoubleWrite* dwb,
-                                       const std::function<bool(uint32_t)>& dropped, bool lazy) {
+                                       const std::function<bool(uint32_t)>& dropped, bool lazy,
+                                       const RecordFn& each) {
   PageRecoveryStats stats;
   pool->HoldCheckpoint();
   Status st;
@@ -58,10 +60,11 @@ Result<PageRecoveryStats> RecoverPages(BufferPool* pool, DoubleWrite* dwb,
   }
   if (st.ok() && lazy) {
     PendingRedo index;
-    st = IndexRedo(pool, dropped, &index, &stats);
+    st = IndexRedo(pool, dropped, each, &index, &stats);
     if (st.ok()) st = pool->StartLazyRedo(&index);
   } else if (st.ok()) {
     st = pool->log()->ForEachRecoveredRecord([&](const log::LogRecordView& r) {
+      if (each) SUBITO_RETURN_IF_ERROR(each(r));
       if (r.type != kRecordPageEdits) return Status::OK();
       ++stats.records_redone;
       return RedoPageEdits(pool, r, dropped);

@@ -29,8 +29,11 @@ struct PageRecoveryStats {
 
 // `dwb` may be null. Every space must be added to the pool first.
 // Records that edit spaces for which `dropped` returns true are skipped.
+// `each`, if given, sees every record of the pass (the log is read once for
+// redo and analysis).
+using RecordFn = std::function<Status(const log::LogRecordView&)>;
 Result<PageRecoveryStats> RecoverPages(BufferPool* pool, DoubleWrite* dwb,
                                        const std::function<bool(uint32_t)>& dropped = nullptr,
-                                       bool lazy = false);
+                                       bool lazy = false, const RecordFn& each = nullptr);
 
 }  // namespace subito::buffer

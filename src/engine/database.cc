@@ -427,9 +427,9 @@ Status DatabaseImpl::OpenAll() {
   }
   txns_ = std::make_unique<txn::TxnSystem>(rs->max_txn + 1, version_budget_);
   if (options_.snapshot_page_budget_bytes != 0) txns_->EnableAsOf(pool_.get());
+  recovery_.pages_pending = pool_->pending_redo().pages();  // before the purge reads any
   purge_thread_ = std::thread([this] { PurgeLoop(); });
   opened_at_ = std::chrono::steady_clock::now();
-  recovery_.pages_pending = pool_->pending_redo().pages();
   if (!pool_->lazy_redo_done() && options_.background_redo) {
     redo_thread_ = std::thread([this] { RedoLoop(); });
   }

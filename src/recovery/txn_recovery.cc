@@ -18,29 +18,38 @@ struct Analysis {
   std::unordered_set<uint64_t> losers;
 };
 
-Result<Analysis> Analyze(log::RedoLog* log, RecoveryStats& stats) {
-  std::unordered_set<uint64_t> ended, seen;  // seen: transactions with undo
-  SUBITO_RETURN_IF_ERROR(log->ForEachRecoveredRecord([&](const log::LogRecordView& r) {
+// Analysis, record by record, in the same pass as page redo: a
+// transaction with undo records and no commit or abort record is a loser.
+class Analyzer {
+ public:
+  explicit Analyzer(RecoveryStats& stats) : stats_(stats) {}
+  Status Add(const log::LogRecordView& r) {
     if (r.type == txn::kRecordTxnCommit || r.type == txn::kRecordTxnAbort) {
       Result<uint64_t> id = txn::DecodeTxnEnd(r.payload, r.length);
       if (!id.ok()) return id.status();
-      ended.insert(*id);
-      stats.max_txn = std::max(stats.max_txn, *id);
-      ++(r.type == txn::kRecordTxnCommit ? stats.committed : stats.aborted);
+      ended_.insert(*id);
+      stats_.max_txn = std::max(stats_.max_txn, *id);
+      ++(r.type == txn::kRecordTxnCommit ? stats_.committed : stats_.aborted);
     } else if (r.type == txn::kRecordTxnUndo || r.type == txn::kRecordTxnUndoFile) {
       if (r.length < 8) return Status::Corruption("undo record: truncated header");
       const uint64_t id = DecodeFixed64(r.payload);
-      seen.insert(id);
-      stats.max_txn = std::max(stats.max_txn, id);
+      seen_.insert(id);
+      stats_.max_txn = std::max(stats_.max_txn, id);
     }
     return Status::OK();
-  }));
-  Analysis a;
-  for (uint64_t id : seen) {
-    if (!ended.count(id)) a.losers.insert(id);
   }
-  return a;
-}
+  Analysis Finish() const {
+    Analysis a;
+    for (uint64_t id : seen_) {
+      if (!ended_.count(id)) a.losers.insert(id);
+    }
+    return a;
+  }
+
+ private:
+  RecoveryStats& stats_;
+  std::unordered_set<uint64_t> ended_, seen_;  // seen: transactions with undo
+};
 
 // A loser's undo list: its undo file's first anchor.count entries (if an
 // anchor was found), then `tail`, its undo records after the anchor (and
@@ -191,9 +200,10 @@ Result<RecoveryStats> Recover(buffer::BufferPool* pool, buffer::DoubleWrite* dwb
                               const UndoFiles& files, bool lazy_redo) {
   RecoveryStats stats;
   pool->HoldCheckpoint();
-  Result<buffer::PageRecoveryStats> pages = buffer::RecoverPages(pool, dwb, dropped, lazy_redo);
-  Result<Analysis> analysis =
-      pages.ok() ? Analyze(pool->log(), stats) : Result<Analysis>(pages.status());
+  Analyzer analyzer(stats);
+  Result<buffer::PageRecoveryStats> pages = buffer::RecoverPages(
+      pool, dwb, dropped, lazy_redo, [&](const log::LogRecordView& r) { return analyzer.Add(r); });
+  Result<Analysis> analysis = pages.ok() ? analyzer.Finish() : Result<Analysis>(pages.status());
   Losers losers;
   Status st = analysis.status();
   if (st.ok()) {

@@ -4,7 +4,7 @@
 //             double-write area, then every page-edit record from the
 //             checkpoint redone where the page is older (ARIES redo,
 //             "repeating history", losers' changes included);
-//   analysis  one pass over the same records: a transaction with undo
+//   analysis  in the same pass over the records: a transaction with undo
 //             records and no commit or abort record is a loser;
 //   undo      the losers' undo records, newest first (txn/txn_records.h:
 //             logical and idempotent), each applied as an ordinary logged

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "subito/database.h"
 #include "test_util.h"
 #include "util/fault_file_system.h"
+#include "util/file_io.h"
 
 namespace subito {
 
@@ -97,5 +100,25 @@ class FailedImageKeeper {
 inline Options PlainOptions(const std::string& dir) {
   return CrashOptions(dir + "/db", dir + "/pm");
 }
+
+// One tracked run: its seed and random numbers, one crash clock for the PM
+// tier and the page files, and a scratch directory for images.
+struct TrackedRun {
+  // The image of a power cut at `at` (a random part of the writes not yet
+  // synced kept), laid out under dir/<name>.
+  std::string CutImage(uint64_t at, const std::string& name) {
+    const std::string c = dir.Sub(name);
+    WriteImage(c, dir.Sub("pm"), pm.ImageAtTime(at, &rng),
+               fs.ImageAtTime(at, rng(), /*keep_random_unsynced=*/true));
+    return c;
+  }
+
+  const uint64_t seed = test::TestSeed();
+  std::mt19937_64 rng{seed};
+  std::shared_ptr<CrashClock> clock = std::make_shared<CrashClock>();
+  pmem::TrackingPersistence pm{clock};
+  TrackingFileSystem fs{clock};
+  test::ScratchDir dir;
+};
 
 }  // namespace subito

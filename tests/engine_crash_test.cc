@@ -25,7 +25,7 @@ namespace subito {
 namespace {
 
 // A database on the tracked PM tier and file system, one crash clock.
-class EngineCrash : public ::testing::Test {
+class EngineCrash : public ::testing::Test, public TrackedRun {
  protected:
   void SetUp() override {
     auto opened = Database::Open(TrackedOptions(dir.Sub("pm"), &fs, &pm));
@@ -37,21 +37,13 @@ class EngineCrash : public ::testing::Test {
   // part of the writes not yet synced kept), recovered; null if it failed.
   // The image is in dir.Sub("crash").
   std::unique_ptr<Database> RecoverCut(uint64_t time) {
-    const std::string c = dir.Sub("crash");
-    WriteImage(c, dir.Sub("pm"), pm.ImageAtTime(time, &rng),
-               fs.ImageAtTime(time, rng(), /*keep_random_unsynced=*/true));
+    const std::string c = CutImage(time, "crash");
     auto rdb = Database::Open(PlainOptions(c));
     EXPECT_TRUE(rdb.ok()) << rdb.status().ToString();
     return rdb.ok() ? std::move(*rdb) : nullptr;
   }
   // Thread 1 runs big transactions (undo files).
   bool big_thread = false;
-  const uint64_t seed = test::TestSeed();
-  std::mt19937_64 rng{seed};
-  std::shared_ptr<CrashClock> clock = std::make_shared<CrashClock>();
-  pmem::TrackingPersistence pm{clock};
-  TrackingFileSystem fs{clock};
-  test::ScratchDir dir;
   // Reset before the images are taken (a clean close; every cut lies before).
   std::unique_ptr<Database> db;
 };

@@ -85,7 +85,7 @@ void ExpectRows(Database* db, const std::vector<test::ThreadWorkload>& work,
   }
 }
 
-class LazyRecovery : public ::testing::Test {
+class LazyRecovery : public ::testing::Test, public TrackedRun {
  protected:
   // Runs the first workload (threads 0-2) on a tracked database and closes
   // it cleanly; the cuts then all lie before the close.
@@ -106,7 +106,7 @@ class LazyRecovery : public ::testing::Test {
   std::string PendingImage(const std::string& name, uint64_t* at) {
     for (int attempt = 0; attempt < 20; ++attempt) {
       *at = attempt == 0 ? end : start + rng() % std::max<uint64_t>(1, end - start);
-      const std::string c = FirstImage(*at, name);
+      const std::string c = CutImage(*at, name);
       const std::string probe = dir.Sub("probe");
       std::filesystem::remove_all(probe);
       std::filesystem::copy(c, probe, std::filesystem::copy_options::recursive);
@@ -116,22 +116,8 @@ class LazyRecovery : public ::testing::Test {
       if (db.ok() && (*db)->Stats().recovery_pages_pending > 0) return c;
     }
     ADD_FAILURE() << "no cut left pages pending: the test lost its reach";
-    return FirstImage(end, name);
+    return CutImage(end, name);
   }
-  // The image of a cut of the first run at `at`, under dir/<name>.
-  std::string FirstImage(uint64_t at, const std::string& name) {
-    const std::string c = dir.Sub(name);
-    WriteImage(c, dir.Sub("pm"), pm.ImageAtTime(at, &rng),
-               fs.ImageAtTime(at, rng(), /*keep_random_unsynced=*/true));
-    return c;
-  }
-
-  const uint64_t seed = test::TestSeed();
-  std::mt19937_64 rng{seed};
-  std::shared_ptr<CrashClock> clock = std::make_shared<CrashClock>();
-  pmem::TrackingPersistence pm{clock};
-  TrackingFileSystem fs{clock};
-  test::ScratchDir dir;
   std::vector<test::ThreadWorkload> first;
   Times first_times;
   uint64_t start = 0, end = 0;
@@ -328,7 +314,7 @@ TEST_F(LazyRecovery, ADroppedTableTakesItsPendingRedo) {
 TEST_F(LazyRecovery, ADropRacesTheBackgroundDrain) {
   FirstRun(150);
   for (int round = 0; round < 4; ++round) {
-    const std::string c = FirstImage(end, "crash" + std::to_string(round));
+    const std::string c = CutImage(end, "crash" + std::to_string(round));
     auto db = Database::Open(PlainOptions(c));
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     std::this_thread::sleep_for(std::chrono::microseconds(200 * round));

@@ -513,9 +513,14 @@ Status BufferPool::ApplyPendingRedo(Frame& f, uint32_t idx, PageId id, bool latc
 }
 
 Status BufferPool::StartLazyRedo(PendingRedo* built) {
+  // Hold, install, then say so: a drain that runs before the install must
+  // not find the index empty with the hold taken and let the hold go.
   HoldCheckpoint();
-  lazy_hold_.store(true, std::memory_order_release);
   pending_redo_.InstallFrom(*built);
+  {
+    std::lock_guard lock(lazy_done_mu_);
+    lazy_hold_.store(true, std::memory_order_release);
+  }
   // Pages loaded before the install (the PPL cleaner's) get their records
   // now, or R2 would not hold. A frame still loading is waited for by the
   // fetch; one evicted meanwhile got them at its next load.
@@ -548,10 +553,10 @@ void BufferPool::FinishLazyRedoIfDone() {
 }
 
 Result<uint64_t> BufferPool::DrainPendingRedo(uint64_t max_pages) {
-  uint64_t fetched = 0;
+  uint64_t fetched = 0, handled = 0;
   std::vector<log::Lsn> left;
-  while (max_pages == 0 || fetched < max_pages) {
-    const uint64_t room = max_pages == 0 ? 64 : std::min<uint64_t>(64, max_pages - fetched);
+  while (max_pages == 0 || handled < max_pages) {
+    const uint64_t room = max_pages == 0 ? 64 : std::min<uint64_t>(64, max_pages - handled);
     std::vector<PageId> next = pending_redo_.Next(room);
     if (next.empty()) break;
     uint64_t pass = 0;
@@ -559,6 +564,9 @@ Result<uint64_t> BufferPool::DrainPendingRedo(uint64_t max_pages) {
       std::shared_lock unasked(unasked_fetch_mu_);
       // Dropped: DropSpace takes its entries (R3), once it has swept its frames.
       if (Space(id.space) == nullptr) continue;
+      ++pass;
+      // Loaded meanwhile (its records applied): do not wait for its latch.
+      if (!pending_redo_.Find(id, &left)) continue;
       Result<PageHandle> page = Fetch(id, Latch::kShared);
       if (!page.ok()) return page.status();
       if (pending_redo_.Find(id, &left)) {
@@ -568,9 +576,9 @@ Result<uint64_t> BufferPool::DrainPendingRedo(uint64_t max_pages) {
             StrFormat("page %u of space %u: its pending redo stays pending after a read",
                       id.page_no, id.space));
       }
-      ++pass;
+      ++fetched;
     }
-    fetched += pass;
+    handled += pass;
     // Only pages of spaces being dropped: their entries go in a moment.
     if (pass == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -682,6 +690,7 @@ Status BufferPool::LogFreeCheck() {
 }
 
 void BufferPool::OnLogFull() {
+  log_full_.store(true);
   {
     std::lock_guard lock(cleaner_mu_);
     urgent_ = true;
@@ -941,8 +950,11 @@ void BufferPool::CleanerLoop() {
       urgent = urgent_;
       urgent_ = false;
     }
-    // A full log waits for lazy redo's checkpoint hold: help it.
-    if (urgent && !lazy_redo_done()) (void)DrainPendingRedo(4 * uint64_t{options_.flush_batch});
+    // A full log waits for lazy redo's checkpoint hold: help it (not when
+    // the urgency is a want of clean frames, which a drain makes worse).
+    if (log_full_.exchange(false) && !lazy_redo_done()) {
+      (void)DrainPendingRedo(4 * uint64_t{options_.flush_batch});
+    }
     // Batches back to back while there is pressure: a write-heavy load
     // dirties far more than one batch per interval, and evictions must find
     // clean frames (a dirty victim costs the fetching thread a write).

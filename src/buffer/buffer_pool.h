@@ -279,7 +279,8 @@ class BufferPool {
   std::shared_mutex unasked_fetch_mu_;
   std::atomic<bool> lazy_hold_{false};  // StartLazyRedo's checkpoint hold is taken
   std::atomic<std::chrono::steady_clock::rep> lazy_done_at_{0};
-  std::mutex lazy_done_mu_;  // one release of the hold
+  std::mutex lazy_done_mu_;            // one release of the hold
+  std::atomic<bool> log_full_{false};  // OnLogFull since the cleaners last looked
   std::atomic<uint64_t> lazy_pages_{0}, lazy_records_{0};
   std::vector<std::unique_ptr<Frame>> frames_;
   uint8_t* memory_ = nullptr;

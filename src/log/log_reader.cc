@@ -231,7 +231,7 @@ Result<LogState> ScanLog(const std::vector<StreamView>& streams) {
       uint64_t off = 0;
       while (off + 24 <= room && DecodeFixed64(base + off + 16) != x + off) off += kRecordAlign;
       if (off + 24 > room && off != 0) {
-        x += off;  // the stripe's last positions: their lsn field straddles it
+        x += off;  // the stripe's last two positions: their lsn field is in the next
         continue;
       }
       x += off;

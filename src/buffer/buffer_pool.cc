@@ -485,7 +485,6 @@ Status BufferPool::ApplyPendingRedo(Frame& f, uint32_t idx, PageId id, bool latc
   std::vector<PageRedo> pages;
   log::LogRecordView rec{};
   log::Lsn first = 0, last = 0;
-  uint64_t applied = 0;
   for (log::Lsn at : records) {
     SUBITO_RETURN_IF_ERROR(log_->ReadRecoveredRecord(at, &scratch, &rec));
     SUBITO_RETURN_IF_ERROR(ParseRedoRecord(rec, options_.page_size, &pages));
@@ -496,14 +495,12 @@ Status BufferPool::ApplyPendingRedo(Frame& f, uint32_t idx, PageId id, bool latc
     page::SetPageLsn(f.data, rec.end);
     if (first == 0) first = rec.lsn;
     last = rec.end;
-    ++applied;
   }
-  if (applied != 0) {
+  if (first != 0) {
     // Changed other than through a Mtr: its next write goes to its file.
     f.log_off = true;
     f.log_pending.clear();
     MarkDirtyFrame(idx, f.data, first, last);
-    lazy_records_.fetch_add(applied, std::memory_order_relaxed);
   }
   if (!latched) latch.unlock();
   pending_redo_.Erase(id, records.size());

@@ -230,9 +230,8 @@ class BufferPool {
     return std::chrono::steady_clock::time_point(
         std::chrono::steady_clock::duration(lazy_done_at_.load(std::memory_order_acquire)));
   }
-  // Pages and records redone on load since StartLazyRedo.
+  // Pages redone on load since StartLazyRedo.
   uint64_t lazy_pages_redone() const { return lazy_pages_.load(std::memory_order_relaxed); }
-  uint64_t lazy_records_redone() const { return lazy_records_.load(std::memory_order_relaxed); }
 
   BufferPoolStats stats() const;
   uint32_t page_size() const { return options_.page_size; }
@@ -281,7 +280,7 @@ class BufferPool {
   std::atomic<std::chrono::steady_clock::rep> lazy_done_at_{0};
   std::mutex lazy_done_mu_;            // one release of the hold
   std::atomic<bool> log_full_{false};  // OnLogFull since the cleaners last looked
-  std::atomic<uint64_t> lazy_pages_{0}, lazy_records_{0};
+  std::atomic<uint64_t> lazy_pages_{0};
   std::vector<std::unique_ptr<Frame>> frames_;
   uint8_t* memory_ = nullptr;
   std::mutex outcome_mu_;  // changes of writes_failing_, and their reports

@@ -14,7 +14,6 @@ namespace {
 // records name (allocation must never hand out a page redo will create).
 Status IndexRedo(BufferPool* pool, const std::function<bool(uint32_t)>& dropped,
                  const RecordFn& each, PendingRedo* index, PageRecoveryStats* stats) {
-  PendingRedo& pending = *index;
   std::map<uint32_t, uint32_t> pages_needed;
   std::vector<PageRedo> pages;
   Status st = pool->log()->ForEachRecoveredRecord([&](const log::LogRecordView& r) {
@@ -28,7 +27,7 @@ Status IndexRedo(BufferPool* pool, const std::function<bool(uint32_t)>& dropped,
         return Status::Corruption(StrFormat("page-edit record at LSN %llu names unknown space %u",
                                             static_cast<unsigned long long>(r.lsn), p.id.space));
       }
-      pending.Add(p.id, r.lsn);
+      index->Add(p.id, r.lsn);
       uint32_t& needed = pages_needed[p.id.space];
       needed = std::max(needed, p.id.page_no + 1);
     }
@@ -38,7 +37,6 @@ Status IndexRedo(BufferPool* pool, const std::function<bool(uint32_t)>& dropped,
   for (const auto& [space, needed] : pages_needed) {
     SUBITO_RETURN_IF_ERROR(pool->Space(space)->EnsurePages(needed));
   }
-  stats->pages_pending = pending.pages();
   return Status::OK();
 }
 

@@ -24,7 +24,6 @@ namespace subito::buffer {
 struct PageRecoveryStats {
   uint32_t pages_repaired = 0;  // from the double-write area
   uint64_t records_redone = 0;  // page-edit records read (applied where needed, or indexed)
-  uint64_t pages_pending = 0;   // lazy: pages whose records wait for their next load
 };
 
 // `dwb` may be null. Every space must be added to the pool first.

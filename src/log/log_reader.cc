@@ -87,6 +87,17 @@ bool CheckRecord(const LogicalReader& r, const LogState& st, Lsn p, std::vector<
   return true;
 }
 
+// A record ScanLog found valid, read again: failing now means the bytes
+// changed since the scan.
+Status RecheckRecord(const LogicalReader& r, const LogState& st, Lsn p,
+                     std::vector<uint8_t>& scratch, LogRecordView* out) {
+  std::string why;
+  if (!CheckRecord(r, st, p, scratch, out, &why)) {
+    return Status::Corruption(r.Where(p) + ": " + why + " (changed since the scan)");
+  }
+  return Status::OK();
+}
+
 Status CheckStreams(const std::vector<StreamView>& streams, LogState* st) {
   if (streams.empty()) return Status::InvalidArgument("no log streams given");
   FileHeader first{};
@@ -276,11 +287,8 @@ Status ForEachRecord(const std::vector<StreamView>& streams, const LogState& sta
   LogicalReader reader(streams, state.geometry);
   std::vector<uint8_t> scratch;
   LogRecordView rec{};
-  std::string why;
   for (Lsn p = state.checkpoint_lsn; p < state.end_lsn; p = rec.end) {
-    if (!CheckRecord(reader, state, p, scratch, &rec, &why)) {
-      return Status::Corruption(reader.Where(p) + ": " + why + " (changed since the scan)");
-    }
+    SUBITO_RETURN_IF_ERROR(RecheckRecord(reader, state, p, scratch, &rec));
     SUBITO_RETURN_IF_ERROR(fn(rec));
   }
   return Status::OK();
@@ -294,11 +302,7 @@ Status ReadRecordAt(const std::vector<StreamView>& streams, const LogState& stat
         StrFormat("LSN %llu is outside the recovered log [%llu, %llu)", static_cast<ull>(lsn),
                   static_cast<ull>(state.checkpoint_lsn), static_cast<ull>(state.end_lsn)));
   }
-  std::string why;
-  if (!CheckRecord(reader, state, lsn, *scratch, rec, &why)) {
-    return Status::Corruption(reader.Where(lsn) + ": " + why + " (changed since the scan)");
-  }
-  return Status::OK();
+  return RecheckRecord(reader, state, lsn, *scratch, rec);
 }
 
 }  // namespace subito::log

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <mutex>
 #include <new>
+#include <set>
 #include <string>
 
 #include "ha_subito.h"
@@ -173,6 +174,7 @@ struct st_mysql_sys_var* system_variables[] = {MYSQL_SYSVAR(data_home_dir),
 
 struct Exported {
   ulonglong commits, rollbacks, deadlocks, lock_waits, lock_timeouts;
+  ulonglong prepares, prepared_transactions;
   ulonglong log_bytes, log_record_bytes, log_padding_bytes, double_write_bytes, pm_bytes_written;
   ulonglong page_file_bytes_written, page_file_bytes_read, pages_written, pages_read;
   ulonglong buffer_hits, buffer_misses, checkpoints, version_keys, undo_relocations, undo_spills;
@@ -194,6 +196,8 @@ Exported Collect() {
   const DatabaseStats s = g_db->Stats();
   e.commits = s.commits;
   e.rollbacks = s.rollbacks;
+  e.prepares = s.prepares;
+  e.prepared_transactions = s.prepared_held;
   e.deadlocks = s.deadlocks;
   e.lock_waits = s.lock_waits;
   e.lock_timeouts = s.lock_timeouts;
@@ -257,6 +261,8 @@ struct StatusVar {
   { #name, offsetof(Exported, name), type }
 constexpr StatusVar kStatusVars[] = {SUBITO_STATUS(commits, SHOW_ULONGLONG),
                                      SUBITO_STATUS(rollbacks, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(prepares, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(prepared_transactions, SHOW_ULONGLONG),
                                      SUBITO_STATUS(deadlocks, SHOW_ULONGLONG),
                                      SUBITO_STATUS(lock_waits, SHOW_ULONGLONG),
                                      SUBITO_STATUS(lock_timeouts, SHOW_ULONGLONG),
@@ -350,19 +356,92 @@ int Commit(handlerton*, THD* thd, bool all) {
   });
 }
 
-// XA PREPARE is refused, and the server rolls the transaction back: a
-// prepared transaction would have to outlive its connection and a crash
-// with its locks, which Subito does not implement. (Without the refusal the
-// server only warns, and XA COMMIT after a disconnect commits nothing.)
-// Outside XA, prepare is the binary log's two-phase commit: nothing to do.
-int Prepare(handlerton*, THD* thd, bool) {
-  if (!thd->transaction->xid_state.is_explicit_XA()) return 0;
-  my_printf_error(ER_NOT_SUPPORTED_YET,
-                  "Subito does not support XA PREPARE (a prepared transaction cannot outlive "
-                  "its connection); the transaction is rolled back. Use XA COMMIT ... ONE PHASE, "
-                  "or InnoDB tables for two-phase commit",
-                  MYF(0));
-  return HA_ERR_UNSUPPORTED;
+// An XID as the engine names a prepared transaction: formatID (8 bytes,
+// little-endian), gtrid and bqual lengths (1 byte each), then their bytes.
+std::string XidBytes(const XID& xid) {
+  std::string out(10, '\0');
+  const uint64_t format = static_cast<uint64_t>(static_cast<int64_t>(xid.formatID));
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(format >> (8 * i));
+  out[8] = static_cast<char>(xid.gtrid_length);
+  out[9] = static_cast<char>(xid.bqual_length);
+  out.append(xid.data, static_cast<size_t>(xid.gtrid_length + xid.bqual_length));
+  return out;
+}
+
+bool XidFromBytes(const std::string& bytes, XID* xid) {
+  if (bytes.size() < 10) return false;
+  uint64_t format = 0;
+  for (int i = 0; i < 8; ++i) format |= uint64_t(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  const size_t gtrid = static_cast<unsigned char>(bytes[8]);
+  const size_t bqual = static_cast<unsigned char>(bytes[9]);
+  if (gtrid > MAXGTRIDSIZE || bqual > MAXBQUALSIZE || bytes.size() != 10 + gtrid + bqual)
+    return false;
+  xid->set(static_cast<long>(static_cast<int64_t>(format)), bytes.data() + 10, gtrid,
+           bytes.data() + 10 + gtrid, bqual);
+  return true;
+}
+
+// Two-phase commit: XA PREPARE, and the binary log's (and the server's
+// tc.log between engines) prepare of each transaction before its commit.
+// With `all` false inside a transaction block it is a statement's end:
+// nothing to do. The transaction is durably prepared under the server's
+// XID when this returns (Transaction::Prepare).
+int Prepare(handlerton*, THD* thd, bool all) {
+  return Guard(thd, "prepare", [&] {
+    Trx* trx = FindTrx(thd);
+    if (trx == nullptr || !trx->txn) return 0;
+    if (!all && InTransactionBlock(thd)) return 0;
+    MYSQL_XID xid;
+    thd_get_xid(thd, &xid);
+    Status st = trx->txn->Prepare(XidBytes(*reinterpret_cast<XID*>(&xid)));
+    return st.ok() ? 0 : ToHaError(thd, st);
+  });
+}
+
+// The server's recovery at start-up asks for the prepared transactions in
+// batches of `len`, until a batch is short: each held one is returned once
+// per such scan.
+std::mutex g_recover_mu;
+std::set<std::string> g_recover_returned;
+
+int Recover(handlerton*, XID* xids, uint len) {
+  if (!g_db) return 0;
+  std::lock_guard lock(g_recover_mu);
+  uint n = 0;
+  for (const std::string& bytes : g_db->PreparedXids()) {
+    if (n == len) break;
+    if (g_recover_returned.count(bytes) || !XidFromBytes(bytes, &xids[n])) continue;
+    g_recover_returned.insert(bytes);
+    ++n;
+  }
+  if (n < len) g_recover_returned.clear();
+  return static_cast<int>(n);
+}
+
+// The XA return codes (X/Open, as InnoDB's trx0xa.h): the server only
+// tells zero from non-zero.
+constexpr int kXaNotFound = -4;  // XAER_NOTA
+constexpr int kXaFailed = -3;    // XAER_RMERR
+
+int EndByXid(XID* xid, bool commit) {
+  if (!g_db) return kXaNotFound;
+  Result<std::unique_ptr<Transaction>> txn = g_db->TakePrepared(XidBytes(*xid));
+  if (!txn.ok()) return kXaNotFound;
+  Status st = commit ? (*txn)->Commit() : (*txn)->Rollback();
+  if (!st.ok()) {
+    sql_print_error("Subito: XA %s of a prepared transaction failed: %s",
+                    commit ? "COMMIT" : "ROLLBACK", st.ToString().c_str());
+    return kXaFailed;
+  }
+  return 0;
+}
+
+int CommitByXid(handlerton*, XID* xid) {
+  return EndByXid(xid, true);
+}
+
+int RollbackByXid(handlerton*, XID* xid) {
+  return EndByXid(xid, false);
 }
 
 int Rollback(handlerton*, THD* thd, bool all) {
@@ -430,6 +509,12 @@ int CloseConnection(handlerton*, THD* thd) {
     if (trx != nullptr) {
       thd_set_ha_data(thd, subito_hton, nullptr);
       std::unique_ptr<Trx> owned(trx);
+      // XA PREPARE'd: the transaction outlives its connection (as InnoDB's
+      // does), until XA COMMIT or XA ROLLBACK from any connection.
+      if (trx->txn && trx->txn->prepared()) {
+        Status st = g_db->KeepPrepared(std::move(trx->txn));
+        if (!st.ok()) sql_print_error("Subito: %s", st.ToString().c_str());
+      }
       if (trx->txn) (void)trx->txn->Rollback();
     }
     return 0;
@@ -467,7 +552,9 @@ bool ShowEngineStatusText(THD* thd, stat_print_fn* print) {
            "double-write bytes %llu; page files: written %llu, read %llu bytes\n"
            "buffer pool: hits %llu, misses %llu; checkpoints %llu\n"
            "versions kept for snapshots: %llu keys; undo relocations %llu, spills %llu\n"
-           "last start: %s, %llu redo records, %llu transactions rolled back, %.3f s\n",
+           "prepares %llu; prepared transactions held %llu (XA RECOVER lists them)\n"
+           "last start: %s, %llu redo records, %llu transactions rolled back, %llu kept "
+           "prepared, %.3f s\n",
            (unsigned long long)s.commits, (unsigned long long)s.rollbacks,
            (unsigned long long)s.deadlocks, (unsigned long long)s.lock_waits,
            (unsigned long long)s.lock_timeouts, (unsigned long long)s.log_bytes,
@@ -476,9 +563,10 @@ bool ShowEngineStatusText(THD* thd, stat_print_fn* print) {
            (unsigned long long)s.page_file_bytes_read, (unsigned long long)s.buffer_hits,
            (unsigned long long)s.buffer_misses, (unsigned long long)s.checkpoints,
            (unsigned long long)s.version_keys, (unsigned long long)s.undo_relocations,
-           (unsigned long long)s.undo_spills, r.created ? "created" : "recovered",
+           (unsigned long long)s.undo_spills, (unsigned long long)s.prepares,
+           (unsigned long long)s.prepared_held, r.created ? "created" : "recovered",
            (unsigned long long)r.records_redone, (unsigned long long)r.transactions_rolled_back,
-           r.seconds);
+           (unsigned long long)r.transactions_prepared, r.seconds);
   text += line;
   if (r.lazy_redo && r.pages_pending != 0) {
     if (s.recovery_background_seconds > 0) {
@@ -602,10 +690,10 @@ int InitEngine(void* p) {
       r.pages_pending ? ", " + std::to_string(r.pages_pending) + " pages left to redo lazily" : "";
   sql_print_information(
       "Subito: %s %s in %.3f s (%llu redo records, %llu transactions rolled "
-      "back%s); %s",
+      "back, %llu kept prepared%s); %s",
       r.created ? "created" : "opened", o.dir.c_str(), r.seconds,
       (unsigned long long)r.records_redone, (unsigned long long)r.transactions_rolled_back,
-      lazy.c_str(), g_db->Describe().c_str());
+      (unsigned long long)r.transactions_prepared, lazy.c_str(), g_db->Describe().c_str());
 
   handlerton* h = subito_hton;
   h->db_type = DB_TYPE_AUTOASSIGN;
@@ -619,6 +707,9 @@ int InitEngine(void* p) {
   h->commit = Commit;
   h->rollback = Rollback;
   h->prepare = Prepare;
+  h->recover = Recover;
+  h->commit_by_xid = CommitByXid;
+  h->rollback_by_xid = RollbackByXid;
   h->close_connection = CloseConnection;
   h->kill_query = KillQuery;
   h->start_consistent_snapshot = StartConsistentSnapshot;

@@ -12,7 +12,9 @@
 #   5. the differential SQL test (scripts/test-differential.sh, bounded);
 #   6. many tables with few open page files (scripts/test-many-tables.sh,
 #      2,000 tables; the script's default is 10,000);
-#   7. a full disk under sysbench (scripts/test-disk-full.sh).
+#   7. a full disk under sysbench (scripts/test-disk-full.sh);
+#   8. two-phase commit with the binary log across SIGKILL
+#      (scripts/test-binlog.sh).
 # Prints "plugin tests: N passed, M failed" and fails if any failed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -154,6 +156,15 @@ bash scripts/server-start.sh --dir "$dir" --port 3392 --pm-dir "/dev/shm/subito-
 kill_round 2 " (new log)"
 bash scripts/server-stop.sh --dir "$dir" >/dev/null
 rm -rf "/dev/shm/subito-test-$$"
+
+step "two-phase commit with the binary log, SIGKILL rounds (scripts/test-binlog.sh)"
+blog="$(mktemp)"
+bash scripts/test-binlog.sh 2>&1 | tee "$blog" || true
+bp="$(sed -nE 's/^binlog tests: ([0-9]+) passed.*/\1/p' "$blog")"
+bf="$(sed -nE 's/^binlog tests: [0-9]+ passed, ([0-9]+) failed.*/\1/p' "$blog")"
+passed=$((passed + ${bp:-0}))
+failed=$((failed + ${bf:-1}))
+rm -f "$blog"
 
 step "MariaDB's storage_engine suite: Subito against InnoDB"
 if bash scripts/test-storage-engine.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); fi

@@ -217,6 +217,9 @@ struct TableStats {
 
 struct DatabaseStats {
   uint64_t commits = 0, rollbacks = 0, deadlocks = 0, lock_waits = 0, lock_timeouts = 0;
+  // Transaction::Prepare calls that logged a prepare record, and the
+  // prepared transactions the database holds now (PreparedXids).
+  uint64_t prepares = 0, prepared_held = 0;
   uint64_t log_bytes = 0;          // redo bytes persisted (padding included)
   uint64_t log_record_bytes = 0;   // redo records appended (headers included)
   uint64_t log_padding_bytes = 0;  // zeros written to pad partial blocks
@@ -290,6 +293,7 @@ struct RecoveryInfo {
   uint32_t pages_repaired = 0;
   uint64_t records_redone = 0;
   uint64_t transactions_rolled_back = 0;
+  uint64_t transactions_prepared = 0;  // kept prepared (Database::PreparedXids)
   uint64_t undo_applied = 0;
   // Losers whose undo had gone to an undo file before the crash, and the
   // entries applied that were written there before it.
@@ -330,6 +334,17 @@ class Database {
   virtual std::vector<std::string> TableNames() const = 0;
 
   virtual std::unique_ptr<Transaction> Begin(Isolation isolation = Isolation::kRepeatableRead) = 0;
+  // Prepared transactions the database holds: those recovered by Open, and
+  // those handed over by KeepPrepared. Their locks stay held and their
+  // changes invisible to others until TakePrepared's caller ends them.
+  virtual std::vector<std::string> PreparedXids() const = 0;
+  // The held prepared transaction of that xid, now the caller's to Commit
+  // or Rollback; NotFound if none.
+  virtual Result<std::unique_ptr<Transaction>> TakePrepared(std::string_view xid) = 0;
+  // Holds a prepared transaction whose owner goes away (a client that
+  // disconnects after XA PREPARE). InvalidArgument if it is not prepared,
+  // AlreadyExists if one with its xid is held already.
+  virtual Status KeepPrepared(std::unique_ptr<Transaction> txn) = 0;
   // Fills an empty table that nothing else uses yet (a copy made by ALTER
   // TABLE, CREATE TABLE ... SELECT); see BulkLoader. Busy if
   // the table holds rows or a transaction uses it: fill it with a
@@ -449,6 +464,15 @@ class Transaction {
   // Returns once the commit record is durable. A failed commit rolls back.
   virtual Status Commit() = 0;
   virtual Status Rollback() = 0;
+  // Two-phase commit (XA, the binary log's): returns once the transaction
+  // is durably prepared under `xid` (at most 1024 bytes, any bytes), after
+  // which it only commits or rolls back, whatever happens: a crash or a
+  // Close leaves it prepared, holding its locks, and the next Open lists
+  // it (Database::PreparedXids). A transaction that wrote nothing is
+  // prepared without a log record and does not outlive a crash (InnoDB's
+  // read-only XA likewise). A failed prepare leaves it to roll back.
+  virtual Status Prepare(std::string_view xid) = 0;
+  virtual bool prepared() const = 0;
   // REPEATABLE READ: fixes the snapshot now rather than at the first read
   // (START TRANSACTION WITH CONSISTENT SNAPSHOT). No effect otherwise.
   virtual void TakeSnapshot() = 0;

@@ -53,7 +53,8 @@
 //       record of the same transaction can restore that one in turn.
 //   C4. After a restart no snapshot exists and every loser has been undone:
 //       RecoverChains sends the build slots and the whole retired list to
-//       garbage.
+//       garbage, except the chains named by the undo of transactions kept
+//       prepared (txn_records.h P1), which their end releases or restores.
 #pragma once
 
 #include <atomic>
@@ -149,7 +150,7 @@ class BTree {
   // InvalidArgument for a key too long for this tree.
   Status CheckKey(std::string_view key) const;
   // C4: at start, after the undo of losers.
-  Status RecoverChains();
+  Status RecoverChains(const std::vector<std::string>& keep = {});
   // Largest key + value stored inline in a leaf; longer values go to a chain
   // of overflow pages.
   uint32_t max_record() const;

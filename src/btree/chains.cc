@@ -3,6 +3,7 @@
 // docs/formats/page.md).
 #include <algorithm>
 #include <chrono>
+#include <unordered_set>
 
 #include "btree/tree_op.h"
 
@@ -429,7 +430,9 @@ Status BTree::FreeGarbageChunk(Op& op, PageHandle* meta, uint32_t head, uint32_t
   return Status::OK();
 }
 
-Status BTree::RecoverChains() {
+Status BTree::RecoverChains(const std::vector<std::string>& keep) {
+  std::unordered_set<uint32_t> kept;
+  for (const std::string& ref : keep) kept.insert(RefHead(ref));
   SUBITO_RETURN_IF_ERROR(pool_->LogFreeCheck());
   {
     Op op(this);
@@ -443,21 +446,31 @@ Status BTree::RecoverChains() {
     }
     SUBITO_RETURN_IF_ERROR(op.Commit());
   }
-  for (;;) {
-    SUBITO_RETURN_IF_ERROR(pool_->LogFreeCheck());
+  // The retired list from its head, skipping the kept chains; `at` is the
+  // first chain not yet looked at (0: the list's end).
+  uint32_t at = 0;
+  {
     Op op(this);
     Result<PageHandle*> meta = op.Page(0, false);
     if (!meta.ok()) return meta.status();
-    for (int k = 0; k < 64; ++k) {
-      const uint32_t head = DecodeFixed32((*meta)->data() + kMetaRetired);
-      if (head == 0) break;
-      SUBITO_RETURN_IF_ERROR(UnlinkRetired(op, head));
-      SUBITO_RETURN_IF_ERROR(PushGarbage(op, head));
-    }
-    const bool more = DecodeFixed32((*meta)->data() + kMetaRetired) != 0;
-    SUBITO_RETURN_IF_ERROR(op.Commit());
-    if (!more) return Status::OK();
+    at = DecodeFixed32((*meta)->data() + kMetaRetired);
   }
+  while (at != 0) {
+    SUBITO_RETURN_IF_ERROR(pool_->LogFreeCheck());
+    Op op(this);
+    for (int k = 0; k < 64 && at != 0; ++k) {
+      Result<PageHandle*> h = ChainHead(op, at);
+      if (!h.ok()) return h.status();
+      const uint32_t next = DecodeFixed32((*h)->data() + kChainListNext);
+      if (!kept.count(at)) {
+        SUBITO_RETURN_IF_ERROR(UnlinkRetired(op, at));
+        SUBITO_RETURN_IF_ERROR(PushGarbage(op, at));
+      }
+      at = next;
+    }
+    SUBITO_RETURN_IF_ERROR(op.Commit());
+  }
+  return Status::OK();
 }
 
 }  // namespace subito::btree

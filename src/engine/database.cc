@@ -10,6 +10,7 @@
 #include "btree/key_encoding.h"
 #include "engine/engine_impl.h"
 #include "engine/row_codec.h"
+#include "engine/transaction_impl.h"
 #include "recovery/txn_recovery.h"
 #include "util/strings.h"
 
@@ -403,12 +404,18 @@ Status DatabaseImpl::OpenAll() {
       options_.lazy_recovery);
   if (!rs.ok()) return rs.status();
   // Every loser is undone: the undo files left are those of transactions
-  // whose end was durable before they were removed.
-  if (!options_.file_system) txn::UndoFile::RemoveAll(options_.dir);
+  // whose end was durable before they were removed, and of those kept
+  // prepared.
+  if (!options_.file_system) {
+    std::vector<std::string> keep;
+    for (const recovery::RecoveredPrepared& p : rs->prepared) keep.push_back(p.file->path());
+    txn::UndoFile::RemoveAll(options_.dir, keep);
+  }
   recovery_.pages_repaired = rs->pages.pages_repaired;
   recovery_.records_redone = rs->pages.records_redone;
   recovery_.lazy_redo = options_.lazy_recovery;
   recovery_.transactions_rolled_back = rs->losers;
+  recovery_.transactions_prepared = rs->prepared.size();
   recovery_.undo_applied = rs->undo_applied;
   recovery_.losers_with_undo_files = rs->losers_with_undo_files;
   recovery_.undo_file_entries = rs->undo_file_entries;
@@ -419,13 +426,20 @@ Status DatabaseImpl::OpenAll() {
         if (!tree.ok()) return tree.status();
         ix->tree = std::move(*tree);
       }
-      // No snapshot survives, every loser is undone: chains still retired
-      // or half built are garbage (btree.h C4), freed by the purge thread.
-      SUBITO_RETURN_IF_ERROR(ix->tree->RecoverChains());
       ix->versions->AttachTree(ix->tree.get());
     }
   }
   txns_ = std::make_unique<txn::TxnSystem>(rs->max_txn + 1, version_budget_);
+  // Before any transaction can begin: their keys locked, their versions back.
+  SUBITO_RETURN_IF_ERROR(ResurrectPrepared(std::move(rs->prepared)));
+  for (auto& [name, t] : tables_) {
+    for (auto& ix : t->indexes) {
+      // No snapshot survives, every loser is undone: chains still retired
+      // or half built are garbage (btree.h C4), freed by the purge thread,
+      // but for those a prepared transaction's undo names.
+      SUBITO_RETURN_IF_ERROR(ix->tree->RecoverChains(KeptChains(ix->versions.get())));
+    }
+  }
   if (options_.snapshot_page_budget_bytes != 0) txns_->EnableAsOf(pool_.get());
   recovery_.pages_pending = pool_->pending_redo().pages();  // before the purge reads any
   purge_thread_ = std::thread([this] { PurgeLoop(); });
@@ -670,12 +684,16 @@ Status DatabaseImpl::Close() {
     if (log_) catalog_.lsn_floor = log_->reserved_lsn();  // K8
     st = Persist();
   }
+  // Held prepared transactions are among the open ones above: the next
+  // Open recovers them prepared again.
+  AbandonPrepared();
   return st;
 }
 
 DatabaseImpl::~DatabaseImpl() {
   if (!closed_) (void)Close();
-  StopPurge();  // a failed Open started none, or Close stopped it
+  AbandonPrepared();  // a failed Open's: left for the next one
+  StopPurge();        // a failed Open started none, or Close stopped it
   // Trees before the pool, the pool before the files and the log.
   for (auto& [n, t] : tables_) {
     for (auto& ix : t->indexes) {
@@ -1006,6 +1024,11 @@ DatabaseStats DatabaseImpl::Stats() const {
   DatabaseStats s;
   s.commits = commits.load();
   s.rollbacks = rollbacks.load();
+  s.prepares = prepares.load();
+  {
+    std::lock_guard lock(prepared_mu_);
+    s.prepared_held = prepared_held_.size();
+  }
   s.undo_relocations = relocations.load();
   s.undo_spills = undo_spills.load();
   s.bulk_built_entries = bulk_built_entries.load();

@@ -31,6 +31,7 @@
 #include "log/redo_log.h"
 #include "page/space_file.h"
 #include "ppl/ppl_region.h"
+#include "recovery/txn_recovery.h"
 #include "subito/database.h"
 #include "txn/lock_manager.h"
 #include "txn/txn_records.h"
@@ -41,6 +42,7 @@
 namespace subito::engine {
 
 class DatabaseImpl;
+class TransactionImpl;
 
 // What the database may ask of an open transaction.
 class UndoOwner {
@@ -197,6 +199,14 @@ class DatabaseImpl final : public Database {
   void Report(const std::string& message) const;
   void Note(const std::string& message) const;
 
+  // Two-phase commit (prepared.cc).
+  std::vector<std::string> PreparedXids() const override;
+  Result<std::unique_ptr<Transaction>> TakePrepared(std::string_view xid) override;
+  Status KeepPrepared(std::unique_ptr<Transaction> txn) override;
+  std::atomic<uint64_t> prepares{0};
+  // The table one of whose indexes is `space`; null if none.
+  TableImpl* TableOfSpace(uint32_t space) const;
+
   // The pool's log relief: relocates the undo of the first open transaction
   // that holds the checkpoint back by more than a quarter of the log.
   void RelieveLog();
@@ -223,6 +233,16 @@ class DatabaseImpl final : public Database {
   void StopPurge();
 
   Status StoppedStatus() const;
+  // Open: recovery's prepared transactions, held again with their locks
+  // and versions; the chains their undo names, per index (RecoverChains).
+  Status ResurrectPrepared(std::vector<recovery::RecoveredPrepared> prepared);
+  std::vector<std::string> KeptChains(const txn::VersionStore* versions) const;
+  // Close: the held prepared transactions end in memory only (their log
+  // records and undo files stay for the next Open).
+  void AbandonPrepared();
+  mutable std::mutex prepared_mu_;
+  // TransactionImpl objects, all prepared.
+  std::map<std::string, std::unique_ptr<Transaction>, std::less<>> prepared_held_;
 
   Options options_;
   const std::shared_ptr<txn::VersionBudget> version_budget_;  // V4

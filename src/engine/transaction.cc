@@ -23,6 +23,7 @@ Result<bool> EmptyToMovedSnapshot(const TableImpl& t, uint64_t read_ts) {
 
 Result<TableImpl*> TransactionImpl::Use(Table* table, bool writes) {
   SUBITO_RETURN_IF_ERROR(Usable());
+  if (prepared_) return Status::InvalidArgument(kPreparedOnlyEnds);
   auto* t = static_cast<TableImpl*>(table);
   if (t == nullptr || t->dropped.load()) return Status::NotFound("the table was dropped");
   if (!bulk_.empty()) SUBITO_RETURN_IF_ERROR(FinishBulkOf(t));
@@ -74,6 +75,7 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
                                  std::optional<std::string> after,
                                  std::optional<std::string> before) {
   SUBITO_RETURN_IF_ERROR(db_->Writable());
+  if (prepared_) return Status::InvalidArgument(kPreparedOnlyEnds);
   btree::BTree* tree = ix->tree.get();
   // A value stored as a chain is retired by the change, not freed: the undo
   // record and the version name the chain instead of holding its bytes.
@@ -172,7 +174,8 @@ Status TransactionImpl::RelocateIfOld(uint64_t limit) {
     const std::string rec = txn::EncodeUndoReset(state_->id, new_pin);
     Result<log::AppendResult> a =
         log->Append(txn::kRecordTxnUndoReset, rec.data(), static_cast<uint32_t>(rec.size()));
-    st = a.ok() ? log->WaitDurable(a->end) : a.status();
+    Result<uint64_t> end = a.ok() ? CopyPrepare(a->end) : Result<uint64_t>(a.status());
+    st = end.ok() ? log->WaitDurable(*end) : end.status();
   }
   if (!st.ok()) {
     db_->pool()->EndChange(new_pin);  // the old pin stays: nothing was superseded
@@ -211,13 +214,14 @@ Status TransactionImpl::ReAnchor() {
   const std::string rec = txn::EncodeUndoAnchor(undo_file_->anchor());
   Result<log::AppendResult> a =
       db_->log()->Append(txn::kRecordTxnUndoFile, rec.data(), static_cast<uint32_t>(rec.size()));
-  if (a.ok()) {
+  Result<uint64_t> end = a.ok() ? CopyPrepare(a->end) : Result<uint64_t>(a.status());
+  if (end.ok()) {
     // Either anchor may be the newest durable one until this one is (U2).
     anchored_count_ = std::max(anchored_count_, undo_file_->count());
-    st = db_->log()->WaitDurable(a->end);
+    st = db_->log()->WaitDurable(*end);
     if (st.ok()) anchored_count_ = undo_file_->count();
   } else {
-    st = a.status();
+    st = end.status();
   }
   if (!st.ok()) {
     db_->pool()->EndChange(new_pin);
@@ -282,6 +286,7 @@ Status TransactionImpl::RollbackTo(uint64_t savepoint) {
   if (savepoint > Position()) {
     return Status::InvalidArgument("savepoint is ahead of the transaction");
   }
+  if (prepared_ && savepoint != 0) return Status::InvalidArgument(kPreparedOnlyEnds);
   // In chunks: between them this thread waits for log space, which a
   // long rollback may need, and the transaction may be relocated then.
   // A rollback is never interrupted (a KILL must not turn it into a

@@ -17,11 +17,14 @@
 #include <vector>
 
 #include "engine/engine_impl.h"
+#include "recovery/txn_recovery.h"
 #include "txn/undo_file.h"
 
 namespace subito::engine {
 
 inline constexpr const char* kEnded = "the transaction has ended";
+inline constexpr const char* kPreparedOnlyEnds =
+    "the transaction is prepared: it can only commit or roll back";
 
 inline bool SkipsLocked(ReadMode mode) {
   return mode == ReadMode::kSharedSkipLocked || mode == ReadMode::kExclusiveSkipLocked;
@@ -41,11 +44,23 @@ class TransactionImpl final : public Transaction, public UndoOwner {
       : db_(db), isolation_(isolation), state_(db->txns().Begin()) {
     db_->Register(this);
   }
+  // A prepared transaction recovery found (prepared.cc): Resurrect, before
+  // any other transaction begins, takes its locks and versions again.
+  TransactionImpl(DatabaseImpl* db, recovery::RecoveredPrepared r);
+  Status Resurrect();
   // An ended transaction no longer touches its database (which may be
   // gone by the time the object is destroyed).
   ~TransactionImpl() override {
     if (!ended_) (void)Rollback();
   }
+  Status Prepare(std::string_view xid) override;  // prepared.cc
+  bool prepared() const override { return prepared_; }
+  const std::string& xid() const { return xid_; }
+  // The database closes with this transaction prepared: it ends here, in
+  // memory only; its log records and undo file stay for the next Open.
+  void Abandon();
+  // The chains its undo names (retired, kept by RecoverChains), by index.
+  const std::set<txn::TxnSystem::KeyRef>& retired() const { return retired_; }
   bool RelieveLog(uint64_t limit) override {
     std::unique_lock lock(mu_, std::try_to_lock);
     if (!lock.owns_lock() || ended_ || end_logging_ || !pinned_) return false;
@@ -238,6 +253,10 @@ class TransactionImpl final : public Transaction, public UndoOwner {
     if (ended_) return Status::InvalidArgument(kEnded);
     return poisoned_;
   }
+  // Caller holds mu_ (or runs alone): after a record that moves the pin,
+  // a copy of the prepare record (txn_records.h P1). Returns its end, or
+  // `end` if the transaction is not prepared.
+  Result<uint64_t> CopyPrepare(uint64_t end);
   // The transaction keeps its locks, snapshot and checkpoint pin (nothing
   // may build on its keys), and the engine stops accepting writes:
   // recovery finishes it after a restart.
@@ -292,6 +311,9 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // and by a thread relieving the log (RelieveLog).
   mutable std::mutex mu_;
   Status poisoned_;  // a failed statement rollback: only Rollback is allowed
+  // Prepare: from then on the transaction writes nothing but its end.
+  std::atomic<bool> prepared_{false};
+  std::string xid_;
   std::shared_ptr<std::atomic<bool>> alive_ = std::make_shared<std::atomic<bool>>(true);
 };
 

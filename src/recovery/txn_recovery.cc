@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -16,6 +17,7 @@ namespace {
 
 struct Analysis {
   std::unordered_set<uint64_t> losers;
+  std::unordered_map<uint64_t, std::string> prepared;  // losers with a prepare record: xid
 };
 
 // Analysis, record by record, in the same pass as page redo: a
@@ -30,6 +32,10 @@ class Analyzer {
       ended_.insert(*id);
       stats_.max_txn = std::max(stats_.max_txn, *id);
       ++(r.type == txn::kRecordTxnCommit ? stats_.committed : stats_.aborted);
+    } else if (r.type == txn::kRecordTxnPrepare) {
+      Result<std::pair<uint64_t, std::string>> p = txn::DecodePrepare(r.payload, r.length);
+      if (!p.ok()) return p.status();
+      prepared_[p->first] = std::move(p->second);
     } else if (r.type == txn::kRecordTxnUndo || r.type == txn::kRecordTxnUndoFile) {
       if (r.length < 8) return Status::Corruption("undo record: truncated header");
       const uint64_t id = DecodeFixed64(r.payload);
@@ -41,7 +47,9 @@ class Analyzer {
   Analysis Finish() const {
     Analysis a;
     for (uint64_t id : seen_) {
-      if (!ended_.count(id)) a.losers.insert(id);
+      if (ended_.count(id)) continue;
+      a.losers.insert(id);
+      if (auto p = prepared_.find(id); p != prepared_.end()) a.prepared[id] = p->second;
     }
     return a;
   }
@@ -49,6 +57,7 @@ class Analyzer {
  private:
   RecoveryStats& stats_;
   std::unordered_set<uint64_t> ended_, seen_;  // seen: transactions with undo
+  std::unordered_map<uint64_t, std::string> prepared_;
 };
 
 // A loser's undo list: its undo file's first anchor.count entries (if an
@@ -61,6 +70,7 @@ struct Loser {
   std::unique_ptr<txn::UndoFile> file;
   uint64_t from_before_crash = 0;  // entries the file held at analysis
   uint64_t pin = 0;
+  std::optional<std::string> xid;  // prepared: kept, not undone (P1)
 };
 using Losers = std::map<uint64_t, Loser>;
 
@@ -103,8 +113,9 @@ Status CollectUndo(log::RedoLog* log, const IsDropped& dropped, Losers& losers) 
   });
 }
 
-// Appends an anchor naming all of each loser's file, makes them durable and
-// moves each loser's pin to its anchor.
+// Appends an anchor naming all of each loser's file (and, for a prepared
+// one, a copy of its prepare record: P1), makes them durable and moves each
+// loser's pin to its anchor.
 Status AnchorAll(buffer::BufferPool* pool, std::vector<Loser*>& pending) {
   log::RedoLog* log = pool->log();
   std::vector<uint64_t> new_pins;
@@ -115,6 +126,10 @@ Status AnchorAll(buffer::BufferPool* pool, std::vector<Loser*>& pending) {
     const std::string rec = txn::EncodeUndoAnchor(l->file->anchor());
     Result<log::AppendResult> a =
         log->Append(txn::kRecordTxnUndoFile, rec.data(), static_cast<uint32_t>(rec.size()));
+    if (a.ok() && l->xid) {
+      const std::string prep = txn::EncodePrepare(l->file->anchor().txn, *l->xid);
+      a = log->Append(txn::kRecordTxnPrepare, prep.data(), static_cast<uint32_t>(prep.size()));
+    }
     if (!a.ok()) {
       st = a.status();
       break;
@@ -208,6 +223,7 @@ Result<RecoveryStats> Recover(buffer::BufferPool* pool, buffer::DoubleWrite* dwb
   Status st = analysis.status();
   if (st.ok()) {
     for (uint64_t id : analysis->losers) losers[id];
+    for (auto& [id, xid] : analysis->prepared) losers[id].xid = xid;
     if (!losers.empty()) st = CollectUndo(pool->log(), dropped, losers);
   }
   if (!st.ok()) {
@@ -228,8 +244,12 @@ Result<RecoveryStats> Recover(buffer::BufferPool* pool, buffer::DoubleWrite* dwb
   for (auto& [id, l] : losers) stats.losers_with_undo_files += l.anchor.has_value();
   std::vector<Loser*> pending;
   st = ToFiles(pool, files, losers, pending);
+  // Prepared ones last: each undo below takes pending.front(), and the
+  // prepared stay pending (anchored again with the others) to the end.
+  std::stable_partition(pending.begin(), pending.end(), [](Loser* l) { return !l->xid; });
   std::vector<uint64_t> done;
   for (auto& [id, l] : losers) {
+    if (l.xid) continue;
     if (st.ok()) {
       st = UndoLoser(pool, id, pending, apply, dropped, stats);
       if (st.ok()) {
@@ -238,6 +258,14 @@ Result<RecoveryStats> Recover(buffer::BufferPool* pool, buffer::DoubleWrite* dwb
       }
     }
     pool->EndChange(l.pin);
+  }
+  for (auto& [id, l] : losers) {
+    if (!l.xid) continue;
+    if (!st.ok()) {
+      pool->EndChange(l.pin);
+      continue;
+    }
+    stats.prepared.push_back({id, *l.xid, std::move(l.file), l.pin});
   }
   for (uint64_t id : done) {
     const std::string path = losers[id].file->path();

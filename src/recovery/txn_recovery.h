@@ -10,6 +10,11 @@
 //             logical and idempotent), each applied as an ordinary logged
 //             change; then one abort record per loser, made durable.
 //
+// A loser with a prepare record (txn_records.h P1) is not undone: its undo
+// goes to its undo file, anchored, with a copy of its prepare record after
+// each anchor, and Recover hands it back (RecoveredPrepared) with its pin,
+// for the engine to rebuild its locks and versions.
+//
 // Undo goes through undo files (txn/undo_file.h): first every loser's undo
 // records in the log are appended to its file (created if it had none) and
 // anchored, so that all losers' pins sit at the log's end; then each loser
@@ -30,6 +35,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "buffer/buffer_pool.h"
 #include "buffer/double_write.h"
@@ -38,6 +44,16 @@
 #include "txn/undo_file.h"
 
 namespace subito::recovery {
+
+// A prepared transaction found by recovery: its whole undo list is the
+// file's entries; `pin` holds the checkpoint at or before its newest anchor
+// and prepare record (the owner ends it with BufferPool::EndChange).
+struct RecoveredPrepared {
+  uint64_t txn = 0;
+  std::string xid;
+  std::unique_ptr<txn::UndoFile> file;
+  uint64_t pin = 0;
+};
 
 struct RecoveryStats {
   buffer::PageRecoveryStats pages;
@@ -48,6 +64,7 @@ struct RecoveryStats {
   uint64_t losers_with_undo_files = 0;  // anchored before the crash
   uint64_t undo_file_entries = 0;       // applied entries those files held
   uint64_t max_txn = 0;                 // largest id seen (new ids start above it)
+  std::vector<RecoveredPrepared> prepared;
 };
 
 using ApplyUndo = std::function<Status(const txn::UndoRecord&)>;

@@ -73,4 +73,22 @@ Result<std::pair<uint64_t, uint64_t>> DecodeUndoReset(const uint8_t* payload, ui
   return std::pair<uint64_t, uint64_t>(DecodeFixed64(payload), DecodeFixed64(payload + 8));
 }
 
+std::string EncodePrepare(uint64_t txn, std::string_view xid) {
+  std::string out(12, '\0');
+  EncodeFixed64(reinterpret_cast<uint8_t*>(out.data()), txn);
+  EncodeFixed32(reinterpret_cast<uint8_t*>(out.data()) + 8, static_cast<uint32_t>(xid.size()));
+  out.append(xid);
+  return out;
+}
+
+Result<std::pair<uint64_t, std::string>> DecodePrepare(const uint8_t* payload, uint32_t length) {
+  if (length < 12) return Status::Corruption("prepare record: truncated header");
+  const uint32_t xid_length = DecodeFixed32(payload + 8);
+  if (xid_length > kMaxXidBytes || xid_length != length - 12) {
+    return Status::Corruption("prepare record: bad xid length");
+  }
+  return std::pair<uint64_t, std::string>(
+      DecodeFixed64(payload), std::string(reinterpret_cast<const char*>(payload + 12), xid_length));
+}
+
 }  // namespace subito::txn

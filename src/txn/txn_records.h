@@ -22,6 +22,11 @@
 //                     undo file (txn/undo_file.h): the transaction's undo
 //                     list is the file's first `count` entries, then its
 //                     undo records after this one.
+//   kRecordTxnPrepare u64 txn, u32 xid length, xid bytes (at most
+//                     kMaxXidBytes): the transaction is prepared (two-phase
+//                     commit, XA) under that name. Appended once its undo
+//                     is logged, made durable before Prepare returns; no
+//                     undo record of the transaction follows it.
 //
 // Undo is logical and idempotent: "make key hold `before` (or be absent)".
 // The writer holds the key's exclusive lock from before the undo record
@@ -43,6 +48,15 @@
 // restores every key. After it, recovery drops the older records. No copy
 // is written once the commit or abort record is being appended: copies
 // behind the end record would survive it when the checkpoint passes it.
+//
+// Prepared transactions (P1): a transaction with a durable prepare record
+// and no end record is neither committed nor a loser: recovery keeps it,
+// with its undo (in its undo file), its key locks and its versions, until
+// it is told to commit or roll back. Whenever its checkpoint pin moves
+// (relocation, an anchor, recovery's anchors), a copy of its prepare record
+// is appended after the record the pin moves to and made durable with it,
+// so the checkpoint never passes the last prepare record of a transaction
+// still prepared.
 //
 // Spilling: a transaction whose undo in the log would pass 1/16 of the log
 // (which relocation and recovery's rollback must fit in), or that has an
@@ -67,6 +81,8 @@ inline constexpr uint16_t kRecordTxnCommit = log::kRecordTxnFirst + 2;
 inline constexpr uint16_t kRecordTxnAbort = log::kRecordTxnFirst + 3;
 inline constexpr uint16_t kRecordTxnUndoReset = log::kRecordTxnFirst + 4;
 inline constexpr uint16_t kRecordTxnUndoFile = log::kRecordTxnFirst + 5;
+inline constexpr uint16_t kRecordTxnPrepare = log::kRecordTxnFirst + 6;
+inline constexpr uint32_t kMaxXidBytes = 1024;
 inline constexpr uint32_t kUndoHeaderSize = 17;
 
 struct UndoRecord {
@@ -86,5 +102,7 @@ std::string EncodeTxnEnd(uint64_t txn);  // commit and abort
 Result<uint64_t> DecodeTxnEnd(const uint8_t* payload, uint32_t length);
 std::string EncodeUndoReset(uint64_t txn, uint64_t first_copy_lsn);
 Result<std::pair<uint64_t, uint64_t>> DecodeUndoReset(const uint8_t* payload, uint32_t length);
+std::string EncodePrepare(uint64_t txn, std::string_view xid);
+Result<std::pair<uint64_t, std::string>> DecodePrepare(const uint8_t* payload, uint32_t length);
 
 }  // namespace subito::txn

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 
 #include "util/coding.h"
 #include "util/crc32c.h"
@@ -250,8 +251,17 @@ Result<std::vector<UndoRecord>> UndoFile::Read(uint64_t first, uint64_t end) {
   return out;
 }
 
-void UndoFile::RemoveAll(const std::string& dir) {
-  RemoveFilesNamed(dir, "undo-", ".sbu");
+void UndoFile::RemoveAll(const std::string& dir, const std::vector<std::string>& keep) {
+  if (keep.empty()) return RemoveFilesNamed(dir, "undo-", ".sbu");
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("undo-", 0) != 0 || e.path().extension() != ".sbu") continue;
+    const bool kept = std::any_of(keep.begin(), keep.end(), [&](const std::string& path) {
+      return std::filesystem::path(path).filename() == name;
+    });
+    if (!kept) std::filesystem::remove(e.path(), ec);
+  }
 }
 
 Status UndoFile::Truncate(uint64_t count) {

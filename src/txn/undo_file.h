@@ -81,9 +81,10 @@ class UndoFile {
   // On failure nothing changed.
   Status Truncate(uint64_t count);
 
-  // Removes every undo file of `dir` (at open, once recovery is done: none
-  // is needed then). Only for the real file system.
-  static void RemoveAll(const std::string& dir);
+  // Removes every undo file of `dir` but those at the paths `keep` (at
+  // open, once recovery is done: only prepared transactions still need
+  // theirs). Only for the real file system.
+  static void RemoveAll(const std::string& dir, const std::vector<std::string>& keep = {});
 
   uint64_t count() const { return offsets_.size(); }
   uint64_t bytes() const { return end_; }

@@ -1,0 +1,234 @@
+// Two-phase commit: Transaction::Prepare, the prepared transactions the
+// database holds (recovered by Open, or handed over when their owner went
+// away), and the rebuilding of a recovered one's locks and versions.
+//
+// A recovered prepared transaction is made again from its undo file
+// (recovery/txn_recovery.h moved its whole undo list there): oldest entry
+// first, each key's exclusive lock (primary keys, and unique prefixes of
+// unique indexes, as its writes took them), its version (the value before
+// its first change of the key, so that every snapshot reads past it), the
+// chains its undo names (kept retired: btree.h C4), and a bulk insert's
+// claim on its table. This runs in Open before any other transaction can
+// begin, so nothing reads a key it changed before its version is back, and
+// its end, whichever, goes through the ordinary Commit and Rollback.
+#include <algorithm>
+#include <utility>
+
+#include "engine/row_codec.h"
+#include "engine/transaction_impl.h"
+#include "util/strings.h"
+
+namespace subito::engine {
+
+TransactionImpl::TransactionImpl(DatabaseImpl* db, recovery::RecoveredPrepared r)
+    : db_(db),
+      isolation_(Isolation::kRepeatableRead),
+      state_(std::make_shared<txn::TxnState>(r.txn)) {
+  db_->Register(this);
+  pinned_ = true;
+  pin_token_ = r.pin;
+  undo_file_ = std::move(r.file);
+  anchored_count_ = undo_file_->count();
+  xid_ = std::move(r.xid);
+  prepared_.store(true);
+}
+
+Result<uint64_t> TransactionImpl::CopyPrepare(uint64_t end) {
+  if (!prepared_.load()) return end;
+  const std::string rec = txn::EncodePrepare(state_->id, xid_);
+  Result<log::AppendResult> a =
+      db_->log()->Append(txn::kRecordTxnPrepare, rec.data(), static_cast<uint32_t>(rec.size()));
+  if (!a.ok()) return a.status();
+  return a->end;
+}
+
+Status TransactionImpl::Prepare(std::string_view xid) {
+  SUBITO_RETURN_IF_ERROR(Usable());
+  if (prepared_.load()) return Status::InvalidArgument("the transaction is prepared already");
+  if (xid.size() > txn::kMaxXidBytes) {
+    return Status::InvalidArgument(
+        StrFormat("an xid of %zu bytes (at most %u)", xid.size(), txn::kMaxXidBytes));
+  }
+  // Loads finished now: a prepared transaction writes nothing more. Their
+  // rows are all in, or the transaction can only roll back.
+  FinishOpenLoads();
+  for (const Bulk& b : bulk_) SUBITO_RETURN_IF_ERROR(b.failed);
+  SUBITO_RETURN_IF_ERROR(db_->Writable());
+  bool logged;
+  {
+    // Set before the record goes in: a relocation from now on copies it
+    // (P1), so the checkpoint never passes the last one.
+    std::lock_guard lock(mu_);
+    xid_ = std::string(xid);
+    prepared_.store(true);
+    logged = pinned_;
+  }
+  if (!logged) return Status::OK();  // wrote nothing: nothing to keep
+  const std::string rec = txn::EncodePrepare(state_->id, xid);
+  Result<log::AppendResult> a =
+      db_->log()->Append(txn::kRecordTxnPrepare, rec.data(), static_cast<uint32_t>(rec.size()));
+  if (!a.ok()) {
+    std::lock_guard lock(mu_);
+    prepared_.store(false);  // a relocation's copy may be durable: its rollback ends it
+    return a.status();
+  }
+  if (Status d = db_->log()->WaitDurable(a->end); !d.ok()) {
+    // Prepared or not, only recovery can tell: keep locks and pin.
+    FailStop(Status::IOError("prepare outcome unknown (" + d.ToString() +
+                             "); restart the database, recovery decides"));
+    return poisoned_;
+  }
+  db_->prepares.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+void TransactionImpl::Abandon() {
+  {
+    std::lock_guard lock(mu_);
+    ended_ = true;
+  }
+  alive_->store(false);
+  db_->Unregister(this);
+}
+
+Status TransactionImpl::Resurrect() {
+  std::lock_guard lock(mu_);
+  const uint64_t count = undo_file_->count();
+  uint64_t position = 0;  // in the undo list
+  for (uint64_t first = 0; first < count; first += kReloadEntries) {
+    Result<std::vector<txn::UndoRecord>> records =
+        undo_file_->Read(first, std::min(count, first + kReloadEntries));
+    if (!records.ok()) return records.status();
+    for (txn::UndoRecord& r : *records) {
+      const uint64_t at = position++;
+      TableImpl* t = db_->TableOfSpace(r.space);
+      if (t == nullptr) {
+        return Status::Corruption(StrFormat(
+            "undo file %s of prepared transaction %llu names space %u, which no table has",
+            undo_file_->path().c_str(), static_cast<unsigned long long>(state_->id), r.space));
+      }
+      IndexImpl* ix = nullptr;
+      for (const std::unique_ptr<IndexImpl>& i : t->indexes) {
+        if (i->space() == r.space) ix = i.get();
+      }
+      wrote_spaces_[r.space] = ix;
+      if (used_.insert(t).second) t->users.fetch_add(1);
+      if (r.empties) {
+        // Its bulk insert's claim (bulk_insert.cc I3): other writers wait
+        // for its end, snapshots that do not see it read the table empty.
+        SUBITO_RETURN_IF_ERROR(db_->locks().Lock(state_->id, t->indexes[0]->space(), std::string(),
+                                                 txn::LockMode::kExclusive,
+                                                 std::chrono::milliseconds(0)));
+        std::lock_guard claim(t->bulk_mu);
+        t->bulk_running = state_;
+        t->bulk_active.store(true);
+        bulk_.push_back({t, at, nullptr, false, Status::OK(), true});
+        continue;
+      }
+      std::string lock_key = r.key;
+      if (ix->number != 0) {
+        const IndexDef& def = t->def().indexes[ix->number - 1];
+        if (def.unique) {
+          Result<size_t> n = KeyPrefixLength(t->def(), ix->key_columns, r.key, def.columns.size());
+          if (!n.ok()) return n.status();
+          lock_key.resize(*n);
+        }
+      }
+      if (ix->number == 0 || t->def().indexes[ix->number - 1].unique) {
+        SUBITO_RETURN_IF_ERROR(db_->locks().Lock(state_->id, r.space, lock_key,
+                                                 txn::LockMode::kExclusive,
+                                                 std::chrono::milliseconds(0)));
+      }
+      if (r.before_chain) retired_.insert({ix->versions, *r.before});
+      ix->versions->Add(r.key, state_, std::move(r.before), r.before_chain);
+      if (++live_writes_[{r.space, r.key}] == 1) written_.push_back({ix->versions, r.key});
+    }
+  }
+  return Status::OK();
+}
+
+TableImpl* DatabaseImpl::TableOfSpace(uint32_t space) const {
+  for (const auto& [name, t] : tables_) {
+    for (const std::unique_ptr<IndexImpl>& ix : t->indexes) {
+      if (ix->space() == space) return t.get();
+    }
+  }
+  return nullptr;
+}
+
+Status DatabaseImpl::ResurrectPrepared(std::vector<recovery::RecoveredPrepared> prepared) {
+  std::vector<std::unique_ptr<TransactionImpl>> made;
+  Status st;
+  for (recovery::RecoveredPrepared& r : prepared) {
+    auto t = std::make_unique<TransactionImpl>(this, std::move(r));
+    Status s = t->Resurrect();
+    made.push_back(std::move(t));
+    if (!s.ok()) {
+      st = s;
+      break;
+    }
+  }
+  if (!st.ok()) {
+    for (auto& t : made) t->Abandon();
+    return st;
+  }
+  std::lock_guard lock(prepared_mu_);
+  for (auto& t : made) {
+    const std::string xid = t->xid();
+    prepared_held_.emplace(xid, std::unique_ptr<Transaction>(t.release()));
+  }
+  return Status::OK();
+}
+
+std::vector<std::string> DatabaseImpl::KeptChains(const txn::VersionStore* versions) const {
+  std::vector<std::string> refs;
+  std::lock_guard lock(prepared_mu_);
+  for (const auto& [xid, t] : prepared_held_) {
+    for (const txn::TxnSystem::KeyRef& r :
+         static_cast<const TransactionImpl*>(t.get())->retired()) {
+      if (r.first.get() == versions) refs.push_back(r.second);
+    }
+  }
+  return refs;
+}
+
+std::vector<std::string> DatabaseImpl::PreparedXids() const {
+  std::lock_guard lock(prepared_mu_);
+  std::vector<std::string> xids;
+  for (const auto& [xid, t] : prepared_held_) xids.push_back(xid);
+  return xids;
+}
+
+Result<std::unique_ptr<Transaction>> DatabaseImpl::TakePrepared(std::string_view xid) {
+  std::lock_guard lock(prepared_mu_);
+  auto it = prepared_held_.find(xid);
+  if (it == prepared_held_.end()) return Status::NotFound("no prepared transaction has that xid");
+  std::unique_ptr<Transaction> t = std::move(it->second);
+  prepared_held_.erase(it);
+  return t;
+}
+
+Status DatabaseImpl::KeepPrepared(std::unique_ptr<Transaction> txn) {
+  auto* t = dynamic_cast<TransactionImpl*>(txn.get());
+  if (t == nullptr || !t->prepared()) {
+    return Status::InvalidArgument("only a prepared transaction can be kept");
+  }
+  std::lock_guard lock(prepared_mu_);
+  if (prepared_held_.count(t->xid())) {
+    return Status::AlreadyExists("a prepared transaction with that xid is held already");
+  }
+  const std::string xid = t->xid();
+  prepared_held_.emplace(xid, std::move(txn));
+  return Status::OK();
+}
+
+void DatabaseImpl::AbandonPrepared() {
+  std::map<std::string, std::unique_ptr<Transaction>, std::less<>> held;
+  {
+    std::lock_guard lock(prepared_mu_);
+    held.swap(prepared_held_);
+  }
+  for (auto& [xid, t] : held) static_cast<TransactionImpl*>(t.get())->Abandon();
+}
+
+}  // namespace subito::engine

@@ -360,11 +360,14 @@ int Commit(handlerton*, THD* thd, bool all) {
 // little-endian), gtrid and bqual lengths (1 byte each), then their bytes.
 std::string XidBytes(const XID& xid) {
   std::string out(10, '\0');
+  if (xid.is_null()) return out;  // formatID -1: no lengths, no data
   const uint64_t format = static_cast<uint64_t>(static_cast<int64_t>(xid.formatID));
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(format >> (8 * i));
-  out[8] = static_cast<char>(xid.gtrid_length);
-  out[9] = static_cast<char>(xid.bqual_length);
-  out.append(xid.data, static_cast<size_t>(xid.gtrid_length + xid.bqual_length));
+  const long gtrid = std::clamp<long>(xid.gtrid_length, 0, MAXGTRIDSIZE);
+  const long bqual = std::clamp<long>(xid.bqual_length, 0, MAXBQUALSIZE);
+  out[8] = static_cast<char>(gtrid);
+  out[9] = static_cast<char>(bqual);
+  out.append(xid.data, static_cast<size_t>(gtrid + bqual));
   return out;
 }
 
@@ -423,7 +426,7 @@ int Recover(handlerton*, XID* xids, uint len) {
 constexpr int kXaNotFound = -4;  // XAER_NOTA
 constexpr int kXaFailed = -3;    // XAER_RMERR
 
-int EndByXid(XID* xid, bool commit) {
+int EndByXid(XID* xid, bool commit) noexcept try {
   if (!g_db) return kXaNotFound;
   Result<std::unique_ptr<Transaction>> txn = g_db->TakePrepared(XidBytes(*xid));
   if (!txn.ok()) return kXaNotFound;
@@ -434,6 +437,9 @@ int EndByXid(XID* xid, bool commit) {
     return kXaFailed;
   }
   return 0;
+} catch (...) {
+  sql_print_error("Subito: XA %s by XID failed with an exception", commit ? "COMMIT" : "ROLLBACK");
+  return kXaFailed;
 }
 
 int CommitByXid(handlerton*, XID* xid) {

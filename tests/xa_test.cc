@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "crash_images.h"
@@ -165,7 +166,7 @@ TEST_F(Xa, PreparedSurvivesTwoClosesThenRollsBack) {
 TEST_F(Xa, Misuse) {
   std::unique_ptr<Transaction> a = db->Begin();
   EXPECT_TRUE(db->KeepPrepared(std::move(a)).IsInvalidArgument());
-  a = db->Begin();
+  ASSERT_NE(a, nullptr) << "a refused transaction stays its owner's";
   ASSERT_OK(a->Insert(T(), SampleRow(50, 1, std::nullopt, "x")));
   EXPECT_TRUE(a->Prepare(std::string(2000, 'x')).IsInvalidArgument());
   ASSERT_OK(a->Prepare("same"));
@@ -175,16 +176,92 @@ TEST_F(Xa, Misuse) {
   ASSERT_OK(b->Insert(T(), SampleRow(51, 1, std::nullopt, "y")));
   ASSERT_OK(b->Prepare("same"));
   ASSERT_OK(db->KeepPrepared(std::move(a)));
-  EXPECT_TRUE(db->KeepPrepared(std::move(b)).IsAlreadyExists());
+  ASSERT_OK(db->KeepPrepared(std::move(b)));  // one xid, two transactions: both held
   EXPECT_TRUE(db->TakePrepared("other").status().IsNotFound());
   // A prepared transaction that wrote nothing logs nothing: gone at Close.
   std::unique_ptr<Transaction> r = db->Begin();
   ASSERT_OK(r->Prepare("read-only"));
   ASSERT_OK(db->KeepPrepared(std::move(r)));
   Reopen();
-  EXPECT_EQ(db->PreparedXids(), std::vector<std::string>{"same"});
+  EXPECT_EQ(db->PreparedXids(), (std::vector<std::string>{"same", "same"}));
   std::map<int64_t, std::string> m = Rows(db.get());
   EXPECT_EQ(m.count(50) + m.count(51), 0u);
+  for (int i = 0; i < 2; ++i) {
+    auto t = db->TakePrepared("same");
+    ASSERT_TRUE(t.ok());
+    ASSERT_OK((*t)->Commit());
+  }
+  m = Rows(db.get());
+  EXPECT_EQ(m.count(50) + m.count(51), 2u);
+}
+
+// A unique index's NULLs take no lock (as at run time): two prepared
+// transactions with NULL there both come back.
+TEST_F(Xa, TwoPreparedWithNullInAUniqueIndexBothComeBack) {
+  for (const char* xid : {"n1", "n2"}) {
+    std::unique_ptr<Transaction> a = db->Begin();
+    const int64_t id = xid[1] == '1' ? 60 : 61;
+    ASSERT_OK(a->Insert(T(), SampleRow(id, 1, std::nullopt, xid)));
+    ASSERT_OK(a->Prepare(xid));
+    ASSERT_OK(db->KeepPrepared(std::move(a)));
+  }
+  Reopen();
+  EXPECT_EQ(db->PreparedXids(), (std::vector<std::string>{"n1", "n2"}));
+  for (const char* xid : {"n1", "n2"}) {
+    auto a = db->TakePrepared(xid);
+    ASSERT_TRUE(a.ok());
+    ASSERT_OK((*a)->Commit());
+  }
+  std::map<int64_t, std::string> m = Rows(db.get());
+  EXPECT_EQ(m[60], "n1");
+  EXPECT_EQ(m[61], "n2");
+}
+
+// A statement rollback put a long value's chain back in its leaf before
+// the prepare; the undo still names it, but the transaction no longer
+// retires it. After the restart and the commit, another transaction
+// retires that chain (an update of the row, under a snapshot that holds
+// the purge back), then rolls back: the chain must still be there for it,
+// not freed by the purge of the prepared transaction's end.
+TEST_F(Xa, AChainAStatementRollbackRestoredIsNotFreedAfterTheCommit) {
+  const std::string long1(20000, 'L');
+  std::unique_ptr<Transaction> w = db->Begin();
+  ASSERT_OK(w->Update(T(), SampleRow(1, 1, "u1", "v1"), SampleRow(1, 1, "u1", long1)));
+  ASSERT_OK(w->Commit());
+  std::unique_ptr<Transaction> a = db->Begin();
+  const uint64_t sp = a->Savepoint();
+  ASSERT_OK(
+      a->Update(T(), SampleRow(1, 1, "u1", ""), SampleRow(1, 1, "u1", std::string(30000, 'X'))));
+  ASSERT_OK(a->RollbackTo(sp));
+  ASSERT_OK(a->Update(T(), SampleRow(2, 2, "u2", ""), SampleRow(2, 2, "u2", "small")));
+  ASSERT_OK(a->Prepare("chain"));
+  ASSERT_OK(db->KeepPrepared(std::move(a)));
+  Reopen();
+  std::unique_ptr<Transaction> snapshot = db->Begin();
+  snapshot->TakeSnapshot();  // holds back the purge of what commits next
+  auto c = db->TakePrepared("chain");
+  ASSERT_TRUE(c.ok());
+  ASSERT_OK((*c)->Commit());
+  std::unique_ptr<Transaction> b = db->Begin();
+  ASSERT_OK(
+      b->Update(T(), SampleRow(1, 1, "u1", ""), SampleRow(1, 1, "u1", std::string(25000, 'B'))));
+  ASSERT_OK(snapshot->Commit());
+  // The purge (every 10 ms) releases what the commit retired, the garbage
+  // collection (about every second) frees it; new long values reuse pages.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  for (int round = 0; round < 3; ++round) {
+    std::unique_ptr<Transaction> f = db->Begin();
+    for (int64_t id = 300; id < 320; ++id) {
+      const Row row = SampleRow(id, 1, std::nullopt, std::string(20000, 'a' + round));
+      ASSERT_OK(round == 0 ? f->Insert(T(), row)
+                           : f->Update(T(), SampleRow(id, 1, std::nullopt, ""), row));
+    }
+    ASSERT_OK(f->Commit());
+  }
+  ASSERT_OK(b->Rollback());
+  std::map<int64_t, std::string> m = Rows(db.get());
+  EXPECT_TRUE(m[1] == long1) << "row 1's long value changed: its chain was freed and reused";
+  EXPECT_EQ(m[2], "small");
 }
 
 // A prepared transaction whose undo went to its undo file, with values in
@@ -261,14 +338,54 @@ TEST_F(Xa, PreparedOutlivesTheCheckpointPassingItsRecord) {
   EXPECT_EQ(rows[100], "new");
 }
 
-// Power cuts anywhere in a run that prepares a transaction, then commits
-// others: an image cut after Prepare returned holds it prepared (its
-// changes invisible, then all there after its commit); one cut before it
-// began holds none of it; one in between holds all of it prepared or none.
+// Power cuts anywhere in a run that prepares two transactions, A and B,
+// rolls A back, then commits others. In each image: a transaction held
+// prepared is whole (its commit makes all of it visible; its rows were
+// invisible before); one not held left no trace; B is held in every image
+// cut after its Prepare returned; A in every image cut between its
+// Prepare's return and the start of its rollback, and in none after its
+// rollback ended. A cut during A's rollback must not find A prepared and
+// half undone (the unprepare record, txn_records.h).
 class XaCuts : public ::testing::Test, public TrackedRun {};
 
-TEST_F(XaCuts, PowerCutsKeepPreparedWhole) {
-  uint64_t begun = 0, acked = 0, end = 0;
+struct Prepared {
+  const char* xid;
+  int64_t first_update, first_insert;  // 50 updates, 300 inserts
+};
+constexpr Prepared kA{"cut-a", 1, 500}, kB{"cut-b", 51, 900};
+
+Status WritePrepared(Database* db, const Prepared& p, std::unique_ptr<Transaction>* out) {
+  Table* t = db->FindTable("t");
+  std::unique_ptr<Transaction> a = db->Begin();
+  for (int64_t id = p.first_update; id < p.first_update + 50; ++id) {
+    SUBITO_RETURN_IF_ERROR(
+        a->Update(t, SampleRow(id, id, std::nullopt, ""), SampleRow(id, id, std::nullopt, "prep")));
+  }
+  for (int64_t id = p.first_insert; id < p.first_insert + 300; ++id) {
+    SUBITO_RETURN_IF_ERROR(a->Insert(t, SampleRow(id, id, std::nullopt, "prep")));
+  }
+  SUBITO_RETURN_IF_ERROR(a->Prepare(p.xid));
+  *out = std::move(a);
+  return Status::OK();
+}
+
+// `value` for all of p's rows: "base" (and its inserts absent) or "prep".
+void ExpectAll(const std::map<int64_t, std::string>& rows, const Prepared& p,
+               const std::string& value, int cut) {
+  int wrong = 0;
+  for (int64_t id = p.first_update; id < p.first_update + 50; ++id) {
+    auto it = rows.find(id);
+    wrong += it == rows.end() || it->second != value;
+  }
+  for (int64_t id = p.first_insert; id < p.first_insert + 300; ++id) {
+    auto it = rows.find(id);
+    wrong += value == "base" ? it != rows.end() : it == rows.end() || it->second != value;
+  }
+  EXPECT_EQ(wrong, 0) << p.xid << ": rows not all " << value << " in cut " << cut;
+}
+
+TEST_F(XaCuts, PowerCutsKeepPreparedWholeAndRollbacksNeverHalfPrepared) {
+  uint64_t begun = 0, acked_a = 0, acked_b = 0, rollback_a = 0, rolled_back_a = 0, end = 0;
   {
     auto opened = Database::Open(TrackedOptions(dir.Sub("pm"), &fs, &pm));
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
@@ -276,20 +393,19 @@ TEST_F(XaCuts, PowerCutsKeepPreparedWhole) {
     ASSERT_TRUE(db->CreateTable(SampleTable()).ok());
     Table* t = db->FindTable("t");
     std::unique_ptr<Transaction> w = db->Begin();
-    for (int64_t id = 1; id <= 50; ++id)
+    for (int64_t id = 1; id <= 100; ++id)
       ASSERT_OK(w->Insert(t, SampleRow(id, id, std::nullopt, "base")));
     ASSERT_OK(w->Commit());
     begun = clock->Now();
-    std::unique_ptr<Transaction> a = db->Begin();
-    for (int64_t id = 1; id <= 50; ++id) {
-      ASSERT_OK(a->Update(t, SampleRow(id, id, std::nullopt, ""),
-                          SampleRow(id, id, std::nullopt, "prep")));
-    }
-    for (int64_t id = 500; id < 800; ++id)
-      ASSERT_OK(a->Insert(t, SampleRow(id, id, std::nullopt, "prep")));
-    ASSERT_OK(a->Prepare("cut-xid"));
-    acked = clock->Now();
-    ASSERT_OK(db->KeepPrepared(std::move(a)));
+    std::unique_ptr<Transaction> a, b;
+    ASSERT_OK(WritePrepared(db.get(), kA, &a));
+    acked_a = clock->Now();
+    ASSERT_OK(WritePrepared(db.get(), kB, &b));
+    acked_b = clock->Now();
+    ASSERT_OK(db->KeepPrepared(std::move(b)));
+    rollback_a = clock->Now();
+    ASSERT_OK(a->Rollback());
+    rolled_back_a = clock->Now();
     for (int round = 0; round < 30; ++round) {  // checkpoints and relocations
       std::unique_ptr<Transaction> o = db->Begin();
       for (int64_t id = 2000; id < 2100; ++id) {
@@ -301,39 +417,41 @@ TEST_F(XaCuts, PowerCutsKeepPreparedWhole) {
     }
     end = clock->Now();
   }
-  int prepared_seen = 0, none_seen = 0;
-  for (int cut = 0; cut < 24; ++cut) {
-    // Half the cuts while the transaction writes and prepares.
-    const uint64_t to = cut % 2 ? acked + 1 : end;
-    const uint64_t at = cut == 0 ? end : begun + rng() % std::max<uint64_t>(1, to - begun);
+  int held[2] = {0, 0}, in_rollback = 0;
+  for (int cut = 0; cut < 40; ++cut) {
+    // A quarter of the cuts while the two prepare, half during A's
+    // rollback, the rest anywhere.
+    uint64_t from = begun, to = end;
+    if (cut % 4 == 1) to = acked_b + 1;
+    if (cut % 4 >= 2) from = rollback_a, to = rolled_back_a + 1;
+    const uint64_t at = cut == 0 ? end : from + rng() % std::max<uint64_t>(1, to - from);
+    in_rollback += at >= rollback_a && at < rolled_back_a;
     const std::string c = CutImage(at, "cut" + std::to_string(cut));
     FailedImageKeeper keep(c, seed, cut);
     std::unique_ptr<Database> db = OpenOk(PlainOptions(c));
     ASSERT_NE(db, nullptr) << "cut " << cut;
     const std::vector<std::string> xids = db->PreparedXids();
-    std::map<int64_t, std::string> rows = Rows(db.get());
-    for (int64_t id = 1; id <= 50; ++id)
-      EXPECT_EQ(rows[id], "base") << "cut " << cut << " id " << id;
-    for (int64_t id = 500; id < 800; ++id)
-      EXPECT_EQ(rows.count(id), 0u) << "cut " << cut << " id " << id;
-    if (at >= acked) {
-      ASSERT_EQ(xids, std::vector<std::string>{"cut-xid"}) << "cut " << cut;
+    const std::map<int64_t, std::string> rows = Rows(db.get());
+    for (const Prepared* p : {&kA, &kB}) {
+      const bool is_held = std::count(xids.begin(), xids.end(), p->xid) == 1;
+      ExpectAll(rows, *p, "base", cut);  // held or not, its changes are invisible
+      const bool must_be_held = p == &kB ? at >= acked_b : at >= acked_a && at < rollback_a;
+      const bool must_be_gone = p == &kA && at >= rolled_back_a;
+      EXPECT_TRUE(is_held || !must_be_held) << p->xid << " lost in cut " << cut;
+      EXPECT_FALSE(is_held && must_be_gone) << p->xid << " back after its rollback in cut " << cut;
+      if (!is_held) continue;
+      ++held[p == &kB];
+      auto t = db->TakePrepared(p->xid);
+      ASSERT_TRUE(t.ok());
+      ASSERT_OK((*t)->Commit());
+      ExpectAll(Rows(db.get()), *p, "prep", cut);
     }
-    if (xids.empty()) {
-      ++none_seen;
-      continue;
-    }
-    ++prepared_seen;
-    ASSERT_EQ(xids, std::vector<std::string>{"cut-xid"});
-    auto a = db->TakePrepared("cut-xid");
-    ASSERT_TRUE(a.ok());
-    ASSERT_OK((*a)->Commit());
-    rows = Rows(db.get());
-    for (int64_t id = 1; id <= 50; ++id) EXPECT_EQ(rows[id], "prep") << "cut " << cut;
-    for (int64_t id = 500; id < 800; ++id) EXPECT_EQ(rows[id], "prep") << "cut " << cut;
   }
-  EXPECT_GT(prepared_seen, 0);
-  std::printf("cuts: %d prepared, %d before the prepare was durable\n", prepared_seen, none_seen);
+  EXPECT_GT(held[0], 0);
+  EXPECT_GT(held[1], 0);
+  EXPECT_GT(in_rollback, 0);
+  std::printf("cuts: A held in %d, B in %d, %d cuts during A's rollback\n", held[0], held[1],
+              in_rollback);
 }
 
 }  // namespace

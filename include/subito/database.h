@@ -342,9 +342,10 @@ class Database {
   // or Rollback; NotFound if none.
   virtual Result<std::unique_ptr<Transaction>> TakePrepared(std::string_view xid) = 0;
   // Holds a prepared transaction whose owner goes away (a client that
-  // disconnects after XA PREPARE). InvalidArgument if it is not prepared,
-  // AlreadyExists if one with its xid is held already.
-  virtual Status KeepPrepared(std::unique_ptr<Transaction> txn) = 0;
+  // disconnects after XA PREPARE). InvalidArgument if it is not prepared
+  // (`txn` is then left to the caller). Transactions prepared under one
+  // xid are all held; TakePrepared hands them out one by one.
+  virtual Status KeepPrepared(std::unique_ptr<Transaction>&& txn) = 0;
   // Fills an empty table that nothing else uses yet (a copy made by ALTER
   // TABLE, CREATE TABLE ... SELECT); see BulkLoader. Busy if
   // the table holds rows or a transaction uses it: fill it with a

@@ -150,7 +150,9 @@ class BTree {
   // InvalidArgument for a key too long for this tree.
   Status CheckKey(std::string_view key) const;
   // C4: at start, after the undo of losers.
-  Status RecoverChains(const std::vector<std::string>& keep = {});
+  // `kept`, if given, receives the references of `keep` found retired.
+  Status RecoverChains(const std::vector<std::string>& keep = {},
+                       std::set<std::string>* kept = nullptr);
   // Largest key + value stored inline in a leaf; longer values go to a chain
   // of overflow pages.
   uint32_t max_record() const;

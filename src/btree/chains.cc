@@ -3,7 +3,7 @@
 // docs/formats/page.md).
 #include <algorithm>
 #include <chrono>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "btree/tree_op.h"
 
@@ -430,9 +430,10 @@ Status BTree::FreeGarbageChunk(Op& op, PageHandle* meta, uint32_t head, uint32_t
   return Status::OK();
 }
 
-Status BTree::RecoverChains(const std::vector<std::string>& keep) {
-  std::unordered_set<uint32_t> kept;
-  for (const std::string& ref : keep) kept.insert(RefHead(ref));
+Status BTree::RecoverChains(const std::vector<std::string>& keep,
+                            std::set<std::string>* kept_found) {
+  std::unordered_map<uint32_t, std::string> kept;  // head -> reference
+  for (const std::string& ref : keep) kept.emplace(RefHead(ref), ref);
   SUBITO_RETURN_IF_ERROR(pool_->LogFreeCheck());
   {
     Op op(this);
@@ -462,7 +463,9 @@ Status BTree::RecoverChains(const std::vector<std::string>& keep) {
       Result<PageHandle*> h = ChainHead(op, at);
       if (!h.ok()) return h.status();
       const uint32_t next = DecodeFixed32((*h)->data() + kChainListNext);
-      if (!kept.count(at)) {
+      if (auto k = kept.find(at); k != kept.end()) {
+        if (kept_found != nullptr) kept_found->insert(k->second);
+      } else {
         SUBITO_RETURN_IF_ERROR(UnlinkRetired(op, at));
         SUBITO_RETURN_IF_ERROR(PushGarbage(op, at));
       }

@@ -437,7 +437,9 @@ Status DatabaseImpl::OpenAll() {
       // No snapshot survives, every loser is undone: chains still retired
       // or half built are garbage (btree.h C4), freed by the purge thread,
       // but for those a prepared transaction's undo names.
-      SUBITO_RETURN_IF_ERROR(ix->tree->RecoverChains(KeptChains(ix->versions.get())));
+      std::set<std::string> found;
+      SUBITO_RETURN_IF_ERROR(ix->tree->RecoverChains(KeptChains(ix->versions.get()), &found));
+      KeepRetiredFound(ix->versions.get(), found);
     }
   }
   if (options_.snapshot_page_budget_bytes != 0) txns_->EnableAsOf(pool_.get());

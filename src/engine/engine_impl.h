@@ -202,7 +202,7 @@ class DatabaseImpl final : public Database {
   // Two-phase commit (prepared.cc).
   std::vector<std::string> PreparedXids() const override;
   Result<std::unique_ptr<Transaction>> TakePrepared(std::string_view xid) override;
-  Status KeepPrepared(std::unique_ptr<Transaction> txn) override;
+  Status KeepPrepared(std::unique_ptr<Transaction>&& txn) override;
   std::atomic<uint64_t> prepares{0};
   // The table one of whose indexes is `space`; null if none.
   TableImpl* TableOfSpace(uint32_t space) const;
@@ -237,12 +237,13 @@ class DatabaseImpl final : public Database {
   // and versions; the chains their undo names, per index (RecoverChains).
   Status ResurrectPrepared(std::vector<recovery::RecoveredPrepared> prepared);
   std::vector<std::string> KeptChains(const txn::VersionStore* versions) const;
+  void KeepRetiredFound(const txn::VersionStore* versions, const std::set<std::string>& found);
   // Close: the held prepared transactions end in memory only (their log
   // records and undo files stay for the next Open).
   void AbandonPrepared();
   mutable std::mutex prepared_mu_;
   // TransactionImpl objects, all prepared.
-  std::map<std::string, std::unique_ptr<Transaction>, std::less<>> prepared_held_;
+  std::multimap<std::string, std::unique_ptr<Transaction>, std::less<>> prepared_held_;
 
   Options options_;
   const std::shared_ptr<txn::VersionBudget> version_budget_;  // V4

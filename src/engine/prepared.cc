@@ -69,7 +69,10 @@ Status TransactionImpl::Prepare(std::string_view xid) {
       db_->log()->Append(txn::kRecordTxnPrepare, rec.data(), static_cast<uint32_t>(rec.size()));
   if (!a.ok()) {
     std::lock_guard lock(mu_);
-    prepared_.store(false);  // a relocation's copy may be durable: its rollback ends it
+    // A relocation's copy may be durable: only a rollback (which logs its
+    // unprepare first) may end it, never more writes (U2, P1).
+    poisoned_ = Status::IOError("prepare failed (" + a.status().ToString() +
+                                "): the transaction can only roll back");
     return a.status();
   }
   if (Status d = db_->log()->WaitDurable(a->end); !d.ok()) {
@@ -79,7 +82,36 @@ Status TransactionImpl::Prepare(std::string_view xid) {
     return poisoned_;
   }
   db_->prepares.fetch_add(1, std::memory_order_relaxed);
+  // It reads nothing more: its snapshot would only hold back the purge.
+  if (has_snapshot_) {
+    db_->txns().CloseSnapshot(read_ts_);
+    has_snapshot_ = false;
+  }
   return Status::OK();
+}
+
+Status TransactionImpl::Unprepare() {
+  bool logged;
+  {
+    std::lock_guard lock(mu_);  // no relocation copies the prepare record after this
+    if (!prepared_.load()) return Status::OK();
+    prepared_.store(false);
+    logged = pinned_;
+  }
+  if (!logged) return Status::OK();
+  const std::string rec = txn::EncodeTxnEnd(state_->id);
+  Result<log::AppendResult> a =
+      db_->log()->Append(txn::kRecordTxnUnprepare, rec.data(), static_cast<uint32_t>(rec.size()));
+  if (!a.ok()) return a.status();
+  return db_->log()->WaitDurable(a->end);
+}
+
+void TransactionImpl::KeepRetiredFound(const txn::VersionStore* versions,
+                                       const std::set<std::string>& found) {
+  std::lock_guard lock(mu_);
+  std::erase_if(retired_, [&](const txn::TxnSystem::KeyRef& r) {
+    return r.first.get() == versions && !found.count(r.second);
+  });
 }
 
 void TransactionImpl::Abandon() {
@@ -122,19 +154,24 @@ Status TransactionImpl::Resurrect() {
         std::lock_guard claim(t->bulk_mu);
         t->bulk_running = state_;
         t->bulk_active.store(true);
+        t->loaded_ts.store(db_->txns().Now());  // as BulkInsert's claim does
         bulk_.push_back({t, at, nullptr, false, Status::OK(), true});
         continue;
       }
+      // The locks its writes took: the primary key, and a unique index's
+      // own columns unless one is NULL (KeyHasNull: no lock, no check).
       std::string lock_key = r.key;
-      if (ix->number != 0) {
-        const IndexDef& def = t->def().indexes[ix->number - 1];
-        if (def.unique) {
-          Result<size_t> n = KeyPrefixLength(t->def(), ix->key_columns, r.key, def.columns.size());
-          if (!n.ok()) return n.status();
-          lock_key.resize(*n);
-        }
+      bool locks = ix->number == 0;
+      if (ix->number != 0 && t->def().indexes[ix->number - 1].unique) {
+        bool has_null = false;
+        Result<size_t> n =
+            KeyPrefixLength(t->def(), ix->key_columns, r.key,
+                            t->def().indexes[ix->number - 1].columns.size(), &has_null);
+        if (!n.ok()) return n.status();
+        lock_key.resize(*n);
+        locks = !has_null;
       }
-      if (ix->number == 0 || t->def().indexes[ix->number - 1].unique) {
+      if (locks) {
         SUBITO_RETURN_IF_ERROR(db_->locks().Lock(state_->id, r.space, lock_key,
                                                  txn::LockMode::kExclusive,
                                                  std::chrono::milliseconds(0)));
@@ -175,7 +212,7 @@ Status DatabaseImpl::ResurrectPrepared(std::vector<recovery::RecoveredPrepared> 
   std::lock_guard lock(prepared_mu_);
   for (auto& t : made) {
     const std::string xid = t->xid();
-    prepared_held_.emplace(xid, std::unique_ptr<Transaction>(t.release()));
+    prepared_held_.emplace(xid, std::unique_ptr<Transaction>(t.release()));  // duplicates kept
   }
   return Status::OK();
 }
@@ -208,27 +245,36 @@ Result<std::unique_ptr<Transaction>> DatabaseImpl::TakePrepared(std::string_view
   return t;
 }
 
-Status DatabaseImpl::KeepPrepared(std::unique_ptr<Transaction> txn) {
+Status DatabaseImpl::KeepPrepared(std::unique_ptr<Transaction>&& txn) {
   auto* t = dynamic_cast<TransactionImpl*>(txn.get());
   if (t == nullptr || !t->prepared()) {
     return Status::InvalidArgument("only a prepared transaction can be kept");
   }
+  t->SetInterruptCheck(nullptr);  // its owner's check may outlive nothing
+  // One that logged nothing needs no log at the next start: it does not
+  // keep a shutdown from counting as clean.
+  if (!t->logged()) Unregister(t);
   std::lock_guard lock(prepared_mu_);
-  if (prepared_held_.count(t->xid())) {
-    return Status::AlreadyExists("a prepared transaction with that xid is held already");
-  }
   const std::string xid = t->xid();
   prepared_held_.emplace(xid, std::move(txn));
   return Status::OK();
 }
 
 void DatabaseImpl::AbandonPrepared() {
-  std::map<std::string, std::unique_ptr<Transaction>, std::less<>> held;
+  std::multimap<std::string, std::unique_ptr<Transaction>, std::less<>> held;
   {
     std::lock_guard lock(prepared_mu_);
     held.swap(prepared_held_);
   }
   for (auto& [xid, t] : held) static_cast<TransactionImpl*>(t.get())->Abandon();
+}
+
+void DatabaseImpl::KeepRetiredFound(const txn::VersionStore* versions,
+                                    const std::set<std::string>& found) {
+  std::lock_guard lock(prepared_mu_);
+  for (auto& [xid, t] : prepared_held_) {
+    static_cast<TransactionImpl*>(t.get())->KeepRetiredFound(versions, found);
+  }
 }
 
 }  // namespace subito::engine

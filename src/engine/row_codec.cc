@@ -204,15 +204,19 @@ bool KeyHasNull(const TableDef& def, uint32_t index, const Row& row) {
 }
 
 Result<size_t> KeyPrefixLength(const TableDef& def, const std::vector<uint32_t>& columns,
-                               std::string_view key, size_t parts) {
+                               std::string_view key, size_t parts, bool* has_null) {
   btree::KeyDecoder d(key);
+  if (has_null != nullptr) *has_null = false;
   for (size_t i = 0; i < parts && i < columns.size(); ++i) {
     const Column& c = def.columns[columns[i]];
     d.SetDescending(c.descending);
     if (c.nullable) {
       Result<bool> null = d.IsNull();
       if (!null.ok()) return null.status();
-      if (*null) continue;
+      if (*null) {
+        if (has_null != nullptr) *has_null = true;
+        continue;
+      }
     }
     Status st;
     if (c.type == ColumnType::kInt) {

@@ -41,9 +41,10 @@ std::string RowKey(const TableDef& def, uint32_t index, const Row& row);
 // True if any of the index's own columns is NULL in the row (unique checks
 // skip such rows).
 bool KeyHasNull(const TableDef& def, uint32_t index, const Row& row);
-// The length of the leading `parts` parts of an encoded key.
+// The length of the leading `parts` parts of an encoded key; *has_null (if
+// given) says whether one of them is NULL.
 Result<size_t> KeyPrefixLength(const TableDef& def, const std::vector<uint32_t>& columns,
-                               std::string_view key, size_t parts);
+                               std::string_view key, size_t parts, bool* has_null = nullptr);
 
 // The first key after every key that starts with `prefix` (nullopt: none,
 // the prefix is all 0xff bytes).

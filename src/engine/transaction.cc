@@ -214,10 +214,11 @@ Status TransactionImpl::ReAnchor() {
   const std::string rec = txn::EncodeUndoAnchor(undo_file_->anchor());
   Result<log::AppendResult> a =
       db_->log()->Append(txn::kRecordTxnUndoFile, rec.data(), static_cast<uint32_t>(rec.size()));
+  // Either anchor may be the newest durable one until this one is (U2),
+  // once it is in the log, whatever follows.
+  if (a.ok()) anchored_count_ = std::max(anchored_count_, undo_file_->count());
   Result<uint64_t> end = a.ok() ? CopyPrepare(a->end) : Result<uint64_t>(a.status());
   if (end.ok()) {
-    // Either anchor may be the newest durable one until this one is (U2).
-    anchored_count_ = std::max(anchored_count_, undo_file_->count());
     st = db_->log()->WaitDurable(*end);
     if (st.ok()) anchored_count_ = undo_file_->count();
   } else {
@@ -595,6 +596,13 @@ Status TransactionImpl::End(bool commit) {
     const std::string rec = txn::EncodeTxnEnd(state_->id);
     Result<log::AppendResult> a =
         db_->log()->Append(txn::kRecordTxnCommit, rec.data(), static_cast<uint32_t>(rec.size()));
+    if (!a.ok() && prepared_.load()) {
+      // The coordinator decided to commit: a prepared transaction never
+      // turns into a rollback. It stays prepared; recovery hands it back.
+      FailStop(Status::IOError("commit of a prepared transaction failed (" + a.status().ToString() +
+                               "); restart the database, it stays prepared"));
+      return poisoned_;
+    }
     if (!a.ok()) {
       st = a.status();
       commit = false;  // never in the log: roll back below
@@ -608,7 +616,8 @@ Status TransactionImpl::End(bool commit) {
     }
   }
   if (!commit) {
-    Status r = RollbackTo(0);
+    Status r = Unprepare();
+    if (r.ok()) r = RollbackTo(0);
     if (r.ok() && pinned_) {
       SetEndLogging(true);
       const std::string rec = txn::EncodeTxnEnd(state_->id);

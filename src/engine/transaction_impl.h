@@ -61,6 +61,12 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   void Abandon();
   // The chains its undo names (retired, kept by RecoverChains), by index.
   const std::set<txn::TxnSystem::KeyRef>& retired() const { return retired_; }
+  // After RecoverChains: of the chains of `versions`' index its undo names,
+  // only those the retired list holds (`found`) are its to release; the
+  // others are back in their leaves (a statement rollback restored them).
+  void KeepRetiredFound(const txn::VersionStore* versions, const std::set<std::string>& found);
+  // Whether Prepare logged a record (the transaction wrote).
+  bool logged() const { return pinned_; }
   bool RelieveLog(uint64_t limit) override {
     std::unique_lock lock(mu_, std::try_to_lock);
     if (!lock.owns_lock() || ended_ || end_logging_ || !pinned_) return false;
@@ -257,6 +263,9 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // a copy of the prepare record (txn_records.h P1). Returns its end, or
   // `end` if the transaction is not prepared.
   Result<uint64_t> CopyPrepare(uint64_t end);
+  // Before the rollback of a prepared transaction: its unprepare record,
+  // durable (txn_records.h). OK at once if it is not prepared.
+  Status Unprepare();
   // The transaction keeps its locks, snapshot and checkpoint pin (nothing
   // may build on its keys), and the engine stops accepting writes:
   // recovery finishes it after a restart.

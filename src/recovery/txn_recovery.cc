@@ -32,6 +32,10 @@ class Analyzer {
       ended_.insert(*id);
       stats_.max_txn = std::max(stats_.max_txn, *id);
       ++(r.type == txn::kRecordTxnCommit ? stats_.committed : stats_.aborted);
+    } else if (r.type == txn::kRecordTxnUnprepare) {
+      Result<uint64_t> id = txn::DecodeTxnEnd(r.payload, r.length);
+      if (!id.ok()) return id.status();
+      prepared_.erase(*id);  // its rollback had begun: a loser
     } else if (r.type == txn::kRecordTxnPrepare) {
       Result<std::pair<uint64_t, std::string>> p = txn::DecodePrepare(r.payload, r.length);
       if (!p.ok()) return p.status();

@@ -82,6 +82,7 @@ inline constexpr uint16_t kRecordTxnAbort = log::kRecordTxnFirst + 3;
 inline constexpr uint16_t kRecordTxnUndoReset = log::kRecordTxnFirst + 4;
 inline constexpr uint16_t kRecordTxnUndoFile = log::kRecordTxnFirst + 5;
 inline constexpr uint16_t kRecordTxnPrepare = log::kRecordTxnFirst + 6;
+inline constexpr uint16_t kRecordTxnUnprepare = log::kRecordTxnFirst + 7;
 inline constexpr uint32_t kMaxXidBytes = 1024;
 inline constexpr uint32_t kUndoHeaderSize = 17;
 
@@ -98,7 +99,7 @@ std::string EncodeUndo(uint64_t txn, uint32_t space, std::string_view key,
                        const std::optional<std::string>& before, bool before_chain = false,
                        bool empties = false);
 Result<UndoRecord> DecodeUndo(const uint8_t* payload, uint32_t length);
-std::string EncodeTxnEnd(uint64_t txn);  // commit and abort
+std::string EncodeTxnEnd(uint64_t txn);  // commit, abort and unprepare
 Result<uint64_t> DecodeTxnEnd(const uint8_t* payload, uint32_t length);
 std::string EncodeUndoReset(uint64_t txn, uint64_t first_copy_lsn);
 Result<std::pair<uint64_t, uint64_t>> DecodeUndoReset(const uint8_t* payload, uint32_t length);

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# MariaDB replication of Subito tables across crashes: a primary and a
+# replica on loopback (GTID, row format, sync_binlog=1; the replica applies
+# with 4 parallel threads and keeps its position in a Subito table,
+# gtid_pos_auto_engines=SUBITO, so position and rows commit together).
+# Writers on the primary: four clients moving money with a ledger row per
+# transfer (tests/binlog/two_phase.py) and sysbench oltp_write_only.
+# Cycles alternate:
+#   primary: SIGKILL of the primary under the load, restart; the replica
+#            reconnects by itself;
+#   replica: SIGKILL of the replica mid-apply, restart, replication resumes.
+# After each: the load stops, the replica catches up with the primary's
+# binary log, and every table's CHECKSUM is equal on both; the primary's
+# balances sum to the start and every acknowledged commit is there.
+#   scripts/test-replication.sh [--cycles N]    (default 2: one of each;
+#                                                the issue's long run: 40)
+# Prints "replication tests: N passed, M failed"; fails if any failed.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+CYCLES=2
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --cycles) CYCLES="$2"; shift 2 ;;
+    *) echo "test-replication: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+bash scripts/setup-mariadb.sh >/dev/null
+bash scripts/install-deps.sh sysbench
+
+work="$(mktemp -d /var/tmp/subito-repl.XXXXXX)"
+P="$work/primary"
+R="$work/replica"
+PORT_P=3395
+PORT_R=3396
+trap 'for d in "$P" "$R"; do bash scripts/server-stop.sh --dir "$d" >/dev/null 2>&1 || true; done;
+      rm -rf "$work" /dev/shm/subito-repl-$$-*' EXIT
+COMMON=(--default-storage-engine=SUBITO --binlog-format=ROW --sync-binlog=1 --log-slave-updates
+        --gtid-strict-mode=1 --subito-lock-wait-timeout=10)
+start_primary() {
+  bash scripts/server-start.sh --dir "$P" --port "$PORT_P" --pm-dir "/dev/shm/subito-repl-$$-p" -- \
+    "${COMMON[@]}" --server-id=1 --log-bin="$P/data/mysql-bin" >/dev/null
+}
+start_replica() {
+  bash scripts/server-start.sh --dir "$R" --port "$PORT_R" --pm-dir "/dev/shm/subito-repl-$$-r" -- \
+    "${COMMON[@]}" --server-id=2 --log-bin="$R/data/mysql-bin" --relay-log="$R/data/relay-bin" \
+    --relay-log-recovery=1 --slave-parallel-threads=4 --slave-parallel-mode=optimistic \
+    --gtid-pos-auto-engines=SUBITO --read-only=1 --slave-net-timeout=5 >/dev/null
+}
+sqlp() { mariadb --no-defaults --socket="$P/mysqld.sock" -uroot -N -e "$1"; }
+sqlr() { mariadb --no-defaults --socket="$R/mysqld.sock" -uroot -N -e "$1"; }
+
+passed=0
+failed=0
+outcome() {  # label, then the command that decides
+  local label=$1
+  shift
+  if "$@"; then echo "$label: ok"; passed=$((passed + 1)); else echo "$label: FAILED"; failed=$((failed + 1)); fi
+}
+
+start_primary
+start_replica
+sqlp "CREATE USER repl@'127.0.0.1'; GRANT REPLICATION SLAVE ON *.* TO repl@'127.0.0.1'"
+sqlr "CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=$PORT_P, MASTER_USER='repl',
+        MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1; START SLAVE"
+sqlp "CREATE DATABASE sbtest;
+      CREATE TABLE sbtest.acct (id INT PRIMARY KEY, bal INT NOT NULL);
+      CREATE TABLE sbtest.ledger (client INT, seq INT, PRIMARY KEY (client, seq));
+      INSERT INTO sbtest.acct WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 100)
+        SELECT n, 1000 FROM s"
+SB=(sysbench --db-driver=mysql --mysql-socket="$P/mysqld.sock" --mysql-user=root --mysql-db=sbtest
+    --mysql-storage-engine=subito --tables=2 --table-size=10000 --report-interval=0)
+"${SB[@]}" oltp_common prepare >/dev/null
+TABLES="sbtest.acct, sbtest.ledger, sbtest.sbtest1, sbtest.sbtest2"
+
+# Waits until the replica has applied all of the primary's binary log.
+caught_up() {
+  local want got
+  want="$(sqlp "SELECT @@gtid_binlog_pos")"
+  for _ in $(seq 1 600); do
+    got="$(sqlr "SELECT @@gtid_slave_pos" 2>/dev/null || true)"
+    [ "$got" = "$want" ] && return 0
+    sleep 0.2
+  done
+  echo "the replica is at '$got', the primary at '$want'; replica status:"
+  sqlr "SHOW SLAVE STATUS\G" | grep -E 'Running|Error|Gtid' || true
+  return 1
+}
+same_checksums() {
+  local a b
+  a="$(sqlp "CHECKSUM TABLE $TABLES")"
+  b="$(sqlr "CHECKSUM TABLE $TABLES")"
+  [ "$a" = "$b" ] || { echo "primary:"; echo "$a"; echo "replica:"; echo "$b"; return 1; }
+  echo "$a" | awk '{ printf "  %s %s\n", $1, $2 }'
+}
+primary_consistent() {  # cycle
+  local total acked found lost=0 n=0 c
+  total="$(sqlp "SELECT SUM(bal) FROM sbtest.acct")"
+  [ "$total" = 100000 ] || { echo "balances sum to $total"; return 1; }
+  for c in 1 2 3 4; do
+    [ -f "$work/acked.$c" ] || continue
+    n=$((n + $(wc -l <"$work/acked.$c")))
+    sqlp "SELECT seq FROM sbtest.ledger WHERE client = $c AND seq > $(($1 * 1000000))
+            AND seq < $((($1 + 1) * 1000000))" | sort -n >"$work/found.$c"
+    lost=$((lost + $(sort -n "$work/acked.$c" | comm -23 - "$work/found.$c" | wc -l)))
+  done
+  echo "  $n commits acknowledged by the primary, $lost missing"
+  [ "$n" -gt 0 ] && [ "$lost" -eq 0 ]
+}
+
+for cycle in $(seq 1 "$CYCLES"); do
+  if [ $((cycle % 2)) -eq 1 ]; then victim=primary; else victim=replica; fi
+  rm -f "$work"/acked.* "$work"/found.*
+  clients=()
+  for c in 1 2 3 4; do
+    /usr/bin/python3 tests/binlog/two_phase.py load --socket "$P/mysqld.sock" --client "$c" \
+      --round "$cycle" --acked "$work/acked.$c" &
+    clients+=($!)
+  done
+  "${SB[@]}" --threads=2 --time=600 --mysql-ignore-errors=all oltp_write_only run >/dev/null 2>&1 &
+  sb=$!
+  sleep "$((4 + cycle % 3))"
+  if [ "$victim" = primary ]; then
+    bash scripts/server-stop.sh --dir "$P" --kill >/dev/null
+    wait "${clients[@]}" 2>/dev/null || true
+    kill "$sb" 2>/dev/null || true
+    wait "$sb" 2>/dev/null || true
+    start_primary
+  else
+    bash scripts/server-stop.sh --dir "$R" --kill >/dev/null
+    sleep 2
+    start_replica
+    sleep 2
+    kill "$sb" 2>/dev/null || true
+    # The clients stop once the primary goes; here it stays: stop them.
+    kill "${clients[@]}" 2>/dev/null || true
+    wait "${clients[@]}" "$sb" 2>/dev/null || true
+  fi
+  echo "cycle $cycle: SIGKILL of the $victim; $(grep -h 'Subito: opened' "$( [ "$victim" = primary ] && echo "$P" || echo "$R")/error.log" |
+    tail -1 | sed -nE 's/.*Subito: opened [^ ]+ in ([0-9.]+ s \([^)]*\)).*/Subito recovered in \1/p')"
+  outcome "cycle $cycle ($victim killed): the primary kept every acknowledged commit, no half transfer" \
+    primary_consistent "$cycle"
+  outcome "cycle $cycle ($victim killed): the replica caught up" caught_up
+  outcome "cycle $cycle ($victim killed): every table's checksum equal on both" same_checksums
+done
+sqlr "SELECT 'replica position table:', TABLE_NAME, ENGINE FROM information_schema.TABLES
+        WHERE TABLE_SCHEMA = 'mysql' AND TABLE_NAME LIKE 'gtid_slave_pos%'"
+echo "replication tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

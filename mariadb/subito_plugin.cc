@@ -17,11 +17,15 @@
 #include <new>
 #include <set>
 #include <string>
+#include <unordered_map>
 
 #include "ha_subito.h"
 #include "information_schema.h"
 #include "subito/database.h"
 #include "subito_trx.h"
+
+// The server's, not in a header (InnoDB declares it the same way).
+extern "C" int thd_rpl_deadlock_check(MYSQL_THD thd, MYSQL_THD other_thd);
 
 // The server's list of datadir subdirectories that are not databases (MyRocks
 // registers #rocksdb the same way).
@@ -333,6 +337,33 @@ int ShowStatus(THD*, SHOW_VAR* var, void* buff, struct system_status_var*, enum 
 SHOW_VAR status_variables[] = {{"Subito", reinterpret_cast<char*>(&ShowStatus), SHOW_FUNC},
                                {NullS, NullS, SHOW_LONG}};
 
+// ---- lock waits and parallel replication ----
+
+// Each connection's current transaction id and its THD, for the engine's
+// lock wait hook: at most one entry per connection (the previous id goes
+// when the next transaction begins, the last at disconnect).
+std::mutex g_thd_mu;
+std::unordered_map<uint64_t, THD*> g_thd_of_txn;
+
+void NameTransaction(THD* thd, uint64_t previous, uint64_t id) {
+  std::lock_guard lock(g_thd_mu);
+  if (previous != 0) g_thd_of_txn.erase(previous);
+  if (id != 0) g_thd_of_txn[id] = thd;
+}
+
+// The engine is about to make `waiter` wait for `holder`'s lock (L10): the
+// server learns of it, so that parallel replication rolls back (and
+// retries) a holder that comes later in commit order than the waiter, and
+// the binary log marks a waiter's transaction as one that waited, as with
+// InnoDB.
+void ReportLockWait(uint64_t waiter, uint64_t holder) {
+  std::lock_guard lock(g_thd_mu);  // a THD stays while named here
+  auto w = g_thd_of_txn.find(waiter);
+  auto h = g_thd_of_txn.find(holder);
+  if (w == g_thd_of_txn.end() || h == g_thd_of_txn.end() || w->second == h->second) return;
+  thd_rpl_deadlock_check(w->second, h->second);
+}
+
 // ---- handlerton ----
 
 bool InTransactionBlock(THD* thd) {
@@ -515,6 +546,7 @@ int CloseConnection(handlerton*, THD* thd) {
     if (trx != nullptr) {
       thd_set_ha_data(thd, subito_hton, nullptr);
       std::unique_ptr<Trx> owned(trx);
+      NameTransaction(thd, trx->txn_id.load(), 0);
       // XA PREPARE'd: the transaction outlives its connection (as InnoDB's
       // does), until XA COMMIT or XA ROLLBACK from any connection.
       if (trx->txn && trx->txn->prepared()) {
@@ -678,6 +710,7 @@ int InitEngine(void* p) {
     return 1;
   }
   g_db = std::move(*db);
+  g_db->SetLockWaitHook(ReportLockWait);
   if (g_db->options().page_size != sv_page_size) {
     sql_print_warning(
         "Subito: subito_page_size is %u, but %s was created with %u-byte pages: it keeps "
@@ -778,7 +811,8 @@ int BeginStatement(THD* thd, Trx* trx) {
     trx->txn = g_db->Begin(iso <= ISO_READ_COMMITTED ? Isolation::kReadCommitted
                                                      : Isolation::kRepeatableRead);
     trx->txn->SetInterruptCheck([thd] { return thd->killed != NOT_KILLED; });
-    trx->txn_id.store(trx->txn->id());
+    const uint64_t previous = trx->txn_id.exchange(trx->txn->id());
+    NameTransaction(thd, previous, trx->txn->id());
   }
   // Statements of triggers and stored functions belong to the statement
   // that fired them: its savepoint stays (the server does not end them at

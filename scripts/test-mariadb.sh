@@ -14,7 +14,9 @@
 #      2,000 tables; the script's default is 10,000);
 #   7. a full disk under sysbench (scripts/test-disk-full.sh);
 #   8. two-phase commit with the binary log across SIGKILL
-#      (scripts/test-binlog.sh).
+#      (scripts/test-binlog.sh);
+#   9. a primary and a replica with Subito tables, one SIGKILL of each
+#      (scripts/test-replication.sh; --cycles 40 for the long run).
 # Prints "plugin tests: N passed, M failed" and fails if any failed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -165,6 +167,15 @@ bf="$(sed -nE 's/^binlog tests: [0-9]+ passed, ([0-9]+) failed.*/\1/p' "$blog")"
 passed=$((passed + ${bp:-0}))
 failed=$((failed + ${bf:-1}))
 rm -f "$blog"
+
+step "replication: a primary and a replica, SIGKILL of each (scripts/test-replication.sh)"
+rlog="$(mktemp)"
+bash scripts/test-replication.sh 2>&1 | tee "$rlog" || true
+rp="$(sed -nE 's/^replication tests: ([0-9]+) passed.*/\1/p' "$rlog")"
+rf="$(sed -nE 's/^replication tests: [0-9]+ passed, ([0-9]+) failed.*/\1/p' "$rlog")"
+passed=$((passed + ${rp:-0}))
+failed=$((failed + ${rf:-1}))
+rm -f "$rlog"
 
 step "MariaDB's storage_engine suite: Subito against InnoDB"
 if bash scripts/test-storage-engine.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); fi

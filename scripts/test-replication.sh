@@ -83,7 +83,8 @@ caught_up() {
     sleep 0.2
   done
   echo "the replica is at '$got', the primary at '$want'; replica status:"
-  sqlr "SHOW SLAVE STATUS\G" | grep -E 'Running|Error|Gtid' || true
+  mariadb --no-defaults --socket="$R/mysqld.sock" -uroot -e "SHOW SLAVE STATUS\G" | grep -E "Running|Error|Gtid" || true
+  grep -E "ERROR|Slave" "$R/error.log" | tail -8 || true
   return 1
 }
 same_checksums() {
@@ -145,5 +146,7 @@ for cycle in $(seq 1 "$CYCLES"); do
 done
 sqlr "SELECT 'replica position table:', TABLE_NAME, ENGINE FROM information_schema.TABLES
         WHERE TABLE_SCHEMA = 'mysql' AND TABLE_NAME LIKE 'gtid_slave_pos%'"
+echo "transactions the replica's parallel apply rolled back and retried (lock conflicts in commit order): $(
+  sqlr "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'SLAVE_RETRIED_TRANSACTIONS'")"
 echo "replication tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

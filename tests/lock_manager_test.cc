@@ -97,6 +97,32 @@ TEST(LockManager, AWaiterIsGrantedWhenTheHolderEnds) {
   EXPECT_EQ(lm.stats().waits, 1u);
 }
 
+// L10: the hook hears of each holder before the wait, without the
+// manager's mutex: here it ends the holder (as a server's commit-order
+// check rolls back a later transaction), and the request is granted.
+TEST(LockManager, TheWaitHookHearsOfEachHolderAndMayEndIt) {
+  LockManager lm;
+  std::vector<std::pair<TxnId, TxnId>> heard;
+  lm.SetWaitHook([&](TxnId waiter, TxnId holder) {
+    heard.emplace_back(waiter, holder);
+    if (holder == 2) lm.ReleaseAll(2);
+  });
+  ASSERT_TRUE(lm.Lock(2, 1, "k", LockMode::kShared, 0ms).ok());
+  ASSERT_TRUE(lm.Lock(3, 1, "k", LockMode::kShared, 0ms).ok());
+  auto waiter =
+      std::async(std::launch::async, [&] { return lm.Lock(1, 1, "k", LockMode::kExclusive, 5s); });
+  std::this_thread::sleep_for(100ms);
+  lm.ReleaseAll(3);
+  ASSERT_TRUE(waiter.get().ok());
+  EXPECT_TRUE(lm.Holds(1, 1, "k", LockMode::kExclusive));
+  ASSERT_EQ(heard.size(), 2u);  // each holder once, though the request was looked at again
+  EXPECT_EQ(heard[0], (std::pair<TxnId, TxnId>{1, 2}));
+  EXPECT_EQ(heard[1], (std::pair<TxnId, TxnId>{1, 3}));
+  // Granted at once: nothing to hear.
+  ASSERT_TRUE(lm.Lock(4, 1, "other", LockMode::kExclusive, 0ms).ok());
+  EXPECT_EQ(heard.size(), 2u);
+}
+
 TEST(LockManager, UpgradesWaitOnlyForOtherHolders) {
   LockManager lm;
   ASSERT_TRUE(lm.Lock(1, 1, "k", LockMode::kShared, kLong).ok());

@@ -356,6 +356,11 @@ class Database {
   // waits, call its interrupt check again. Any thread; a transaction that
   // has ended or does not wait is left alone.
   virtual void WakeLockWaiter(uint64_t txn_id) = 0;
+  // Called, on the waiting thread and outside the engine's locks, before a
+  // transaction waits for a row lock, once for each transaction holding it
+  // (a server's commit-order check for parallel replication). Set it
+  // before any transaction begins.
+  virtual void SetLockWaitHook(std::function<void(uint64_t waiter, uint64_t holder)> hook) = 0;
   virtual DatabaseStats Stats() const = 0;
   // Every table's TableStats and IndexStats counters start again from zero
   // now (DatabaseStats' totals do not).

@@ -136,6 +136,9 @@ class DatabaseImpl final : public Database {
   std::unique_ptr<Transaction> Begin(Isolation isolation) override;
   Result<std::unique_ptr<BulkLoader>> BeginBulkLoad(Table* table) override;
   void WakeLockWaiter(uint64_t txn_id) override { locks_.Wake(txn_id); }
+  void SetLockWaitHook(std::function<void(uint64_t, uint64_t)> hook) override {
+    locks_.SetWaitHook(std::move(hook));
+  }
   DatabaseStats Stats() const override;
   void ResetIoStats() override;
   std::vector<TableStats> AllTableStats() const override;

@@ -212,17 +212,35 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
           static_cast<unsigned long long>(budget_)));
     }
   }
-  const Node node = table_.try_emplace(std::move(name)).first;
-  Entry& e = node->second;
-  std::vector<TxnId> blockers = Blockers(e, txn, mode);
-  if (blockers.empty()) {
-    Grant(node, txn, mode);
-    ++stats_.granted_at_once;
-    return Status::OK();
+  std::vector<TxnId> reported;
+  Node node = table_.try_emplace(std::move(name)).first;
+  std::vector<TxnId> blockers;
+  for (;;) {
+    blockers = Blockers(node->second, txn, mode);
+    if (blockers.empty()) {
+      Grant(node, txn, mode);
+      ++stats_.granted_at_once;
+      return Status::OK();
+    }
+    // From here on the entry has a holder or a waiter (the blockers), so it
+    // stays in table_ whatever this request does, while mu_ is held.
+    SUBITO_RETURN_IF_ERROR(RefuseWait(txn, blockers, timeout, interrupted));
+    std::vector<TxnId> fresh;
+    for (TxnId b : blockers) {
+      if (std::find(reported.begin(), reported.end(), b) == reported.end()) fresh.push_back(b);
+    }
+    if (!wait_hook_ || fresh.empty()) break;
+    // L10: reported without mu_ (the hook may kill a holder, whose
+    // rollback releases locks here), then everything is looked at again.
+    reported.insert(reported.end(), fresh.begin(), fresh.end());
+    const WaitHook hook = wait_hook_;
+    std::string again = node->first;  // the entry may go meanwhile
+    lk.unlock();
+    for (TxnId b : fresh) hook(txn, b);
+    lk.lock();
+    node = table_.try_emplace(std::move(again)).first;
   }
-  // From here on the entry has a holder or a waiter (the blockers), so it
-  // stays in table_ whatever this request does.
-  SUBITO_RETURN_IF_ERROR(RefuseWait(txn, blockers, timeout, interrupted));
+  Entry& e = node->second;
   ++stats_.waits;
   if (!e.waiters) e.waiters = std::make_unique<Waiters>();
   Waiters& w = *e.waiters;

@@ -41,6 +41,11 @@
 //      the reader then waits for), or the second check finds the range and the insert waits for the
 //      range's end. No phantom either way. With no range held anywhere, an insert's checks take no
 //      mutex.
+//  L10. Before a key lock request waits, the wait hook (if set) hears of
+//      each transaction it is about to wait for, outside the manager's
+//      mutex; the request is then looked at anew. MariaDB's parallel
+//      replication uses it to roll back a transaction that holds a lock an
+//      earlier one (in commit order) waits for (thd_rpl_deadlock_check).
 #pragma once
 
 #include <atomic>
@@ -94,6 +99,12 @@ class LockManager {
     budget_ = bytes;
   }
   static constexpr uint64_t kLockCost = 320;
+  using WaitHook = std::function<void(TxnId waiter, TxnId holder)>;
+  // L10. Set before any transaction begins.
+  void SetWaitHook(WaitHook hook) {
+    std::lock_guard lk(mu_);
+    wait_hook_ = std::move(hook);
+  }
 
   // Waits at most `timeout` (0: not at all, TimedOut at once if the lock is
   // busy; a year or more: no limit), and not at all once `interrupted`
@@ -201,6 +212,7 @@ class LockManager {
   std::condition_variable ranges_cv_;     // a range released
   LockStats stats_;
   uint64_t budget_ = 0, bytes_ = 0;  // L9, guarded by mu_
+  WaitHook wait_hook_;               // L10, guarded by mu_
   static uint64_t Cost(const std::string& name) { return kLockCost + 2 * name.size(); }
   // Grants txn the key of `node` (which it may hold already, then in a
   // weaker mode) and records it for ReleaseAll (L9's accounting).

@@ -16,7 +16,8 @@
 #   8. two-phase commit with the binary log across SIGKILL
 #      (scripts/test-binlog.sh);
 #   9. a primary and a replica with Subito tables, one SIGKILL of each
-#      (scripts/test-replication.sh; --cycles 40 for the long run).
+#      (scripts/test-replication.sh; --cycles 40 for the long run);
+#  10. logical and cold physical backups (scripts/test-backup.sh).
 # Prints "plugin tests: N passed, M failed" and fails if any failed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -176,6 +177,15 @@ rf="$(sed -nE 's/^replication tests: [0-9]+ passed, ([0-9]+) failed.*/\1/p' "$rl
 passed=$((passed + ${rp:-0}))
 failed=$((failed + ${rf:-1}))
 rm -f "$rlog"
+
+step "backups: mariadb-dump under load, a cold copy (scripts/test-backup.sh)"
+klog="$(mktemp)"
+bash scripts/test-backup.sh 2>&1 | tee "$klog" || true
+kp="$(sed -nE 's/^backup tests: ([0-9]+) passed.*/\1/p' "$klog")"
+kf="$(sed -nE 's/^backup tests: [0-9]+ passed, ([0-9]+) failed.*/\1/p' "$klog")"
+passed=$((passed + ${kp:-0}))
+failed=$((failed + ${kf:-1}))
+rm -f "$klog"
 
 step "MariaDB's storage_engine suite: Subito against InnoDB"
 if bash scripts/test-storage-engine.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); fi

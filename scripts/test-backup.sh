@@ -26,13 +26,7 @@ OPTS=(-- --default-storage-engine=SUBITO --subito-lock-wait-timeout=10)
 sqla() { mariadb --no-defaults --socket="$A/mysqld.sock" -uroot -N -e "$1"; }
 sqlb() { mariadb --no-defaults --socket="$B/mysqld.sock" -uroot -N -e "$1"; }
 sqlc() { mariadb --no-defaults --socket="$C/mysqld.sock" -uroot -N -e "$1"; }
-passed=0
-failed=0
-outcome() {  # label, then the command that decides
-  local label=$1
-  shift
-  if "$@"; then echo "$label: ok"; passed=$((passed + 1)); else echo "$label: FAILED"; failed=$((failed + 1)); fi
-}
+source scripts/test-lib.sh
 TABLES="sbtest.acct, sbtest.ledger, sbtest.sbtest1, sbtest.sbtest2"
 tables_ok() {  # sql function
   local check

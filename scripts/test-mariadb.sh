@@ -27,8 +27,7 @@ export DEBIAN_FRONTEND=noninteractive
 dpkg-query -W -f='${Status}' sysbench 2>/dev/null | grep -q "install ok installed" ||
   apt-get install -y -qq --no-upgrade sysbench >/dev/null
 
-passed=0
-failed=0
+source scripts/test-lib.sh
 step() { printf '\n=== %s\n' "$*"; }
 
 step "mtr suite subito"
@@ -81,11 +80,6 @@ tables_ok() {
   local check
   check="$(sql "CHECK TABLE $TABLES")"
   [ "$(echo "$check" | awk '$3 == "status" && $4 == "OK"' | wc -l)" -eq "$expect_ok" ] || { echo "$check"; return 1; }
-}
-outcome() {  # label, then the command that decides
-  local label=$1
-  shift
-  if "$@"; then echo "$label: ok"; passed=$((passed + 1)); else echo "$label: FAILED"; failed=$((failed + 1)); fi
 }
 outcome "CHECK TABLE after the workloads" tables_ok
 
@@ -161,31 +155,13 @@ bash scripts/server-stop.sh --dir "$dir" >/dev/null
 rm -rf "/dev/shm/subito-test-$$"
 
 step "two-phase commit with the binary log, SIGKILL rounds (scripts/test-binlog.sh)"
-blog="$(mktemp)"
-bash scripts/test-binlog.sh 2>&1 | tee "$blog" || true
-bp="$(sed -nE 's/^binlog tests: ([0-9]+) passed.*/\1/p' "$blog")"
-bf="$(sed -nE 's/^binlog tests: [0-9]+ passed, ([0-9]+) failed.*/\1/p' "$blog")"
-passed=$((passed + ${bp:-0}))
-failed=$((failed + ${bf:-1}))
-rm -f "$blog"
+sub_suite binlog scripts/test-binlog.sh
 
 step "replication: a primary and a replica, SIGKILL of each (scripts/test-replication.sh)"
-rlog="$(mktemp)"
-bash scripts/test-replication.sh 2>&1 | tee "$rlog" || true
-rp="$(sed -nE 's/^replication tests: ([0-9]+) passed.*/\1/p' "$rlog")"
-rf="$(sed -nE 's/^replication tests: [0-9]+ passed, ([0-9]+) failed.*/\1/p' "$rlog")"
-passed=$((passed + ${rp:-0}))
-failed=$((failed + ${rf:-1}))
-rm -f "$rlog"
+sub_suite replication scripts/test-replication.sh
 
 step "backups: mariadb-dump under load, a cold copy (scripts/test-backup.sh)"
-klog="$(mktemp)"
-bash scripts/test-backup.sh 2>&1 | tee "$klog" || true
-kp="$(sed -nE 's/^backup tests: ([0-9]+) passed.*/\1/p' "$klog")"
-kf="$(sed -nE 's/^backup tests: [0-9]+ passed, ([0-9]+) failed.*/\1/p' "$klog")"
-passed=$((passed + ${kp:-0}))
-failed=$((failed + ${kf:-1}))
-rm -f "$klog"
+sub_suite backup scripts/test-backup.sh
 
 step "MariaDB's storage_engine suite: Subito against InnoDB"
 if bash scripts/test-storage-engine.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); fi

@@ -50,13 +50,7 @@ start_replica() {
 sqlp() { mariadb --no-defaults --socket="$P/mysqld.sock" -uroot -N -e "$1"; }
 sqlr() { mariadb --no-defaults --socket="$R/mysqld.sock" -uroot -N -e "$1"; }
 
-passed=0
-failed=0
-outcome() {  # label, then the command that decides
-  local label=$1
-  shift
-  if "$@"; then echo "$label: ok"; passed=$((passed + 1)); else echo "$label: FAILED"; failed=$((failed + 1)); fi
-}
+source scripts/test-lib.sh
 
 start_primary
 start_replica

@@ -26,6 +26,7 @@
 
 // The server's, not in a header (InnoDB declares it the same way).
 extern "C" int thd_rpl_deadlock_check(MYSQL_THD thd, MYSQL_THD other_thd);
+extern "C" int thd_need_wait_reports(const MYSQL_THD thd);
 
 // The server's list of datadir subdirectories that are not databases (MyRocks
 // registers #rocksdb the same way).
@@ -359,9 +360,13 @@ void NameTransaction(THD* thd, uint64_t previous, uint64_t id) {
 void ReportLockWait(uint64_t waiter, uint64_t holder) {
   std::lock_guard lock(g_thd_mu);  // a THD stays while named here
   auto w = g_thd_of_txn.find(waiter);
+  if (w == g_thd_of_txn.end() || !thd_need_wait_reports(w->second)) return;
   auto h = g_thd_of_txn.find(holder);
-  if (w == g_thd_of_txn.end() || h == g_thd_of_txn.end() || w->second == h->second) return;
-  thd_rpl_deadlock_check(w->second, h->second);
+  // An unnamed holder (held prepared, a bulk load's): the waiter still
+  // counts as one that waited.
+  THD* other = h == g_thd_of_txn.end() ? nullptr : h->second;
+  if (other == w->second) return;
+  thd_rpl_deadlock_check(w->second, other);
 }
 
 // ---- handlerton ----
@@ -493,6 +498,9 @@ int Rollback(handlerton*, THD* thd, bool all) {
       if (!st.ok() && !st.IsInvalidArgument()) return ToHaError(thd, st);
       return 0;
     }
+    // A prepared transaction has no statement of its own left to undo: it
+    // ends only whole (XA COMMIT, XA ROLLBACK, the binary log's decision).
+    if (trx->txn->prepared()) return 0;
     Status st = trx->txn->RollbackTo(trx->statement_savepoint);
     if (!st.ok() && trx->txn) {
       // The statement could not be undone: the whole transaction goes, and

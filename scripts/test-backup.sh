@@ -27,19 +27,15 @@ sqla() { mariadb --no-defaults --socket="$A/mysqld.sock" -uroot -N -e "$1"; }
 sqlb() { mariadb --no-defaults --socket="$B/mysqld.sock" -uroot -N -e "$1"; }
 sqlc() { mariadb --no-defaults --socket="$C/mysqld.sock" -uroot -N -e "$1"; }
 source scripts/test-lib.sh
-TABLES="sbtest.acct, sbtest.ledger, sbtest.sbtest1, sbtest.sbtest2"
+TABLES="sbtest.acct, sbtest.ledger, sbtest.counts, sbtest.sbtest1, sbtest.sbtest2"
 tables_ok() {  # sql function
   local check
   check="$("$1" "CHECK TABLE $TABLES")"
-  [ "$(echo "$check" | awk '$3 == "status" && $4 == "OK"' | wc -l)" -eq 4 ] || { echo "$check"; return 1; }
+  [ "$(echo "$check" | awk '$3 == "status" && $4 == "OK"' | wc -l)" -eq 5 ] || { echo "$check"; return 1; }
 }
 
 bash scripts/server-start.sh --dir "$A" --port 3397 --pm-dir "$pm-a" "${OPTS[@]}" >/dev/null
-sqla "CREATE DATABASE sbtest;
-      CREATE TABLE sbtest.acct (id INT PRIMARY KEY, bal INT NOT NULL);
-      CREATE TABLE sbtest.ledger (client INT, seq INT, PRIMARY KEY (client, seq));
-      INSERT INTO sbtest.acct WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 100)
-        SELECT n, 1000 FROM s"
+mariadb --no-defaults --socket="$A/mysqld.sock" -uroot <tests/binlog/schema.sql
 SB=(sysbench --db-driver=mysql --mysql-socket="$A/mysqld.sock" --mysql-user=root --mysql-db=sbtest
     --mysql-storage-engine=subito --tables=2 --table-size=20000 --report-interval=0)
 "${SB[@]}" oltp_common prepare >/dev/null
@@ -63,16 +59,27 @@ outcome "logical: the ledger grew while the dump ran (it ran under load)" test "
 bash scripts/server-start.sh --dir "$B" --port 3398 --pm-dir "$pm-b" "${OPTS[@]}" >/dev/null
 mariadb --no-defaults --socket="$B/mysqld.sock" -uroot <"$work/dump.sql"
 outcome "logical: the restored tables are Subito's" \
-  test "$(sqlb "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'sbtest' AND ENGINE = 'SUBITO'")" = 4
+  test "$(sqlb "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'sbtest' AND ENGINE = 'SUBITO'")" = 5
 total="$(sqlb "SELECT SUM(bal) FROM sbtest.acct")"
 echo "restored balances sum to $total; ledger rows: $(sqlb "SELECT COUNT(*) FROM sbtest.ledger")"
-outcome "logical: the dump is one consistent snapshot (balances sum to the start)" test "$total" = 100000
+outcome "logical: balances sum to the start in the dump" test "$total" = 100000
+# Each transfer raises its client's count in another table in the same
+# transaction: counts equal ledger rows only if every table was dumped as
+# of one snapshot.
+off="$(sqlb "SELECT COUNT(*) FROM sbtest.counts c
+               WHERE c.n <> (SELECT COUNT(*) FROM sbtest.ledger l WHERE l.client = c.client)")"
+echo "restored counts: $(sqlb "SELECT GROUP_CONCAT(n ORDER BY client) FROM sbtest.counts")"
+outcome "logical: the dump is one snapshot across tables (counts equal ledger rows)" test "$off" = 0
 outcome "logical: CHECK TABLE of the restored tables" tables_ok sqlb
 mariadb-dump --no-defaults --socket="$B/mysqld.sock" -uroot --single-transaction --skip-dump-date \
   --databases sbtest >"$work/dump2.sql"
 outcome "logical: the restored tables dump to the same bytes" cmp -s "$work/dump.sql" "$work/dump2.sql"
 kill "$sb" "${clients[@]}" 2>/dev/null || true
 wait "$sb" "${clients[@]}" 2>/dev/null || true
+for _ in $(seq 1 300); do  # a COMMIT sent before its client stopped may still run
+  [ "$(sqla "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'root' AND ID <> CONNECTION_ID()")" = 0 ] && break
+  sleep 0.1
+done
 
 echo "== physical (cold): a clean shutdown, the data and PM directories copied"
 sqla "XA START 'kept'; UPDATE sbtest.acct SET bal = bal - 5 WHERE id = 1; XA END 'kept'; XA PREPARE 'kept'"

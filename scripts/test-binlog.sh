@@ -25,16 +25,12 @@ bash scripts/install-deps.sh
 dir="$(mktemp -d /var/tmp/subito-binlog.XXXXXX)"
 pm="/dev/shm/subito-binlog-$$"
 trap 'bash scripts/server-stop.sh --dir "$dir" >/dev/null 2>&1 || true; rm -rf "$dir" "$pm"' EXIT
-BINLOG=(-- --log-bin="$dir/data/mysql-bin" --sync-binlog=1 --binlog-format=ROW --server-id=1)
+BINLOG=(-- --default-storage-engine=SUBITO --log-bin="$dir/data/mysql-bin" --sync-binlog=1 --binlog-format=ROW --server-id=1)
 start() { bash scripts/server-start.sh --dir "$dir" --port 3393 --pm-dir "$pm" "${BINLOG[@]}" >/dev/null; }
 sock="$dir/mysqld.sock"
 sql() { mariadb --no-defaults --socket="$sock" -uroot -N -e "$1"; }
 start
-sql "CREATE DATABASE sbtest;
-     CREATE TABLE sbtest.acct (id INT PRIMARY KEY, bal INT NOT NULL) ENGINE=SUBITO;
-     CREATE TABLE sbtest.ledger (client INT, seq INT, PRIMARY KEY (client, seq)) ENGINE=SUBITO;
-     INSERT INTO sbtest.acct WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 100)
-       SELECT n, 1000 FROM s"
+mariadb --no-defaults --socket="$sock" -uroot <tests/binlog/schema.sql
 
 passed=0
 failed=0

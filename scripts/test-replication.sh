@@ -57,16 +57,21 @@ start_replica
 sqlp "CREATE USER repl@'127.0.0.1'; GRANT REPLICATION SLAVE ON *.* TO repl@'127.0.0.1'"
 sqlr "CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=$PORT_P, MASTER_USER='repl',
         MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1; START SLAVE"
-sqlp "CREATE DATABASE sbtest;
-      CREATE TABLE sbtest.acct (id INT PRIMARY KEY, bal INT NOT NULL);
-      CREATE TABLE sbtest.ledger (client INT, seq INT, PRIMARY KEY (client, seq));
-      INSERT INTO sbtest.acct WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 100)
-        SELECT n, 1000 FROM s"
+mariadb --no-defaults --socket="$P/mysqld.sock" -uroot <tests/binlog/schema.sql
 SB=(sysbench --db-driver=mysql --mysql-socket="$P/mysqld.sock" --mysql-user=root --mysql-db=sbtest
     --mysql-storage-engine=subito --tables=2 --table-size=10000 --report-interval=0)
 "${SB[@]}" oltp_common prepare >/dev/null
-TABLES="sbtest.acct, sbtest.ledger, sbtest.sbtest1, sbtest.sbtest2"
+TABLES="sbtest.acct, sbtest.ledger, sbtest.counts, sbtest.sbtest1, sbtest.sbtest2"
 
+# Waits until no client is connected to the primary (a COMMIT sent before
+# its client was stopped may still be running).
+clients_gone() {
+  for _ in $(seq 1 300); do
+    [ "$(sqlp "SELECT COUNT(*) FROM information_schema.PROCESSLIST
+                 WHERE USER = 'root' AND ID <> CONNECTION_ID()")" = 0 ] && return 0
+    sleep 0.1
+  done
+}
 # Waits until the replica has applied all of the primary's binary log.
 caught_up() {
   local want got
@@ -131,6 +136,7 @@ for cycle in $(seq 1 "$CYCLES"); do
     kill "${clients[@]}" 2>/dev/null || true
     wait "${clients[@]}" "$sb" 2>/dev/null || true
   fi
+  clients_gone
   echo "cycle $cycle: SIGKILL of the $victim; $(grep -h 'Subito: opened' "$( [ "$victim" = primary ] && echo "$P" || echo "$R")/error.log" |
     tail -1 | sed -nE 's/.*Subito: opened [^ ]+ in ([0-9.]+ s \([^)]*\)).*/Subito recovered in \1/p')"
   outcome "cycle $cycle ($victim killed): the primary kept every acknowledged commit, no half transfer" \

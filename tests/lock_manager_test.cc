@@ -97,9 +97,10 @@ TEST(LockManager, AWaiterIsGrantedWhenTheHolderEnds) {
   EXPECT_EQ(lm.stats().waits, 1u);
 }
 
-// L10: the hook hears of each holder before the wait, without the
-// manager's mutex: here it ends the holder (as a server's commit-order
-// check rolls back a later transaction), and the request is granted.
+// L10: the hook hears of each holder once the request is queued, without
+// the manager's mutex: here it ends one holder (as a server's commit-order
+// check rolls back a later transaction), and the request is granted when
+// the other ends.
 TEST(LockManager, TheWaitHookHearsOfEachHolderAndMayEndIt) {
   LockManager lm;
   std::vector<std::pair<TxnId, TxnId>> heard;
@@ -115,7 +116,7 @@ TEST(LockManager, TheWaitHookHearsOfEachHolderAndMayEndIt) {
   lm.ReleaseAll(3);
   ASSERT_TRUE(waiter.get().ok());
   EXPECT_TRUE(lm.Holds(1, 1, "k", LockMode::kExclusive));
-  ASSERT_EQ(heard.size(), 2u);  // each holder once, though the request was looked at again
+  ASSERT_EQ(heard.size(), 2u);  // each holder once
   EXPECT_EQ(heard[0], (std::pair<TxnId, TxnId>{1, 2}));
   EXPECT_EQ(heard[1], (std::pair<TxnId, TxnId>{1, 3}));
   // Granted at once: nothing to hear.

@@ -172,6 +172,7 @@ TEST_F(Xa, Misuse) {
   ASSERT_OK(a->Prepare("same"));
   EXPECT_TRUE(a->Prepare("same").IsInvalidArgument());
   EXPECT_TRUE(a->RollbackTo(1).IsInvalidArgument());
+  EXPECT_TRUE(a->RollbackTo(0).IsInvalidArgument());  // only whole, through Rollback
   std::unique_ptr<Transaction> b = db->Begin();
   ASSERT_OK(b->Insert(T(), SampleRow(51, 1, std::nullopt, "y")));
   ASSERT_OK(b->Prepare("same"));

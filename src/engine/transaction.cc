@@ -287,7 +287,9 @@ Status TransactionImpl::RollbackTo(uint64_t savepoint) {
   if (savepoint > Position()) {
     return Status::InvalidArgument("savepoint is ahead of the transaction");
   }
-  if (prepared_ && savepoint != 0) return Status::InvalidArgument(kPreparedOnlyEnds);
+  // A prepared transaction rolls back only whole, through End (its
+  // unprepare record first).
+  if (prepared_) return Status::InvalidArgument(kPreparedOnlyEnds);
   // In chunks: between them this thread waits for log space, which a
   // long rollback may need, and the transaction may be relocated then.
   // A rollback is never interrupted (a KILL must not turn it into a
@@ -628,7 +630,8 @@ Status TransactionImpl::End(bool commit) {
     if (!r.ok()) {
       // Fail-stop likewise: recovery finishes the rollback after a restart.
       FailStop(Status::IOError("rollback failed (" + r.ToString() +
-                               "); restart the database, recovery finishes it"));
+                               "); restart the database, recovery finishes it (or hands it back "
+                               "prepared, if its unprepare record did not last)"));
       return poisoned_;
     }
   }

@@ -198,6 +198,15 @@ Status LockManager::RefuseWait(TxnId txn, const std::vector<TxnId>& blockers,
   return Status::OK();
 }
 
+void LockManager::ReportWait(std::unique_lock<std::mutex>& lk, TxnId txn,
+                             const std::vector<TxnId>& blockers) {
+  if (!wait_hook_) return;
+  const WaitHook hook = wait_hook_;
+  lk.unlock();
+  for (TxnId b : blockers) hook(txn, b);
+  lk.lock();
+}
+
 Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMode mode,
                          std::chrono::milliseconds timeout,
                          const std::function<bool()>& interrupted) {
@@ -212,40 +221,23 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
           static_cast<unsigned long long>(budget_)));
     }
   }
-  std::vector<TxnId> reported;
-  Node node = table_.try_emplace(std::move(name)).first;
-  std::vector<TxnId> blockers;
-  for (;;) {
-    blockers = Blockers(node->second, txn, mode);
-    if (blockers.empty()) {
-      Grant(node, txn, mode);
-      ++stats_.granted_at_once;
-      return Status::OK();
-    }
-    // From here on the entry has a holder or a waiter (the blockers), so it
-    // stays in table_ whatever this request does, while mu_ is held.
-    SUBITO_RETURN_IF_ERROR(RefuseWait(txn, blockers, timeout, interrupted));
-    std::vector<TxnId> fresh;
-    for (TxnId b : blockers) {
-      if (std::find(reported.begin(), reported.end(), b) == reported.end()) fresh.push_back(b);
-    }
-    if (!wait_hook_ || fresh.empty()) break;
-    // L10: reported without mu_ (the hook may kill a holder, whose
-    // rollback releases locks here), then everything is looked at again.
-    reported.insert(reported.end(), fresh.begin(), fresh.end());
-    const WaitHook hook = wait_hook_;
-    std::string again = node->first;  // the entry may go meanwhile
-    lk.unlock();
-    for (TxnId b : fresh) hook(txn, b);
-    lk.lock();
-    node = table_.try_emplace(std::move(again)).first;
-  }
+  const Node node = table_.try_emplace(std::move(name)).first;
   Entry& e = node->second;
+  std::vector<TxnId> blockers = Blockers(e, txn, mode);
+  if (blockers.empty()) {
+    Grant(node, txn, mode);
+    ++stats_.granted_at_once;
+    return Status::OK();
+  }
+  // From here on the entry has a holder or a waiter (the blockers), so it
+  // stays in table_ whatever this request does.
+  SUBITO_RETURN_IF_ERROR(RefuseWait(txn, blockers, timeout, interrupted));
   ++stats_.waits;
   if (!e.waiters) e.waiters = std::make_unique<Waiters>();
   Waiters& w = *e.waiters;
   w.queue.push_back({txn, mode});
   waiting_on_[txn] = Wait{false, node->first, mode, 0, {}};
+  ReportWait(lk, txn, blockers);  // queued: its place and the entry stay
   const WaitEnd end = WaitFor(
       lk, w.cv, timeout, [&] { return Grantable(e, txn, mode); },
       [&] { return interrupted && interrupted(); });
@@ -309,6 +301,7 @@ Status LockManager::WaitForRanges(TxnId txn, uint32_t space, std::string_view ke
     ++stats_.waits;
     ++stats_.insert_waits;
     waiting_on_[txn] = Wait{true, {}, LockMode::kExclusive, space, std::string(key)};
+    ReportWait(lk, txn, blockers);
     const WaitEnd end = WaitFor(
         lk, ranges_cv_, timeout, [&] { return RangeHolders(txn, space, key).empty(); },
         [&] { return interrupted && interrupted(); });

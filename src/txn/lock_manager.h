@@ -41,11 +41,13 @@
 //      the reader then waits for), or the second check finds the range and the insert waits for the
 //      range's end. No phantom either way. With no range held anywhere, an insert's checks take no
 //      mutex.
-//  L10. Before a key lock request waits, the wait hook (if set) hears of
-//      each transaction it is about to wait for, outside the manager's
-//      mutex; the request is then looked at anew. MariaDB's parallel
-//      replication uses it to roll back a transaction that holds a lock an
-//      earlier one (in commit order) waits for (thd_rpl_deadlock_check).
+//  L10. When a key lock request or an insert's range check (L7) is about
+//      to wait, the wait hook (if set) hears of each transaction it waits
+//      for, once it is queued (its place kept) and outside the manager's
+//      mutex. MariaDB's parallel replication uses it to roll back a
+//      transaction that holds a lock an earlier one (in commit order) waits
+//      for (thd_rpl_deadlock_check). Holders that block it only after a
+//      wake-up (another's upgrade) are not reported.
 #pragma once
 
 #include <atomic>
@@ -192,6 +194,8 @@ class LockManager {
   // Other transactions holding a range of `space` that contains `key` (L7).
   std::vector<TxnId> RangeHolders(TxnId txn, uint32_t space, std::string_view key) const;
   bool WaitWouldDeadlock(TxnId txn, const std::vector<TxnId>& blockers) const;
+  // L10: lk is released while the hook runs.
+  void ReportWait(std::unique_lock<std::mutex>& lk, TxnId txn, const std::vector<TxnId>& blockers);
   // Returns Interrupted / TimedOut / Deadlock for a wait that cannot begin
   // or end well, counting it; OK when the caller may wait.
   Status RefuseWait(TxnId txn, const std::vector<TxnId>& blockers,

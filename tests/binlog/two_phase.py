@@ -3,8 +3,9 @@
 commit together (two-phase commit), across SIGKILL of the server.
 
   two_phase.py load --socket S --client C --round R --acked FILE
-      transfers between accounts, each with a ledger row (C, R * 1000000 + n),
-      one transaction each; every acknowledged commit's n goes to FILE; ends
+      transfers between accounts, each with a ledger row (C, R * 1000000 + n)
+      and client C's count in table counts raised by one, one transaction
+      each (tables acct, ledger and counts: tests/binlog/schema.sql); every acknowledged commit's n goes to FILE; ends
       when the server goes away.
   two_phase.py check --socket S --round R --binlog-dir D --acked-glob G
       after the restart: the balances sum to the start, every acknowledged
@@ -41,6 +42,7 @@ def load(a):
                     c.execute("UPDATE acct SET bal = bal - 1 WHERE id = %s", (src,))
                     c.execute("UPDATE acct SET bal = bal + 1 WHERE id = %s", (dst,))
                     c.execute("INSERT INTO ledger VALUES (%s, %s)", (a.client, n))
+                    c.execute("UPDATE counts SET n = n + 1 WHERE client = %s", (a.client,))
                 conn.commit()
             except pymysql.err.OperationalError as e:
                 if e.args and e.args[0] in (1205, 1213):  # lock wait timeout, deadlock: retry
@@ -92,6 +94,12 @@ def check(a):
                   (a.round * 1000000, (a.round + 1) * 1000000))
         table = {(int(x), int(y)) for x, y in c.fetchall()}
     outcome("no transfer half applied", total == 100000, f"balances sum to {total}")
+    with conn.cursor() as c:
+        c.execute("SELECT c.client, c.n, COUNT(l.seq) FROM counts c LEFT JOIN ledger l ON l.client = c.client "
+                  "GROUP BY c.client, c.n")
+        off = [(cl, n, rows) for cl, n, rows in c.fetchall() if int(n) != int(rows)]
+    outcome("each client's count equals its ledger rows (one transaction across tables)", not off,
+            f"{len(off)} client(s) off: {off}" if off else "")
     acked = set()
     for path in glob.glob(a.acked_glob):
         client = int(path.rsplit(".", 1)[1])

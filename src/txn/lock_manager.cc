@@ -198,13 +198,12 @@ Status LockManager::RefuseWait(TxnId txn, const std::vector<TxnId>& blockers,
   return Status::OK();
 }
 
-void LockManager::ReportWait(std::unique_lock<std::mutex>& lk, TxnId txn,
-                             const std::vector<TxnId>& blockers) {
+void LockManager::ReportWait(TxnId txn, const std::vector<TxnId>& blockers) {
+  // Under mu_: every blocker still holds (or waits for) the key, so the
+  // hook sees it in the transaction it is in now, not in a later one its
+  // thread may have begun once the lock went.
   if (!wait_hook_) return;
-  const WaitHook hook = wait_hook_;
-  lk.unlock();
-  for (TxnId b : blockers) hook(txn, b);
-  lk.lock();
+  for (TxnId b : blockers) wait_hook_(txn, b);
 }
 
 Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMode mode,
@@ -237,7 +236,7 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
   Waiters& w = *e.waiters;
   w.queue.push_back({txn, mode});
   waiting_on_[txn] = Wait{false, node->first, mode, 0, {}};
-  ReportWait(lk, txn, blockers);  // queued: its place and the entry stay
+  ReportWait(txn, blockers);
   const WaitEnd end = WaitFor(
       lk, w.cv, timeout, [&] { return Grantable(e, txn, mode); },
       [&] { return interrupted && interrupted(); });
@@ -301,7 +300,7 @@ Status LockManager::WaitForRanges(TxnId txn, uint32_t space, std::string_view ke
     ++stats_.waits;
     ++stats_.insert_waits;
     waiting_on_[txn] = Wait{true, {}, LockMode::kExclusive, space, std::string(key)};
-    ReportWait(lk, txn, blockers);
+    ReportWait(txn, blockers);
     const WaitEnd end = WaitFor(
         lk, ranges_cv_, timeout, [&] { return RangeHolders(txn, space, key).empty(); },
         [&] { return interrupted && interrupted(); });

@@ -43,11 +43,13 @@
 //      mutex.
 //  L10. When a key lock request or an insert's range check (L7) is about
 //      to wait, the wait hook (if set) hears of each transaction it waits
-//      for, once it is queued (its place kept) and outside the manager's
-//      mutex. MariaDB's parallel replication uses it to roll back a
-//      transaction that holds a lock an earlier one (in commit order) waits
-//      for (thd_rpl_deadlock_check). Holders that block it only after a
-//      wake-up (another's upgrade) are not reported.
+//      for, once it is queued, under the manager's mutex: every one it
+//      names still holds or waits for the key (as InnoDB reports under its
+//      lock mutex). The hook must not call back into the manager. MariaDB's
+//      parallel replication uses it to roll back, later and from another
+//      thread, a transaction that holds a lock an earlier one (in commit
+//      order) waits for (thd_rpl_deadlock_check). Holders that block it
+//      only after a wake-up (another's upgrade) are not reported.
 #pragma once
 
 #include <atomic>
@@ -194,8 +196,8 @@ class LockManager {
   // Other transactions holding a range of `space` that contains `key` (L7).
   std::vector<TxnId> RangeHolders(TxnId txn, uint32_t space, std::string_view key) const;
   bool WaitWouldDeadlock(TxnId txn, const std::vector<TxnId>& blockers) const;
-  // L10: lk is released while the hook runs.
-  void ReportWait(std::unique_lock<std::mutex>& lk, TxnId txn, const std::vector<TxnId>& blockers);
+  // L10. Caller holds mu_.
+  void ReportWait(TxnId txn, const std::vector<TxnId>& blockers);
   // Returns Interrupted / TimedOut / Deadlock for a wait that cannot begin
   // or end well, counting it; OK when the caller may wait.
   Status RefuseWait(TxnId txn, const std::vector<TxnId>& blockers,

@@ -356,9 +356,10 @@ class Database {
   // waits, call its interrupt check again. Any thread; a transaction that
   // has ended or does not wait is left alone.
   virtual void WakeLockWaiter(uint64_t txn_id) = 0;
-  // Called, on the waiting thread and outside the engine's locks, before a
-  // transaction waits for a row lock, once for each transaction holding it
-  // (a server's commit-order check for parallel replication). Set it
+  // Called on the waiting thread before a transaction waits for a row lock,
+  // once for each transaction holding it, under the lock manager's mutex
+  // (each one named still holds the lock): it must not call into the
+  // engine. A server's commit-order check for parallel replication. Set it
   // before any transaction begins.
   virtual void SetLockWaitHook(std::function<void(uint64_t waiter, uint64_t holder)> hook) = 0;
   virtual DatabaseStats Stats() const = 0;

@@ -12,6 +12,7 @@
 // begin, so nothing reads a key it changed before its version is back, and
 // its end, whichever, goes through the ordinary Commit and Rollback.
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "engine/row_codec.h"
@@ -63,19 +64,17 @@ Status TransactionImpl::Prepare(std::string_view xid) {
     prepared_.store(true);
     logged = pinned_;
   }
-  if (!logged) return Status::OK();  // wrote nothing: nothing to keep
-  const std::string rec = txn::EncodePrepare(state_->id, xid);
-  Result<log::AppendResult> a =
-      db_->log()->Append(txn::kRecordTxnPrepare, rec.data(), static_cast<uint32_t>(rec.size()));
-  if (!a.ok()) {
+  if (!logged) return Status::OK();       // wrote nothing: nothing to keep
+  Result<uint64_t> end = CopyPrepare(0);  // the first copy is the record
+  if (!end.ok()) {
     std::lock_guard lock(mu_);
     // A relocation's copy may be durable: only a rollback (which logs its
     // unprepare first) may end it, never more writes (U2, P1).
-    poisoned_ = Status::IOError("prepare failed (" + a.status().ToString() +
+    poisoned_ = Status::IOError("prepare failed (" + end.status().ToString() +
                                 "): the transaction can only roll back");
-    return a.status();
+    return end.status();
   }
-  if (Status d = db_->log()->WaitDurable(a->end); !d.ok()) {
+  if (Status d = db_->log()->WaitDurable(*end); !d.ok()) {
     // Prepared or not, only recovery can tell: keep locks and pin.
     FailStop(Status::IOError("prepare outcome unknown (" + d.ToString() +
                              "); restart the database, recovery decides"));
@@ -126,24 +125,27 @@ void TransactionImpl::Abandon() {
 Status TransactionImpl::Resurrect() {
   std::lock_guard lock(mu_);
   const uint64_t count = undo_file_->count();
-  uint64_t position = 0;  // in the undo list
+  uint64_t position = 0;                  // in the undo list
+  std::map<uint32_t, TableImpl*> tables;  // by space
   for (uint64_t first = 0; first < count; first += kReloadEntries) {
     Result<std::vector<txn::UndoRecord>> records =
         undo_file_->Read(first, std::min(count, first + kReloadEntries));
     if (!records.ok()) return records.status();
     for (txn::UndoRecord& r : *records) {
       const uint64_t at = position++;
-      TableImpl* t = db_->TableOfSpace(r.space);
+      // Each space's table and index looked up once, not per entry.
+      auto [space, added] = tables.try_emplace(r.space, nullptr);
+      if (added) space->second = db_->TableOfSpace(r.space);
+      TableImpl* t = space->second;
       if (t == nullptr) {
         return Status::Corruption(StrFormat(
             "undo file %s of prepared transaction %llu names space %u, which no table has",
             undo_file_->path().c_str(), static_cast<unsigned long long>(state_->id), r.space));
       }
-      IndexImpl* ix = nullptr;
+      IndexImpl*& ix = wrote_spaces_[r.space];
       for (const std::unique_ptr<IndexImpl>& i : t->indexes) {
-        if (i->space() == r.space) ix = i.get();
+        if (ix == nullptr && i->space() == r.space) ix = i.get();
       }
-      wrote_spaces_[r.space] = ix;
       if (used_.insert(t).second) t->users.fetch_add(1);
       if (r.empties) {
         // Its bulk insert's claim (bulk_insert.cc I3): other writers wait

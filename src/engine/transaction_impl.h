@@ -259,9 +259,10 @@ class TransactionImpl final : public Transaction, public UndoOwner {
     if (ended_) return Status::InvalidArgument(kEnded);
     return poisoned_;
   }
-  // Caller holds mu_ (or runs alone): after a record that moves the pin,
-  // a copy of the prepare record (txn_records.h P1). Returns its end, or
-  // `end` if the transaction is not prepared.
+  // After a record that moves the pin, a copy of the prepare record
+  // (txn_records.h P1); Prepare appends the first one with it. Returns its
+  // end, or `end` if the transaction is not prepared. Callers hold mu_, or
+  // are Prepare's own thread, the only one that writes xid_.
   Result<uint64_t> CopyPrepare(uint64_t end);
   // Before the rollback of a prepared transaction: its unprepare record,
   // durable (txn_records.h). OK at once if it is not prepared.

@@ -266,9 +266,19 @@ TEST_F(OldSnapshotTest, MovedSnapshotsStayExactUnderConcurrentWriters) {
   }
   std::atomic<bool> stop{false};
   std::atomic<int> failures{0};
+  // The writer idles between transactions while `pause` is set, and says so
+  // in `paused` (it clears `paused` before it reads `pause`, so a pause it
+  // has not seen is never taken for one it has).
+  std::atomic<bool> pause{false}, paused{false};
   std::thread writer([&] {
     std::mt19937_64 rng(test::TestSeed());
     while (!stop.load()) {
+      paused.store(false);
+      if (pause.load()) {
+        paused.store(true);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        continue;
+      }
       auto txn = db_->Begin();
       int64_t a = static_cast<int64_t>(rng() % kAccounts),
               b = static_cast<int64_t>(rng() % kAccounts);
@@ -315,11 +325,18 @@ TEST_F(OldSnapshotTest, MovedSnapshotsStayExactUnderConcurrentWriters) {
   stop_scanning = true;
   scanner.join();
   for (int round = 0; round < 10; ++round) {
+    // The reader's snapshot moves once, so the move this round waits for must
+    // come after `moved` is read: the writer idles until then (a move during
+    // the first scan, under load, left nothing to wait for).
+    pause = true;
+    while (!paused.load() && failures.load() == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     auto reader = db_->Begin(Isolation::kRepeatableRead);
     const std::vector<Row> first = ScanAll(reader.get(), t_);
     EXPECT_EQ(first.size(), static_cast<size_t>(kAccounts));
     EXPECT_EQ(sum(first), kAccounts * kStart) << "round " << round;
     const uint64_t moved = db_->Stats().snapshots_moved;
+    pause = false;
     EXPECT_TRUE(WaitFor([&](const DatabaseStats& s) { return s.snapshots_moved > moved; }))
         << "round " << round << ": no snapshot moved";
     EXPECT_EQ(ScanAll(reader.get(), t_), first) << "round " << round;

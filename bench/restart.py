@@ -73,6 +73,10 @@ def engine_open(srv):
         out = {"open_seconds": float(m.group(1)), "redo_records": int(m.group(2)),
                "rolled_back": int(m.group(3)), "pages_pending": int(m.group(4) or 0)}
         # Lazy redo: when the background thread had redone the last page.
+        steps = re.search(r"Subito: opened .*?; steps \(s\): (.*?); ", text)
+        if steps:
+            out["open_steps"] = {name: float(sec) for name, sec in
+                                 re.findall(r"([^,]+?) ([\d.]+)(?:, |$)", steps.group(1))}
         done = re.search(r"Subito: background redo finished ([\d.]+) s after the open", text)
         if done:
             out["background_redo_seconds"] = float(done.group(1))

@@ -52,6 +52,7 @@ uint sv_log_streams = 1;
 ulonglong sv_log_file_size = 256ull << 20;
 ulonglong sv_log_buffer_size = 8ull << 20;
 ulonglong sv_buffer_pool_size = 128ull << 20;
+ulonglong sv_max_checkpoint_age = 32ull << 20;
 ulonglong sv_version_store_budget = 1ull << 30;
 ulonglong sv_snapshot_page_budget = 256ull << 20;
 ulonglong sv_lock_memory_budget = 1ull << 30;
@@ -109,6 +110,11 @@ MYSQL_SYSVAR_ULONGLONG(buffer_pool_size, sv_buffer_pool_size, PLUGIN_VAR_READONL
 MYSQL_SYSVAR_UINT(page_size, sv_page_size, PLUGIN_VAR_READONLY,
                   "Page size of a new Subito database: 4096, 8192 or 16384", nullptr, nullptr,
                   16384, 4096, 16384, 0);
+MYSQL_SYSVAR_ULONGLONG(max_checkpoint_age, sv_max_checkpoint_age, PLUGIN_VAR_READONLY,
+                       "Bytes of redo since the checkpoint past which the page cleaners write "
+                       "the oldest dirty pages, so that the pass over the log after a crash "
+                       "stays short whatever the log's size. 0: only when half the log is used",
+                       nullptr, nullptr, 32ull << 20, 0, ~0ull >> 1, 1ull << 20);
 MYSQL_SYSVAR_UINT(page_cleaners, sv_page_cleaners, PLUGIN_VAR_READONLY,
                   "Threads writing dirty pages", nullptr, nullptr, 1, 1, 16, 0);
 MYSQL_SYSVAR_BOOL(double_write_on_pm, sv_double_write_on_pm, PLUGIN_VAR_READONLY,
@@ -149,27 +155,18 @@ MYSQL_THDVAR_UINT(lock_wait_timeout, PLUGIN_VAR_RQCMDARG,
                   "once); a statement also waits no longer than lock_wait_timeout",
                   nullptr, nullptr, 50, 0, 1073741824, 0);
 
-struct st_mysql_sys_var* system_variables[] = {MYSQL_SYSVAR(data_home_dir),
-                                               MYSQL_SYSVAR(pm_dir),
-                                               MYSQL_SYSVAR(log_write_mode),
-                                               MYSQL_SYSVAR(log_streams),
-                                               MYSQL_SYSVAR(log_file_size),
-                                               MYSQL_SYSVAR(log_buffer_size),
-                                               MYSQL_SYSVAR(buffer_pool_size),
-                                               MYSQL_SYSVAR(page_size),
-                                               MYSQL_SYSVAR(page_cleaners),
-                                               MYSQL_SYSVAR(double_write_on_pm),
-                                               MYSQL_SYSVAR(lock_wait_timeout),
-                                               MYSQL_SYSVAR(log_write_ahead_size),
-                                               MYSQL_SYSVAR(open_files),
-                                               MYSQL_SYSVAR(version_store_budget),
-                                               MYSQL_SYSVAR(snapshot_page_budget),
-                                               MYSQL_SYSVAR(lock_memory_budget),
-                                               MYSQL_SYSVAR(direct_io),
-                                               MYSQL_SYSVAR(lazy_recovery),
-                                               MYSQL_SYSVAR(ppl_size),
-                                               MYSQL_SYSVAR(ppl_threshold),
-                                               nullptr};
+struct st_mysql_sys_var* system_variables[] = {
+    MYSQL_SYSVAR(data_home_dir),        MYSQL_SYSVAR(pm_dir),
+    MYSQL_SYSVAR(log_write_mode),       MYSQL_SYSVAR(log_streams),
+    MYSQL_SYSVAR(log_file_size),        MYSQL_SYSVAR(log_buffer_size),
+    MYSQL_SYSVAR(buffer_pool_size),     MYSQL_SYSVAR(page_size),
+    MYSQL_SYSVAR(page_cleaners),        MYSQL_SYSVAR(max_checkpoint_age),
+    MYSQL_SYSVAR(double_write_on_pm),   MYSQL_SYSVAR(lock_wait_timeout),
+    MYSQL_SYSVAR(log_write_ahead_size), MYSQL_SYSVAR(open_files),
+    MYSQL_SYSVAR(version_store_budget), MYSQL_SYSVAR(snapshot_page_budget),
+    MYSQL_SYSVAR(lock_memory_budget),   MYSQL_SYSVAR(direct_io),
+    MYSQL_SYSVAR(lazy_recovery),        MYSQL_SYSVAR(ppl_size),
+    MYSQL_SYSVAR(ppl_threshold),        nullptr};
 
 // ---- status variables ----
 //
@@ -182,7 +179,8 @@ struct Exported {
   ulonglong prepares, prepared_transactions;
   ulonglong log_bytes, log_record_bytes, log_padding_bytes, double_write_bytes, pm_bytes_written;
   ulonglong page_file_bytes_written, page_file_bytes_read, pages_written, pages_read;
-  ulonglong buffer_hits, buffer_misses, checkpoints, version_keys, undo_relocations, undo_spills;
+  ulonglong buffer_hits, buffer_misses, checkpoints, checkpoint_age, version_keys, undo_relocations,
+      undo_spills;
   ulonglong bulk_built_entries, sort_runs, bulk_inserts;
   ulonglong open_files, file_closes, file_reopens, open_file_waits;
   ulonglong page_write_failures, page_writes_failing, writes_stopped;
@@ -221,6 +219,7 @@ Exported Collect() {
   const ulonglong lookups = s.buffer_hits + s.buffer_misses;
   e.buffer_hit_ratio = lookups ? static_cast<double>(s.buffer_hits) / lookups : 1.0;
   e.checkpoints = s.checkpoints;
+  e.checkpoint_age = s.checkpoint_age;
   e.version_keys = s.version_keys;
   e.undo_relocations = s.undo_relocations;
   e.undo_spills = s.undo_spills;
@@ -284,6 +283,7 @@ constexpr StatusVar kStatusVars[] = {SUBITO_STATUS(commits, SHOW_ULONGLONG),
                                      SUBITO_STATUS(buffer_misses, SHOW_ULONGLONG),
                                      SUBITO_STATUS(buffer_hit_ratio, SHOW_DOUBLE),
                                      SUBITO_STATUS(checkpoints, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(checkpoint_age, SHOW_ULONGLONG),
                                      SUBITO_STATUS(version_keys, SHOW_ULONGLONG),
                                      SUBITO_STATUS(undo_relocations, SHOW_ULONGLONG),
                                      SUBITO_STATUS(undo_spills, SHOW_ULONGLONG),
@@ -596,7 +596,7 @@ bool ShowEngineStatusText(THD* thd, stat_print_fn* print) {
            "commits %llu, rollbacks %llu, deadlocks %llu, lock waits %llu, lock timeouts %llu\n"
            "redo bytes persisted %llu (records %llu, padding %llu)\n"
            "double-write bytes %llu; page files: written %llu, read %llu bytes\n"
-           "buffer pool: hits %llu, misses %llu; checkpoints %llu\n"
+           "buffer pool: hits %llu, misses %llu; checkpoints %llu, checkpoint age %llu bytes\n"
            "versions kept for snapshots: %llu keys; undo relocations %llu, spills %llu\n"
            "prepares %llu; prepared transactions held %llu (XA RECOVER lists them)\n"
            "last start: %s, %llu redo records, %llu transactions rolled back, %llu kept "
@@ -608,10 +608,11 @@ bool ShowEngineStatusText(THD* thd, stat_print_fn* print) {
            (unsigned long long)s.double_write_bytes, (unsigned long long)s.page_file_bytes_written,
            (unsigned long long)s.page_file_bytes_read, (unsigned long long)s.buffer_hits,
            (unsigned long long)s.buffer_misses, (unsigned long long)s.checkpoints,
-           (unsigned long long)s.version_keys, (unsigned long long)s.undo_relocations,
-           (unsigned long long)s.undo_spills, (unsigned long long)s.prepares,
-           (unsigned long long)s.prepared_held, r.created ? "created" : "recovered",
-           (unsigned long long)r.records_redone, (unsigned long long)r.transactions_rolled_back,
+           (unsigned long long)s.checkpoint_age, (unsigned long long)s.version_keys,
+           (unsigned long long)s.undo_relocations, (unsigned long long)s.undo_spills,
+           (unsigned long long)s.prepares, (unsigned long long)s.prepared_held,
+           r.created ? "created" : "recovered", (unsigned long long)r.records_redone,
+           (unsigned long long)r.transactions_rolled_back,
            (unsigned long long)r.transactions_prepared, r.seconds);
   text += line;
   if (r.lazy_redo && r.pages_pending != 0) {
@@ -681,6 +682,7 @@ int InitEngine(void* p) {
   o.page_size = sv_page_size;
   o.buffer_pool_bytes = sv_buffer_pool_size;
   o.page_cleaners = sv_page_cleaners;
+  o.max_checkpoint_age_bytes = sv_max_checkpoint_age;
   o.log_write_mode = log_write_mode_names[sv_log_write_mode];
   o.log_streams = sv_log_streams;
   o.log_file_size = sv_log_file_size;
@@ -735,12 +737,19 @@ int InitEngine(void* p) {
   const RecoveryInfo& r = g_db->recovery();
   const std::string lazy =
       r.pages_pending ? ", " + std::to_string(r.pages_pending) + " pages left to redo lazily" : "";
+  std::string steps;
+  for (const auto& [name, seconds] : r.phases) {
+    char figure[32];
+    std::snprintf(figure, sizeof figure, " %.3f", seconds);
+    steps += (steps.empty() ? "" : ", ") + name + figure;
+  }
   sql_print_information(
       "Subito: %s %s in %.3f s (%llu redo records, %llu transactions rolled "
-      "back, %llu kept prepared%s); %s",
+      "back, %llu kept prepared%s); steps (s): %s; %s",
       r.created ? "created" : "opened", o.dir.c_str(), r.seconds,
       (unsigned long long)r.records_redone, (unsigned long long)r.transactions_rolled_back,
-      (unsigned long long)r.transactions_prepared, lazy.c_str(), g_db->Describe().c_str());
+      (unsigned long long)r.transactions_prepared, lazy.c_str(), steps.c_str(),
+      g_db->Describe().c_str());
 
   handlerton* h = subito_hton;
   h->db_type = DB_TYPE_AUTOASSIGN;

@@ -330,3 +330,63 @@ TEST_F(LazyRecovery, ADropRacesTheBackgroundDrain) {
 
 }  // namespace
 }  // namespace subito
+
+namespace subito {
+namespace {
+
+// Updates a few hot rows, far fewer pages than the pool's dirty share, so
+// that only the checkpoint age can make the cleaners write; returns the
+// largest checkpoint age seen while writing.
+uint64_t HotUpdates(Database* db, Table* t, int updates) {
+  uint64_t max_age = 0;
+  std::vector<Row> rows;
+  for (int i = 0; i < updates; ++i) {
+    auto txn = db->Begin();
+    const int64_t id = i % 50;
+    Row row =
+        test::SampleRow(id, 0, std::nullopt, std::string(200, static_cast<char>('a' + i % 26)));
+    if (i < 50) {
+      EXPECT_OK(txn->Insert(t, row));
+      rows.push_back(row);
+    } else {
+      EXPECT_OK(txn->Update(t, rows[id], row));
+      rows[id] = std::move(row);
+    }
+    EXPECT_OK(txn->Commit());
+    if (i % 500 == 0) max_age = std::max(max_age, db->Stats().checkpoint_age);
+  }
+  return max_age;
+}
+
+// The checkpoint age stays near Options::max_checkpoint_age_bytes however
+// much room the log has, and without the bound it grows with the redo.
+TEST(CheckpointAge, TheCleanersKeepTheRedoSinceTheCheckpointNearItsBound) {
+  constexpr uint64_t kBound = 1 << 20;
+  for (const bool bounded : {true, false}) {
+    test::ScratchDir dir;
+    Options o = test::SmallOptions(dir.path());
+    o.buffer_pool_bytes = 64 << 20;
+    o.log_file_size = 4096 + (64 << 20);
+    o.max_checkpoint_age_bytes = bounded ? kBound : 0;
+    auto db = Database::Open(o);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    Result<Table*> t = (*db)->CreateTable(test::SampleTable());
+    ASSERT_TRUE(t.ok());
+    const uint64_t max_age = HotUpdates(db->get(), *t, 40000);
+    if (bounded) {
+      // Writers may run ahead of the cleaner between its rounds (100 ms).
+      EXPECT_LT(max_age, 8 * kBound);
+      bool settled = false;
+      for (int i = 0; i < 500 && !settled; ++i) {
+        settled = (*db)->Stats().checkpoint_age <= kBound;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      EXPECT_TRUE(settled) << "checkpoint age " << (*db)->Stats().checkpoint_age;
+    } else {
+      EXPECT_GT((*db)->Stats().checkpoint_age, 8 * kBound);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace subito

@@ -8,8 +8,10 @@
 #include <functional>
 #include <map>
 
+#include "log/log_reader.h"
 #include "log/redo_log.h"
 #include "test_util.h"
+#include "util/crc32c.h"
 
 namespace subito::log {
 namespace {
@@ -46,7 +48,7 @@ class Corruption : public ::testing::TestWithParam<uint32_t> {
   }
   LogOptions Options() {
     LogOptions o = test::SmallLog(dir_.Sub("log"), LogWriteMode::kNf, GetParam());
-    o.file_size = 4096 + 128 * 1024;
+    o.file_size = file_size_;
     return o;
   }
   // Restores every file into a copy directory, lets `damage` change each
@@ -98,6 +100,20 @@ class Corruption : public ::testing::TestWithParam<uint32_t> {
     EXPECT_EQ(i, count);
   }
 
+  // Sets every valid checkpoint slot's write_reach to `reach` (0: as slots
+  // of builds before I7 were), sealed again.
+  static void SetReach(std::vector<uint8_t>& stream0, uint64_t reach) {
+    for (size_t off : kCheckpointSlotOffset) {
+      CheckpointSlot slot{};
+      std::memcpy(&slot, stream0.data() + off, sizeof slot);
+      if (crc32c::Value(&slot, offsetof(CheckpointSlot, crc)) != slot.crc) continue;
+      slot.write_reach = reach;
+      SealCheckpointSlot(&slot);
+      std::memcpy(stream0.data() + off, &slot, sizeof slot);
+    }
+  }
+
+  uint64_t file_size_ = 4096 + 128 * 1024;
   test::ScratchDir dir_;
   Geometry geometry_;
   std::vector<Written> written_;
@@ -286,6 +302,82 @@ TEST_P(Corruption, UnacknowledgedRecordsPastTheEndAreErased) {
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ((*again)->recovered().records, 2u);
   EXPECT_EQ((*again)->recovered().end_lsn, hole + RecordSpan(1));
+}
+
+// I7: with a log far larger than three buffers (64 KiB here), damage early
+// in a long crashed log is still told from a torn tail: an intact record a
+// buffer or two past it vouches for it.
+TEST_P(Corruption, DamageFarBeforeTheEndIsCaughtWithinTheReach) {
+  file_size_ = 4096 + (1 << 20);
+  Build(/*clean=*/false, 3000);
+  ASSERT_GT(written_.back().end - written_.front().start, 8u * 64 * 1024);
+  for (size_t i : {size_t{0}, size_t{100}, size_t{1500}, written_.size() - 2}) {
+    const Lsn lsn = written_[i].start + 20;
+    auto log = OpenDamaged(geometry_.StreamOf(lsn), [&](std::vector<uint8_t>& b) {
+      b[geometry_.FileOffsetOf(lsn)] ^= 0x10;
+    });
+    ASSERT_FALSE(log.ok()) << "record " << i;
+    EXPECT_NE(log.status().message().find("not a torn tail"), std::string::npos);
+  }
+}
+
+// I7's limit, and old slots: damage wider than the reach (every byte from
+// one record on, over more than three buffers) leaves no evidence inside
+// the window, so it is taken for a torn tail; a slot without a reach (0, as
+// builds before I7 wrote) makes the scan cover the whole lap, which finds
+// the later records whose hints vouch for the damaged bytes.
+TEST_P(Corruption, DamageWiderThanTheReachIsOnlySeenByAFullScan) {
+  file_size_ = 4096 + (1 << 20);
+  Build(/*clean=*/false, 3000);
+  const Written& first = written_[100];
+  const Lsn wiped_end = first.start + 3 * 64 * 1024 + 4096;
+  ASSERT_LT(wiped_end + 64 * 1024, written_.back().start);
+  auto wipe = [&](uint32_t s, std::vector<uint8_t>& b) {
+    for (Lsn x = first.start; x < wiped_end; ++x) {
+      if (geometry_.StreamOf(x) == s) b[geometry_.FileOffsetOf(x)] = 0;
+    }
+  };
+  auto windowed = OpenDamagedAll(wipe);
+  ASSERT_TRUE(windowed.ok()) << windowed.status().ToString();
+  EXPECT_EQ((*windowed)->recovered().end_lsn, first.start);
+  windowed.value().reset();
+  auto full = OpenDamagedAll([&](uint32_t s, std::vector<uint8_t>& b) {
+    wipe(s, b);
+    if (s == 0) SetReach(b, 0);
+  });
+  ASSERT_FALSE(full.ok());
+  EXPECT_NE(full.status().message().find("not a torn tail"), std::string::npos);
+}
+
+// I7: a writer whose buffer differs from the recovered slot's names its own
+// reach in a new slot before it appends; one with the same buffer writes
+// no slot.
+TEST_P(Corruption, AWriterNamesItsReachBeforeItsFirstAppend) {
+  LogOptions o = Options();
+  {
+    auto log = RedoLog::Open(o);
+    ASSERT_TRUE(log.ok());
+    EXPECT_EQ((*log)->recovered().write_reach, o.buffer_size);
+    ASSERT_TRUE((*log)->Commit(kRecordLogTest, "a", 1).ok());
+  }
+  o.buffer_size *= 2;
+  uint64_t sequence = 0;
+  {
+    auto log = RedoLog::Open(o);
+    ASSERT_TRUE(log.ok());
+    EXPECT_EQ((*log)->recovered().write_reach, o.buffer_size / 2);
+    sequence = (*log)->recovered().checkpoint_sequence;
+  }  // closed: a clean slot, with this writer's reach
+  {
+    auto log = RedoLog::Open(o);
+    ASSERT_TRUE(log.ok());
+    EXPECT_EQ((*log)->recovered().write_reach, o.buffer_size);
+    EXPECT_EQ((*log)->recovered().checkpoint_sequence, sequence + 2);  // Start's slot, Close's
+    sequence = (*log)->recovered().checkpoint_sequence;
+  }
+  auto log = RedoLog::Open(o);
+  ASSERT_TRUE(log.ok());
+  EXPECT_EQ((*log)->recovered().checkpoint_sequence, sequence + 1);  // Close's only
 }
 
 INSTANTIATE_TEST_SUITE_P(Streams, Corruption, ::testing::Values(1u, 3u),

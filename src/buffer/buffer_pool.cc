@@ -648,6 +648,17 @@ void BufferPool::EndChange(uint64_t token) {
 thread_local int BufferPool::LogFreeExemption::depth_ = 0;
 
 Status BufferPool::LogFreeCheck() {
+  // Past the checkpoint-age bound the cleaners are woken at once, not at
+  // their next round: a fast writer makes megabytes of redo in one interval.
+  if (options_.max_checkpoint_age != 0 &&
+      log_->reserved_lsn() - log_->checkpoint_lsn() > options_.max_checkpoint_age &&
+      !age_wake_.exchange(true)) {
+    {
+      std::lock_guard lock(cleaner_mu_);
+      urgent_ = true;
+    }
+    cleaner_cv_.notify_all();
+  }
   if (LogFreeExemption::active()) return Status::OK();
   const uint64_t limit = log_->capacity() / 4 * 3;
   log::Lsn ckpt = log_->checkpoint_lsn();
@@ -947,6 +958,7 @@ void BufferPool::CleanerLoop() {
       urgent = urgent_;
       urgent_ = false;
     }
+    age_wake_.store(false);
     // A full log waits for lazy redo's checkpoint hold: help it (not when
     // the urgency is a want of clean frames, which a drain makes worse).
     if (log_full_.exchange(false) && !lazy_redo_done()) {
@@ -961,8 +973,10 @@ void BufferPool::CleanerLoop() {
         std::lock_guard lock(mu_);
         dirty = flush_list_.size();
       }
+      const uint64_t age = log_->reserved_lsn() - log_->checkpoint_lsn();
       const bool log_pressure =
-          log_->reserved_lsn() - log_->checkpoint_lsn() > log_->capacity() / 2;
+          age > log_->capacity() / 2 ||
+          (options_.max_checkpoint_age != 0 && age > options_.max_checkpoint_age);
       const bool too_dirty = dirty > options_.max_dirty_ratio * static_cast<double>(frames);
       if (!(dirty > 0 && ((urgent && batches == 0) || log_pressure || too_dirty))) break;
       Result<size_t> flushed = CleanBatch();

@@ -67,6 +67,9 @@ struct BufferPoolOptions {
   uint32_t flush_batch = 32;               // pages per cleaner batch (<= double-write slots)
   uint32_t cleaner_threads = 1;
   double max_dirty_ratio = 0.5;  // cleaners write when more frames than this are dirty
+  // ... or when the redo since the checkpoint passes this (0: only when it
+  // passes half the log): it bounds the pass over the log after a crash.
+  uint64_t max_checkpoint_age = 0;
   int cleaner_interval_ms = 100;
   // LogFreeCheck gives up (Busy) when the checkpoint has not moved for this
   // long (a page write that keeps failing, a transaction pinning it).
@@ -329,6 +332,7 @@ class BufferPool {
   std::vector<std::thread> cleaners_;
 
   std::atomic<int> checkpoint_holds_{0};
+  std::atomic<bool> age_wake_{false};  // LogFreeCheck woke the cleaners for the checkpoint age
   std::function<void()> relief_;  // set before use, then read-only
   std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, foreground_flushes_{0},
       checkpoints_{0};

@@ -241,6 +241,12 @@ Result<std::unique_ptr<Database>> DatabaseImpl::Open(const Options& options) {
 }
 
 Status DatabaseImpl::OpenAll() {
+  auto since = std::chrono::steady_clock::now();
+  auto phase = [this, &since](const char* name) {
+    const auto now = std::chrono::steady_clock::now();
+    recovery_.phases.emplace_back(name, std::chrono::duration<double>(now - since).count());
+    since = now;
+  };
   locks_.SetMemoryBudget(options_.lock_memory_budget_bytes);
   if (!options_.file_system) {
     own_fs_ = NewPosixFileSystem(options_.direct_io, options_.max_open_files);
@@ -329,6 +335,7 @@ Status DatabaseImpl::OpenAll() {
     catalog_.in_use = true;
     SUBITO_RETURN_IF_ERROR(Persist());
   }
+  phase("log");
 
   Result<std::unique_ptr<buffer::DoubleWrite>> d =
       options_.double_write_on_pm
@@ -360,12 +367,14 @@ Status DatabaseImpl::OpenAll() {
              "shutdown has written them back");
     }
   }
+  phase("double-write and per-page logs");
 
   buffer::BufferPoolOptions po;
   po.capacity_bytes = options_.buffer_pool_bytes;
   po.page_size = ps;
   po.flush_batch = std::min<uint32_t>(32, options_.double_write_pages);
   po.cleaner_threads = options_.page_cleaners;
+  po.max_checkpoint_age = options_.max_checkpoint_age_bytes;
   po.log_full_timeout_ms = options_.log_full_timeout_ms;
   po.page_version_limit = options_.snapshot_page_budget_bytes;
   po.report = [this](const std::string& m) { Report(m); };
@@ -398,11 +407,16 @@ Status DatabaseImpl::OpenAll() {
     }
   }
 
+  phase("tables");
   Result<recovery::RecoveryStats> rs = recovery::Recover(
       pool_.get(), dwb_.get(), [this](const txn::UndoRecord& u) { return ApplyUndo(u); },
       [this](uint32_t space) { return IsDroppedSpace(space); }, {fs_, options_.dir},
       options_.lazy_recovery);
   if (!rs.ok()) return rs.status();
+  recovery_.phases.emplace_back("pass over the log", rs->pass_seconds);
+  recovery_.phases.emplace_back("losers' undo collected", rs->collect_seconds);
+  recovery_.phases.emplace_back("losers undone", rs->undo_seconds);
+  since = std::chrono::steady_clock::now();
   // Every loser is undone: the undo files left are those of transactions
   // whose end was durable before they were removed, and of those kept
   // prepared.
@@ -443,6 +457,7 @@ Status DatabaseImpl::OpenAll() {
     }
   }
   if (options_.snapshot_page_budget_bytes != 0) txns_->EnableAsOf(pool_.get());
+  phase("trees and chains");
   recovery_.pages_pending = pool_->pending_redo().pages();  // before the purge reads any
   purge_thread_ = std::thread([this] { PurgeLoop(); });
   opened_at_ = std::chrono::steady_clock::now();
@@ -1051,6 +1066,7 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.buffer_hits = ps.hits;
   s.buffer_misses = ps.misses;
   s.checkpoints = ps.checkpoints;
+  s.checkpoint_age = log_->reserved_lsn() - log_->checkpoint_lsn();
   s.recovery_pages_pending = pool_->pending_redo().pages();
   s.recovery_pages_redone = pool_->lazy_pages_redone();
   s.recovery_background_seconds = LazyRedoSeconds();

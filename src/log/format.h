@@ -43,6 +43,16 @@
 //      record is written, so they cannot rejoin the chain later.
 //  I5. A checkpoint slot is valid iff its crc and salt match; the valid slot
 //      with the highest sequence wins, so a torn slot write leaves the other.
+//  I7. (reach) An append waits until its end is at most B past the durable
+//      LSN D it reads, and its durable_hint is read after (>= D), where B
+//      is the writer's buffer size; the newest slot names B (write_reach)
+//      before that writer appends. So after a crash every record of this
+//      lap ends at most B past the crash's durable LSN, and every record
+//      starting at s has durable_hint > s - B. Recovery looks for orphans
+//      (I4) and damage evidence (I3) only in [end, end + 3B): a torn tail
+//      has no record past end + B; damage at end with the log durable past
+//      end + 2B leaves an intact record starting in [end + B, end + 2B)
+//      whose hint passes end (unless the damage spans it too).
 #pragma once
 
 #include <cstddef>
@@ -113,10 +123,15 @@ struct CheckpointSlot {
   uint64_t sequence;        // highest valid wins; slot index = sequence % 2
   uint64_t salt;            // must equal the file header's
   uint32_t clean_shutdown;  // 1 if written by Close() after the last record
-  uint8_t reserved[24];
+  uint32_t reserved0;
+  // The writer's log buffer size (I7): no record it appends ends more than
+  // this past the durable LSN it has seen. 0 (builds before it): unknown.
+  uint64_t write_reach;
+  uint8_t reserved[12];
   uint32_t crc;  // crc32c of bytes [0, 60)
 };
 static_assert(sizeof(CheckpointSlot) == kCheckpointSlotSize);
+static_assert(offsetof(CheckpointSlot, write_reach) == 40);
 static_assert(offsetof(CheckpointSlot, crc) == kCheckpointSlotSize - 4);
 
 // Total bytes a record with `payload` bytes occupies in the log.

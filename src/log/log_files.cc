@@ -124,6 +124,7 @@ Status LogFiles::Create() {
       slot.durable_lsn = first;
       slot.sequence = 1;
       slot.salt = salt;
+      slot.write_reach = options_.buffer_size;
       SealCheckpointSlot(&slot);
       p->CopyNoDrain(file.data() + kCheckpointSlotOffset[1], &slot, sizeof slot);
     }

@@ -140,6 +140,7 @@ Status ReadCheckpoint(const StreamView& s0, LogState* st) {
     st->checkpoint_lsn = slot.checkpoint_lsn;
     st->checkpoint_sequence = slot.sequence;
     st->clean_shutdown = slot.clean_shutdown == 1;
+    st->write_reach = slot.write_reach;
     st->end_lsn = slot.durable_lsn;  // evidence only, replaced by the scan
   }
   if (!found) {
@@ -228,13 +229,18 @@ Result<LogState> ScanLog(const std::vector<StreamView>& streams) {
   Lsn evidence = 0;
   Lsn witness = 0;
   if (slot_durable > p) evidence = slot_durable;
-  const Lsn limit = st.checkpoint_lsn + st.geometry.capacity();
+  // I7: past end + 3B nothing is looked at (the whole lap if B is unknown).
+  Lsn limit = st.checkpoint_lsn + st.geometry.capacity();
+  if (st.write_reach != 0 && st.write_reach < st.geometry.capacity()) {
+    limit = std::min(limit, p + 3 * st.write_reach);
+  }
   const uint64_t stripe = st.geometry.stripe_size;
   for (Lsn x = p + kRecordAlign; x + kRecordHeaderSize <= limit;) {
     // Most positions hold no record of this lap: their would-be lsn field
     // (16 bytes in) is not their LSN. Skip those in a tight loop over the
-    // stripe's bytes, without a record check each (this loop covers the
-    // log's whole capacity, so its speed is the clean open's).
+    // stripe's bytes, without a record check each (this loop covers up to
+    // three log buffers, or the log's whole capacity, so its speed is the
+    // clean open's).
     const uint64_t in = x % stripe;
     if (in + 24 <= stripe) {
       const uint8_t* base = reader.Piece(x);

@@ -102,6 +102,11 @@ Status RedoLog::Start(std::unique_ptr<LogFiles> files) {
   durable_.store(end);
   checkpoint_.store(recovered_.checkpoint_lsn);
   checkpoint_sequence_ = recovered_.checkpoint_sequence;
+  // I7: the newest slot names this writer's reach before its first append
+  // (the orphans an earlier writer's reach allowed are erased above).
+  if (recovered_.write_reach != options_.buffer_size) {
+    SUBITO_RETURN_IF_ERROR(WriteCheckpointSlot(recovered_.checkpoint_lsn, false));
+  }
 
   numa_node_ = pmem::NumaNodeOf(files_->file(0).data() + kDataOffset);
   if (options_.prefault && options_.write_mode == LogWriteMode::kNf) {
@@ -462,6 +467,7 @@ Status RedoLog::WriteCheckpointSlot(Lsn checkpoint, bool clean) {
   slot.sequence = checkpoint_sequence_ + 1;
   slot.salt = salt_;
   slot.clean_shutdown = clean ? 1 : 0;
+  slot.write_reach = options_.buffer_size;
   SealCheckpointSlot(&slot);
   // The slot not holding the newest checkpoint is overwritten (I5).
   SUBITO_RETURN_IF_ERROR(

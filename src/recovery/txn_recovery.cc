@@ -1,6 +1,7 @@
 #include "recovery/txn_recovery.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -218,6 +219,12 @@ Result<RecoveryStats> Recover(buffer::BufferPool* pool, buffer::DoubleWrite* dwb
                               const ApplyUndo& apply, const IsDropped& dropped,
                               const UndoFiles& files, bool lazy_redo) {
   RecoveryStats stats;
+  auto since = std::chrono::steady_clock::now();
+  auto lap = [&since](double* seconds) {
+    const auto now = std::chrono::steady_clock::now();
+    *seconds += std::chrono::duration<double>(now - since).count();
+    since = now;
+  };
   pool->HoldCheckpoint();
   Analyzer analyzer(stats);
   Result<buffer::PageRecoveryStats> pages = buffer::RecoverPages(
@@ -225,11 +232,13 @@ Result<RecoveryStats> Recover(buffer::BufferPool* pool, buffer::DoubleWrite* dwb
   Result<Analysis> analysis = pages.ok() ? analyzer.Finish() : Result<Analysis>(pages.status());
   Losers losers;
   Status st = analysis.status();
+  lap(&stats.pass_seconds);
   if (st.ok()) {
     for (uint64_t id : analysis->losers) losers[id];
     for (auto& [id, xid] : analysis->prepared) losers[id].xid = xid;
     if (!losers.empty()) st = CollectUndo(pool->log(), dropped, losers);
   }
+  lap(&stats.collect_seconds);
   if (!st.ok()) {
     pool->ReleaseCheckpoint();
     return st;
@@ -276,6 +285,7 @@ Result<RecoveryStats> Recover(buffer::BufferPool* pool, buffer::DoubleWrite* dwb
     losers[id].file.reset();
     (void)files.fs->Remove(path);
   }
+  lap(&stats.undo_seconds);
   SUBITO_RETURN_IF_ERROR(st);
   return stats;
 }

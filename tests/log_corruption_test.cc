@@ -321,6 +321,50 @@ TEST_P(Corruption, DamageFarBeforeTheEndIsCaughtWithinTheReach) {
   }
 }
 
+// I7 with hints lagging: records appended without waiting carry hints up to
+// a buffer behind them (the ring waits for durability only when full), so
+// the record after the damaged one may not vouch for it; a later one in the
+// window does. (A window of one buffer passes this too: the writer persists
+// as it goes, so hints lag far less than a buffer here.)
+TEST_P(Corruption, DamageIsCaughtWhenHintsLagByABuffer) {
+  file_size_ = 4096 + (1 << 20);
+  LogOptions o = Options();
+  {
+    auto log = RedoLog::Open(o);
+    ASSERT_TRUE(log.ok());
+    geometry_ = (*log)->recovered().geometry;
+    for (int i = 0; i < 3000; ++i) {
+      const uint32_t len = 1 + (static_cast<uint32_t>(i) * 53) % 300;
+      auto p = test::Payload(static_cast<uint64_t>(i), len);
+      auto r = (*log)->Append(kRecordLogTest, p.data(), len);
+      ASSERT_TRUE(r.ok());
+      written_.push_back({r->start, r->end, len, p});
+    }
+    ASSERT_TRUE((*log)->WaitDurable(written_.back().end).ok());
+  }  // destroyed without Close: what a kill -9 after the last write leaves
+  for (uint32_t s = 0; s < GetParam(); ++s) {
+    original_.push_back(test::ReadFile(LogFiles::StreamPath(o.dir, s)));
+  }
+  // The damaged record's next neighbours carry hints at or before it.
+  size_t lagging = 0;
+  for (size_t i : {size_t{10}, size_t{700}, size_t{1500}}) {
+    const Lsn lsn = written_[i].start + 20;
+    const std::vector<uint8_t>& b = original_[geometry_.StreamOf(written_[i + 1].start)];
+    uint64_t hint = 0;
+    const uint64_t at = geometry_.FileOffsetOf(written_[i + 1].start + 24);
+    if (geometry_.ContiguousAt(written_[i + 1].start + 24) >= 8) {
+      std::memcpy(&hint, b.data() + at, sizeof hint);
+      lagging += hint <= written_[i].start;
+    }
+    auto log = OpenDamaged(geometry_.StreamOf(lsn), [&](std::vector<uint8_t>& d) {
+      d[geometry_.FileOffsetOf(lsn)] ^= 0x10;
+    });
+    ASSERT_FALSE(log.ok()) << "record " << i;
+    EXPECT_NE(log.status().message().find("not a torn tail"), std::string::npos);
+  }
+  EXPECT_GT(lagging, 0u) << "no hint lagged: the test does not reach past the next record";
+}
+
 // I7's limit, and old slots: damage wider than the reach (every byte from
 // one record on, over more than three buffers) leaves no evidence inside
 // the window, so it is taken for a torn tail; a slot without a reach (0, as

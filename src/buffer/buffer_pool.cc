@@ -650,9 +650,8 @@ thread_local int BufferPool::LogFreeExemption::depth_ = 0;
 Status BufferPool::LogFreeCheck() {
   // Past the checkpoint-age bound the cleaners are woken at once, not at
   // their next round: a fast writer makes megabytes of redo in one interval.
-  if (options_.max_checkpoint_age != 0 &&
-      log_->reserved_lsn() - log_->checkpoint_lsn() > options_.max_checkpoint_age &&
-      !age_wake_.exchange(true)) {
+  if (options_.max_checkpoint_age != 0 && !age_wake_.load(std::memory_order_relaxed) &&
+      CheckpointAge() > options_.max_checkpoint_age && !age_wake_.exchange(true)) {
     {
       std::lock_guard lock(cleaner_mu_);
       urgent_ = true;
@@ -821,10 +820,22 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
     while (done < lsns[i] && !f.log_done_lsn.compare_exchange_weak(done, lsns[i])) {
     }
     // Never wait here either (the caller may hold latches). A page whose
-    // latch is busy stays dirty and is written again later.
+    // latch is busy, or that changed since the copy, stays dirty and is
+    // written again later; but its image up to lsns[i] is durable now, and
+    // any later change appends at or after lsns[i] (under the exclusive
+    // latch, after the copy's shared one), so its place in the flush list
+    // moves there: a page that never stops changing holds the checkpoint
+    // back no further than its last write (C1).
     std::shared_lock latch(f.latch, std::try_to_lock);
-    if (!latch.owns_lock()) continue;
-    if (page::PageLsn(f.data) != lsns[i]) continue;  // changed since the copy: still dirty
+    if (!latch.owns_lock() || page::PageLsn(f.data) != lsns[i]) {
+      std::lock_guard lock(mu_);
+      if (f.dirty && f.oldest_lsn < lsns[i]) {
+        flush_list_.erase({f.oldest_lsn, frames[i]});
+        f.oldest_lsn = lsns[i];
+        flush_list_.insert({f.oldest_lsn, frames[i]});
+      }
+      continue;
+    }
     if (store != nullptr) {
       f.log_pending.clear();
       if (logged[i]) {
@@ -946,6 +957,14 @@ Status BufferPool::WriteLoggedPages() {
   return Status::OK();
 }
 
+bool BufferPool::PageWritesCanMoveCheckpoint(log::Lsn checkpoint) const {
+  // Not while recovery holds it, nor while a change or transaction pins it
+  // where it is (page writes then only cost I/O).
+  if (checkpoint_holds_.load() > 0) return false;
+  std::lock_guard lock(changes_mu_);
+  return active_changes_.empty() || *active_changes_.begin() > checkpoint;
+}
+
 void BufferPool::CleanerLoop() {
   const uint64_t frames = frames_.size();
   for (;;) {
@@ -973,10 +992,12 @@ void BufferPool::CleanerLoop() {
         std::lock_guard lock(mu_);
         dirty = flush_list_.size();
       }
-      const uint64_t age = log_->reserved_lsn() - log_->checkpoint_lsn();
+      const log::Lsn checkpoint = log_->checkpoint_lsn();
+      const uint64_t age = log_->reserved_lsn() - checkpoint;
       const bool log_pressure =
           age > log_->capacity() / 2 ||
-          (options_.max_checkpoint_age != 0 && age > options_.max_checkpoint_age);
+          (options_.max_checkpoint_age != 0 && age > options_.max_checkpoint_age &&
+           PageWritesCanMoveCheckpoint(checkpoint));
       const bool too_dirty = dirty > options_.max_dirty_ratio * static_cast<double>(frames);
       if (!(dirty > 0 && ((urgent && batches == 0) || log_pressure || too_dirty))) break;
       Result<size_t> flushed = CleanBatch();

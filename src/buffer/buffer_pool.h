@@ -217,6 +217,12 @@ class BufferPool {
   // While held, the checkpoint does not move (recovery: pages being redone
   // are not all in the flush list yet). Nests.
   void HoldCheckpoint() { checkpoint_holds_.fetch_add(1); }
+  // Bytes of redo reserved since the checkpoint (read first, so that a
+  // checkpoint moving meanwhile cannot make it wrap).
+  uint64_t CheckpointAge() const {
+    const log::Lsn checkpoint = log_->checkpoint_lsn();
+    return log_->reserved_lsn() - checkpoint;
+  }
   void ReleaseCheckpoint() { checkpoint_holds_.fetch_sub(1); }
 
   // Lazy redo (pending_redo.h). StartLazyRedo holds the checkpoint (R1)
@@ -265,6 +271,8 @@ class BufferPool {
   // success after one.
   void NoteWriteOutcome(const Status& st);
   void CleanerLoop();
+  // Whether writing the oldest pages can move the checkpoint now.
+  bool PageWritesCanMoveCheckpoint(log::Lsn checkpoint) const;
   Result<size_t> CleanBatch();  // pages written
   void LatchFrame(Frame& f, Latch latch);
   // Latches the pinned frame and wraps it in a handle.
@@ -321,7 +329,7 @@ class BufferPool {
   mutable std::shared_mutex spaces_mu_;
   std::map<uint32_t, page::SpaceFile*> spaces_;
 
-  std::mutex changes_mu_;
+  mutable std::mutex changes_mu_;
   std::multiset<uint64_t> active_changes_;
 
   std::mutex flush_mu_;  // one FlushAll/Checkpoint decision at a time
@@ -333,7 +341,7 @@ class BufferPool {
 
   std::atomic<int> checkpoint_holds_{0};
   std::atomic<bool> age_wake_{false};  // LogFreeCheck woke the cleaners for the checkpoint age
-  std::function<void()> relief_;  // set before use, then read-only
+  std::function<void()> relief_;       // set before use, then read-only
   std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, foreground_flushes_{0},
       checkpoints_{0};
   std::atomic<uint64_t> pages_logged_{0}, page_log_bytes_{0}, page_log_full_{0};

@@ -1066,7 +1066,7 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.buffer_hits = ps.hits;
   s.buffer_misses = ps.misses;
   s.checkpoints = ps.checkpoints;
-  s.checkpoint_age = log_->reserved_lsn() - log_->checkpoint_lsn();
+  s.checkpoint_age = pool_->CheckpointAge();
   s.recovery_pages_pending = pool_->pending_redo().pages();
   s.recovery_pages_redone = pool_->lazy_pages_redone();
   s.recovery_background_seconds = LazyRedoSeconds();

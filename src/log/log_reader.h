@@ -40,8 +40,8 @@ struct LogState {
   uint64_t checkpoint_sequence = 0;
   bool clean_shutdown = false;
   uint64_t write_reach = 0;  // the newest slot's (format.h I7); 0: unknown
-  Lsn end_lsn = 0;     // first byte past the last valid record: the durable end
-  Lsn orphan_end = 0;  // valid-looking unacknowledged records end here (I4)
+  Lsn end_lsn = 0;           // first byte past the last valid record: the durable end
+  Lsn orphan_end = 0;        // valid-looking unacknowledged records end here (I4)
   uint64_t records = 0;
   std::string end_reason;  // why the chain stopped at end_lsn
 };

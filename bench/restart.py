@@ -67,7 +67,8 @@ def engine_open(srv):
         text = f.read()
     if srv.engine == "subito":
         m = re.search(r"Subito: opened \S+ in ([\d.]+) s \((\d+) redo records, (\d+) transactions "
-                      r"rolled back(?:, \d+ kept prepared)?(?:, (\d+) pages left to redo lazily)?\)", text)
+                      r"rolled back(?:, \d+ of them in the background)?(?:, \d+ kept prepared)?"
+                      r"(?:, (\d+) pages left to redo lazily)?\)", text)
         if not m:
             return {}
         out = {"open_seconds": float(m.group(1)), "redo_records": int(m.group(2)),

@@ -123,8 +123,9 @@ MYSQL_SYSVAR_BOOL(double_write_on_pm, sv_double_write_on_pm, PLUGIN_VAR_READONLY
 MYSQL_SYSVAR_BOOL(lazy_recovery, sv_lazy_recovery, PLUGIN_VAR_READONLY,
                   "After a crash, start serving once each page's redo is located: a page gets "
                   "its redo when first read, and a background thread reads the rest "
-                  "(Subito_recovery_pages_pending). OFF: every page is redone before the "
-                  "engine starts",
+                  "(Subito_recovery_pages_pending); the interrupted transactions keep their "
+                  "row locks and are rolled back by a background thread "
+                  "(Subito_recovery_losers_pending). OFF: all of it before the engine starts",
                   nullptr, nullptr, 1);
 MYSQL_SYSVAR_BOOL(direct_io, sv_direct_io, PLUGIN_VAR_READONLY,
                   "Read and write page files with O_DIRECT, so the buffer pool is their only "
@@ -189,7 +190,7 @@ struct Exported {
   ulonglong ppl_pages_delogged, ppl_reclaimed;
   ulonglong snapshots_moved, moved_snapshots_open, snapshot_pages, snapshot_page_bytes;
   ulonglong moved_snapshots_cut;
-  ulonglong recovery_pages_pending, recovery_pages_redone;
+  ulonglong recovery_pages_pending, recovery_pages_redone, recovery_losers_pending;
   double buffer_hit_ratio, recovery_seconds, recovery_background_seconds;
 };
 
@@ -250,6 +251,7 @@ Exported Collect() {
   e.snapshot_page_bytes = s.snapshot_page_bytes;
   e.moved_snapshots_cut = s.moved_snapshots_cut;
   e.recovery_pages_pending = s.recovery_pages_pending;
+  e.recovery_losers_pending = s.recovery_losers_pending;
   e.recovery_pages_redone = s.recovery_pages_redone;
   e.recovery_seconds = g_db->recovery().seconds;
   e.recovery_background_seconds = s.recovery_background_seconds;
@@ -315,6 +317,7 @@ constexpr StatusVar kStatusVars[] = {SUBITO_STATUS(commits, SHOW_ULONGLONG),
                                      SUBITO_STATUS(moved_snapshots_cut, SHOW_ULONGLONG),
                                      SUBITO_STATUS(recovery_seconds, SHOW_DOUBLE),
                                      SUBITO_STATUS(recovery_pages_pending, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(recovery_losers_pending, SHOW_ULONGLONG),
                                      SUBITO_STATUS(recovery_pages_redone, SHOW_ULONGLONG),
                                      SUBITO_STATUS(recovery_background_seconds, SHOW_DOUBLE)};
 #undef SUBITO_STATUS
@@ -706,6 +709,7 @@ int InitEngine(void* p) {
   o.max_open_files = sv_open_files;
   o.direct_io = sv_direct_io;
   o.lazy_recovery = sv_lazy_recovery;
+  o.background_undo = sv_lazy_recovery;
   o.ppl_bytes = sv_ppl_size;
   o.ppl_threshold = sv_ppl_threshold;
   o.version_store_budget_bytes = sv_version_store_budget;
@@ -743,12 +747,16 @@ int InitEngine(void* p) {
     std::snprintf(figure, sizeof figure, " %.3f", seconds);
     steps += (steps.empty() ? "" : ", ") + name + figure;
   }
+  const std::string background =
+      r.losers_in_background
+          ? ", " + std::to_string(r.losers_in_background) + " of them in the background"
+          : "";
   sql_print_information(
       "Subito: %s %s in %.3f s (%llu redo records, %llu transactions rolled "
-      "back, %llu kept prepared%s); steps (s): %s; %s",
+      "back%s, %llu kept prepared%s); steps (s): %s; %s",
       r.created ? "created" : "opened", o.dir.c_str(), r.seconds,
       (unsigned long long)r.records_redone, (unsigned long long)r.transactions_rolled_back,
-      (unsigned long long)r.transactions_prepared, lazy.c_str(), steps.c_str(),
+      background.c_str(), (unsigned long long)r.transactions_prepared, lazy.c_str(), steps.c_str(),
       g_db->Describe().c_str());
 
   handlerton* h = subito_hton;

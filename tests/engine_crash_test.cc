@@ -336,6 +336,7 @@ TEST_F(EngineCrash, EveryCutOfATransactionLargerThanTheLogRecoversTheCommittedRo
     EXPECT_EQ(test::ScanAll(check.get(), rt, 1).size(), committed.size());
     EXPECT_EQ(test::ScanAll(check.get(), rt, 2).size(), committed.size());
     ASSERT_OK(check->Commit());
+    ASSERT_TRUE(test::AwaitBackgroundUndo(rdb.get()));
     EXPECT_EQ(test::CountFiles(c + "/db", ".sbu"), 0u) << "recovery left an undo file";
   }
   EXPECT_GT(from_files, 0u) << "no recovery read a loser's undo file";
@@ -401,6 +402,7 @@ TEST_F(EngineCrash, PowerCutsKeepABulkInsertWholeOrLeaveItsTableEmpty) {
       EXPECT_TRUE(test::ScanAll(check.get(), rb, index).empty()) << "the loser left rows";
     }
     ASSERT_OK(check->Commit());
+    ASSERT_TRUE(test::AwaitBackgroundUndo(rdb.get()));  // the loser's claim on b goes with it
     auto again = rdb->Begin();
     auto loader = again->BulkInsert(rb);
     ASSERT_TRUE(loader.ok()) << "not pristine after recovery: " << loader.status().ToString();

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "subito/database.h"
 
@@ -52,6 +54,15 @@ inline Options SmallOptions(const std::string& dir) {
     const ::subito::Status _s = (expr);    \
     EXPECT_TRUE(_s.ok()) << _s.ToString(); \
   } while (0)
+
+// Waits (up to 30 s) until the background undo has rolled back every loser
+// of the last start (Options::background_undo); false if it has not.
+inline bool AwaitBackgroundUndo(Database* db) {
+  for (int i = 0; i < 30000 && db->Stats().recovery_losers_pending > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return db->Stats().recovery_losers_pending == 0;
+}
 
 // All rows of index `index`, in its order, read in `txn` (a snapshot read).
 inline std::vector<Row> ScanAll(Transaction* txn, Table* t, uint32_t index = 0,

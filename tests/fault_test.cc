@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -928,12 +929,60 @@ TEST_F(BigTransactionTest, ALoserLargerThanTheLogIsUndoneFromItsUndoFile) {
   ASSERT_OK(db_->Close());  // its rollback can no longer log: a loser
   big.reset();
   db_.reset();
+  options_.background_undo = false;  // undone inside Open
   Open();
   EXPECT_EQ(db_->recovery().transactions_rolled_back, 1u);
+  EXPECT_EQ(db_->recovery().losers_in_background, 0u);
   EXPECT_EQ(db_->recovery().losers_with_undo_files, 1u);
   EXPECT_GT(db_->recovery().undo_file_entries, 4000u);
   EXPECT_EQ(UndoFiles(), 0u);
   ASSERT_EQ(Rows("t"), base_);
+}
+
+// The default: Open rebuilds the loser (its keys locked, its changes
+// invisible) and returns; a background thread rolls it back, DDL waits for
+// it, and its undo file goes once its abort record is durable.
+TEST_F(BigTransactionTest, ALoserIsRolledBackInTheBackgroundLockedAndInvisible) {
+  std::map<int64_t, std::string> model = base_;
+  auto big = db_->Begin();
+  Write(big.get(), 1000, 4000, &model);
+  ASSERT_OK(db_->Close());
+  big.reset();
+  db_.reset();
+  std::promise<void> go;
+  std::shared_future<void> started = go.get_future().share();
+  options_.before_background_undo = [started] { started.wait(); };
+  Open();
+  t_ = db_->FindTable("t");
+  EXPECT_EQ(db_->recovery().transactions_rolled_back, 1u);
+  EXPECT_EQ(db_->recovery().losers_in_background, 1u);
+  EXPECT_EQ(db_->Stats().recovery_losers_pending, 1u);
+  // Held: readers see the rows before it, writers wait for its keys.
+  ASSERT_EQ(Rows("t"), base_);
+  {
+    auto w = db_->Begin();
+    w->SetLockWaitTimeout(std::chrono::milliseconds(50));
+    EXPECT_TRUE(w->Update(t_, SampleRow(5, 5 % 5, std::nullopt, base_.at(5)),
+                          SampleRow(5, 0, std::nullopt, "x"))
+                    .IsTimedOut());
+    EXPECT_TRUE(w->Insert(t_, SampleRow(1000, 3, std::nullopt, "x")).IsTimedOut());
+    EXPECT_OK(w->Insert(t_, SampleRow(-7, 3, std::nullopt, "free")));
+    EXPECT_OK(w->Rollback());
+  }
+  EXPECT_EQ(UndoFiles(), 1u);
+  // DDL waits for the rollback (the loser uses the table).
+  std::thread ddl([&] { EXPECT_OK(db_->CreateIndex("t", IndexDef{"by_k_id", {1, 0}, false})); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(db_->Stats().recovery_losers_pending, 1u);
+  go.set_value();
+  ddl.join();
+  EXPECT_EQ(db_->Stats().recovery_losers_pending, 0u);
+  EXPECT_EQ(UndoFiles(), 0u);
+  ASSERT_EQ(Rows("t"), base_);
+  auto w = db_->Begin();
+  ASSERT_OK(w->Update(t_, SampleRow(5, 5 % 5, std::nullopt, base_.at(5)),
+                      SampleRow(5, 0, std::nullopt, "x")));
+  ASSERT_OK(w->Commit());
 }
 
 TEST_F(BigTransactionTest, ADamagedUndoFileIsRefusedWithItsNameAndOffset) {
@@ -1006,6 +1055,7 @@ TEST_F(BigTransactionTest, AFullDiskFailsOnlyTheStatementWhoseUndoSpills) {
       t_ = db_->FindTable("t");
       EXPECT_EQ(db_->recovery().losers_with_undo_files, 1u);
       ASSERT_EQ(Rows("t"), base_);
+      ASSERT_TRUE(test::AwaitBackgroundUndo(db_.get()));
     } else {
       ASSERT_OK(big->Commit());
       ASSERT_EQ(Rows("t"), at_sp);

@@ -145,6 +145,14 @@ struct Options {
   // after Open. false (tests): they get their redo only when read, and at
   // Close.
   bool background_redo = true;
+  // After a crash, Open does not roll the losers back: it rebuilds each one
+  // as a transaction (its keys locked, the values before its changes kept
+  // for every reader, as a prepared transaction's are) and returns; a
+  // background thread rolls them back, and DDL waits for it. false: they
+  // are rolled back before Open returns.
+  bool background_undo = true;
+  // Tests: runs in the background-undo thread before its first rollback.
+  std::function<void()> before_background_undo;
   // Page-file descriptors open at once, at most (InnoDB's
   // innodb_open_files): past it the least recently used one is closed, and
   // opened again when next needed. 0: no limit.
@@ -242,6 +250,8 @@ struct DatabaseStats {
   // redone since Open, and the seconds from Open's return until none was
   // left (0 while some are).
   uint64_t recovery_pages_pending = 0, recovery_pages_redone = 0;
+  // Losers of the last start not yet rolled back (Options::background_undo).
+  uint64_t recovery_losers_pending = 0;
   double recovery_background_seconds = 0;
   uint64_t version_keys = 0;  // keys with old versions kept for snapshots
   // Bytes those versions hold, their budget, snapshots cut to stay within it,
@@ -301,11 +311,15 @@ struct RecoveryInfo {
   bool created = false;
   uint32_t pages_repaired = 0;
   uint64_t records_redone = 0;
+  // Losers found, rolled back by Open or, with Options::background_undo,
+  // after it by a background thread (losers_in_background of them).
   uint64_t transactions_rolled_back = 0;
+  uint64_t losers_in_background = 0;
   uint64_t transactions_prepared = 0;  // kept prepared (Database::PreparedXids)
   uint64_t undo_applied = 0;
   // Losers whose undo had gone to an undo file before the crash, and the
-  // entries applied that were written there before it.
+  // entries written there before it (applied by Open, or by the background
+  // undo after it).
   uint64_t losers_with_undo_files = 0;
   uint64_t undo_file_entries = 0;
   // Lazy redo: the pages whose records were left for their next read, when

@@ -411,7 +411,7 @@ Status DatabaseImpl::OpenAll() {
   Result<recovery::RecoveryStats> rs = recovery::Recover(
       pool_.get(), dwb_.get(), [this](const txn::UndoRecord& u) { return ApplyUndo(u); },
       [this](uint32_t space) { return IsDroppedSpace(space); }, {fs_, options_.dir},
-      options_.lazy_recovery);
+      options_.lazy_recovery, options_.background_undo);
   if (!rs.ok()) return rs.status();
   recovery_.phases.emplace_back("pass over the log", rs->pass_seconds);
   recovery_.phases.emplace_back("losers' undo collected", rs->collect_seconds);
@@ -428,8 +428,9 @@ Status DatabaseImpl::OpenAll() {
   recovery_.pages_repaired = rs->pages.pages_repaired;
   recovery_.records_redone = rs->pages.records_redone;
   recovery_.lazy_redo = options_.lazy_recovery;
-  recovery_.transactions_rolled_back = rs->losers;
-  recovery_.transactions_prepared = rs->prepared.size();
+  recovery_.transactions_rolled_back = rs->losers + rs->losers_kept;
+  recovery_.losers_in_background = rs->losers_kept;
+  recovery_.transactions_prepared = rs->prepared.size() - rs->losers_kept;
   recovery_.undo_applied = rs->undo_applied;
   recovery_.losers_with_undo_files = rs->losers_with_undo_files;
   recovery_.undo_file_entries = rs->undo_file_entries;
@@ -464,6 +465,7 @@ Status DatabaseImpl::OpenAll() {
   if (!pool_->lazy_redo_done() && options_.background_redo) {
     redo_thread_ = std::thread([this] { RedoLoop(); });
   }
+  if (losers_pending_.load() > 0) undo_thread_ = std::thread([this] { UndoLoop(); });
   return Status::OK();
 }
 
@@ -670,6 +672,8 @@ void DatabaseImpl::PurgeLoop() {
 Status DatabaseImpl::Close() {
   if (closed_) return Status::OK();
   closed_ = true;
+  // The losers are rolled back first: a clean shutdown leaves none.
+  if (undo_thread_.joinable()) undo_thread_.join();
   StopPurge();
   // Every page must hold its redo before the shutdown may count as clean:
   // the next start may find the PM tier, and so the log, gone.
@@ -788,6 +792,7 @@ Status DatabaseImpl::RemoveIndexFiles(IndexImpl* ix) {
 }
 
 Status DatabaseImpl::DropTable(std::string_view name) {
+  AwaitRecoveredLosers();
   std::unique_lock ddl(ddl_mu_);
   SUBITO_RETURN_IF_ERROR(Writable());
   auto it = tables_.find(name);
@@ -822,6 +827,7 @@ Status DatabaseImpl::DropTable(std::string_view name) {
 }
 
 Status DatabaseImpl::RenameTable(std::string_view from, std::string_view to) {
+  AwaitRecoveredLosers();
   std::unique_lock ddl(ddl_mu_);
   SUBITO_RETURN_IF_ERROR(Writable());
   auto it = tables_.find(from);
@@ -847,6 +853,7 @@ Status DatabaseImpl::RenameTable(std::string_view from, std::string_view to) {
 }
 
 Status DatabaseImpl::CreateIndex(std::string_view table, const IndexDef& def) {
+  AwaitRecoveredLosers();
   std::unique_lock ddl(ddl_mu_);
   SUBITO_RETURN_IF_ERROR(Writable());
   auto it = tables_.find(table);
@@ -936,6 +943,7 @@ Status DatabaseImpl::BuildFromSorted(ExternalSorter* sorted, btree::BTree* tree)
 }
 
 Status DatabaseImpl::DropIndex(std::string_view table, std::string_view index) {
+  AwaitRecoveredLosers();
   std::unique_lock ddl(ddl_mu_);
   SUBITO_RETURN_IF_ERROR(Writable());
   auto it = tables_.find(table);
@@ -992,6 +1000,7 @@ CatalogTable* DatabaseImpl::CatalogEntry(const TableImpl* t) {
 }
 
 Result<std::unique_ptr<BulkLoader>> DatabaseImpl::BeginBulkLoad(Table* table) {
+  AwaitRecoveredLosers();
   std::unique_lock ddl(ddl_mu_);
   SUBITO_RETURN_IF_ERROR(Writable());
   auto* t = static_cast<TableImpl*>(table);
@@ -1068,6 +1077,7 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.checkpoints = ps.checkpoints;
   s.checkpoint_age = pool_->CheckpointAge();
   s.recovery_pages_pending = pool_->pending_redo().pages();
+  s.recovery_losers_pending = losers_pending_.load();
   s.recovery_pages_redone = pool_->lazy_pages_redone();
   s.recovery_background_seconds = LazyRedoSeconds();
   s.page_write_failures = ps.write_failures;

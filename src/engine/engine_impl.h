@@ -236,6 +236,9 @@ class DatabaseImpl final : public Database {
   void StopPurge();
 
   Status StoppedStatus() const;
+  // DDL: waits until the background undo has rolled back every loser (whose
+  // keys and table uses would otherwise refuse it).
+  void AwaitRecoveredLosers();
   // Open: recovery's prepared transactions, held again with their locks
   // and versions; the chains their undo names, per index (RecoverChains).
   Status ResurrectPrepared(std::vector<recovery::RecoveredPrepared> prepared);
@@ -247,6 +250,16 @@ class DatabaseImpl final : public Database {
   mutable std::mutex prepared_mu_;
   // TransactionImpl objects, all prepared.
   std::multimap<std::string, std::unique_ptr<Transaction>, std::less<>> prepared_held_;
+  // Background undo (Options::background_undo): the losers Open rebuilt,
+  // rolled back newest first by undo_thread_; those whose rollback failed
+  // (fail-stop: their locks stay); how many are not rolled back yet (DDL
+  // waits for none).
+  void UndoLoop();
+  std::vector<std::unique_ptr<Transaction>> recovered_losers_;  // TransactionImpl
+  std::vector<std::unique_ptr<Transaction>> failed_losers_;
+  std::atomic<uint64_t> losers_pending_{0};
+  std::condition_variable losers_cv_;  // with prepared_mu_
+  std::thread undo_thread_;
 
   Options options_;
   const std::shared_ptr<txn::VersionBudget> version_budget_;  // V4

@@ -1,6 +1,8 @@
 // Two-phase commit: Transaction::Prepare, the prepared transactions the
 // database holds (recovered by Open, or handed over when their owner went
-// away), and the rebuilding of a recovered one's locks and versions.
+// away), and the rebuilding of a recovered one's locks and versions; and
+// the losers of a crash, rebuilt the same way and rolled back by a
+// background thread after Open (Options::background_undo).
 //
 // A recovered prepared transaction is made again from its undo file
 // (recovery/txn_recovery.h moved its whole undo list there): oldest entry
@@ -31,7 +33,7 @@ TransactionImpl::TransactionImpl(DatabaseImpl* db, recovery::RecoveredPrepared r
   undo_file_ = std::move(r.file);
   anchored_count_ = undo_file_->count();
   xid_ = std::move(r.xid);
-  prepared_.store(true);
+  prepared_.store(r.prepared);
 }
 
 Result<uint64_t> TransactionImpl::CopyPrepare(uint64_t end) {
@@ -139,8 +141,9 @@ Status TransactionImpl::Resurrect() {
       TableImpl* t = space->second;
       if (t == nullptr) {
         return Status::Corruption(StrFormat(
-            "undo file %s of prepared transaction %llu names space %u, which no table has",
-            undo_file_->path().c_str(), static_cast<unsigned long long>(state_->id), r.space));
+            "undo file %s of %s transaction %llu names space %u, which no table has",
+            undo_file_->path().c_str(), prepared_.load() ? "prepared" : "recovered",
+            static_cast<unsigned long long>(state_->id), r.space));
       }
       IndexImpl*& ix = wrote_spaces_[r.space];
       for (const std::unique_ptr<IndexImpl>& i : t->indexes) {
@@ -213,21 +216,64 @@ Status DatabaseImpl::ResurrectPrepared(std::vector<recovery::RecoveredPrepared> 
   }
   std::lock_guard lock(prepared_mu_);
   for (auto& t : made) {
+    if (!t->prepared()) {
+      recovered_losers_.push_back(std::unique_ptr<Transaction>(t.release()));
+      continue;
+    }
     const std::string xid = t->xid();
     prepared_held_.emplace(xid, std::unique_ptr<Transaction>(t.release()));  // duplicates kept
   }
+  losers_pending_.store(recovered_losers_.size());
   return Status::OK();
+}
+
+void DatabaseImpl::UndoLoop() {
+  if (options_.before_background_undo) options_.before_background_undo();
+  const auto start = std::chrono::steady_clock::now();
+  uint64_t done = 0;
+  for (;;) {
+    std::unique_ptr<Transaction> t;
+    {
+      std::lock_guard lock(prepared_mu_);
+      if (recovered_losers_.empty()) break;
+      t = std::move(recovered_losers_.back());  // the newest first, as InnoDB's
+      recovered_losers_.pop_back();
+    }
+    const uint64_t id = t->id();
+    if (Status st = t->Rollback(); !st.ok()) {
+      // Fail-stop (End): its locks stay, the database takes no more writes
+      // and stays in use, and the next start rolls it back again.
+      Report(StrFormat("background undo of recovered transaction %llu failed: %s",
+                       static_cast<unsigned long long>(id), st.ToString().c_str()));
+      std::lock_guard lock(prepared_mu_);
+      failed_losers_.push_back(std::move(t));
+    } else {
+      ++done;
+    }
+    losers_pending_.fetch_sub(1);
+    losers_cv_.notify_all();
+  }
+  Note(StrFormat("background undo finished %.3f s after the open: %llu recovered transaction(s) "
+                 "rolled back",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                 static_cast<unsigned long long>(done)));
+}
+
+void DatabaseImpl::AwaitRecoveredLosers() {
+  std::unique_lock lock(prepared_mu_);
+  losers_cv_.wait(lock, [this] { return losers_pending_.load() == 0; });
 }
 
 std::vector<std::string> DatabaseImpl::KeptChains(const txn::VersionStore* versions) const {
   std::vector<std::string> refs;
   std::lock_guard lock(prepared_mu_);
-  for (const auto& [xid, t] : prepared_held_) {
-    for (const txn::TxnSystem::KeyRef& r :
-         static_cast<const TransactionImpl*>(t.get())->retired()) {
+  auto add = [&](const TransactionImpl* t) {
+    for (const txn::TxnSystem::KeyRef& r : t->retired()) {
       if (r.first.get() == versions) refs.push_back(r.second);
     }
-  }
+  };
+  for (const auto& [xid, t] : prepared_held_) add(static_cast<const TransactionImpl*>(t.get()));
+  for (const auto& t : recovered_losers_) add(static_cast<const TransactionImpl*>(t.get()));
   return refs;
 }
 
@@ -264,17 +310,28 @@ Status DatabaseImpl::KeepPrepared(std::unique_ptr<Transaction>&& txn) {
 
 void DatabaseImpl::AbandonPrepared() {
   std::multimap<std::string, std::unique_ptr<Transaction>, std::less<>> held;
+  std::vector<std::unique_ptr<Transaction>> losers;
   {
     std::lock_guard lock(prepared_mu_);
     held.swap(prepared_held_);
+    losers.swap(recovered_losers_);  // a failed Open's: never rolled back
+    losers.insert(losers.end(), std::make_move_iterator(failed_losers_.begin()),
+                  std::make_move_iterator(failed_losers_.end()));
+    failed_losers_.clear();
+    losers_pending_.store(0);
   }
+  losers_cv_.notify_all();
   for (auto& [xid, t] : held) static_cast<TransactionImpl*>(t.get())->Abandon();
+  for (auto& t : losers) static_cast<TransactionImpl*>(t.get())->Abandon();
 }
 
 void DatabaseImpl::KeepRetiredFound(const txn::VersionStore* versions,
                                     const std::set<std::string>& found) {
   std::lock_guard lock(prepared_mu_);
   for (auto& [xid, t] : prepared_held_) {
+    static_cast<TransactionImpl*>(t.get())->KeepRetiredFound(versions, found);
+  }
+  for (auto& t : recovered_losers_) {
     static_cast<TransactionImpl*>(t.get())->KeepRetiredFound(versions, found);
   }
 }

@@ -217,7 +217,7 @@ Status UndoLoser(buffer::BufferPool* pool, uint64_t id, std::vector<Loser*>& pen
 
 Result<RecoveryStats> Recover(buffer::BufferPool* pool, buffer::DoubleWrite* dwb,
                               const ApplyUndo& apply, const IsDropped& dropped,
-                              const UndoFiles& files, bool lazy_redo) {
+                              const UndoFiles& files, bool lazy_redo, bool keep_losers) {
   RecoveryStats stats;
   auto since = std::chrono::steady_clock::now();
   auto lap = [&since](double* seconds) {
@@ -262,7 +262,7 @@ Result<RecoveryStats> Recover(buffer::BufferPool* pool, buffer::DoubleWrite* dwb
   std::stable_partition(pending.begin(), pending.end(), [](Loser* l) { return !l->xid; });
   std::vector<uint64_t> done;
   for (auto& [id, l] : losers) {
-    if (l.xid) continue;
+    if (l.xid || keep_losers) continue;
     if (st.ok()) {
       st = UndoLoser(pool, id, pending, apply, dropped, stats);
       if (st.ok()) {
@@ -273,12 +273,16 @@ Result<RecoveryStats> Recover(buffer::BufferPool* pool, buffer::DoubleWrite* dwb
     pool->EndChange(l.pin);
   }
   for (auto& [id, l] : losers) {
-    if (!l.xid) continue;
+    if (!l.xid && !keep_losers) continue;
     if (!st.ok()) {
       pool->EndChange(l.pin);
       continue;
     }
-    stats.prepared.push_back({id, *l.xid, std::move(l.file), l.pin});
+    if (!l.xid) {
+      ++stats.losers_kept;
+      stats.undo_file_entries += l.from_before_crash;  // the background rollback applies them
+    }
+    stats.prepared.push_back({id, l.xid.has_value(), l.xid.value_or(""), std::move(l.file), l.pin});
   }
   for (uint64_t id : done) {
     const std::string path = losers[id].file->path();

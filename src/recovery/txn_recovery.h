@@ -45,12 +45,15 @@
 
 namespace subito::recovery {
 
-// A prepared transaction found by recovery: its whole undo list is the
-// file's entries; `pin` holds the checkpoint at or before its newest anchor
-// and prepare record (the owner ends it with BufferPool::EndChange).
+// A transaction recovery hands back instead of ending it: a prepared one,
+// or (with keep_losers) a loser to be rolled back after the open. Its whole
+// undo list is the file's entries; `pin` holds the checkpoint at or before
+// its newest anchor (and prepare record) (the owner ends it with
+// BufferPool::EndChange).
 struct RecoveredPrepared {
   uint64_t txn = 0;
-  std::string xid;
+  bool prepared = true;  // false: a loser, not yet rolled back
+  std::string xid;       // prepared ones' only
   std::unique_ptr<txn::UndoFile> file;
   uint64_t pin = 0;
 };
@@ -60,9 +63,10 @@ struct RecoveryStats {
   uint64_t committed = 0;  // commit records read
   uint64_t aborted = 0;    // abort records read
   uint64_t losers = 0;     // rolled back here
+  uint64_t losers_kept = 0;  // handed back to be rolled back (keep_losers)
   uint64_t undo_applied = 0;
   uint64_t losers_with_undo_files = 0;  // anchored before the crash
-  uint64_t undo_file_entries = 0;       // applied entries those files held
+  uint64_t undo_file_entries = 0;       // applied (or, kept, to apply) entries those files held
   uint64_t max_txn = 0;                 // largest id seen (new ids start above it)
   // Seconds spent on the pass over the log (page redo or its index, and the
   // analysis), on collecting the losers' undo, and on undoing them.
@@ -84,9 +88,12 @@ struct UndoFiles {
 // pages they read first. `apply` is called for each
 // undo record of a loser once the pages are recovered; `dropped` spaces'
 // records are skipped. The losers' undo files are removed once their abort
-// records are durable.
+// records are durable. With `keep_losers`, no loser is undone here: each is
+// handed back like a prepared one (anchored in its undo file, pinned), for
+// the engine to rebuild and roll back after the open.
 Result<RecoveryStats> Recover(buffer::BufferPool* pool, buffer::DoubleWrite* dwb,
                               const ApplyUndo& apply, const IsDropped& dropped,
-                              const UndoFiles& files, bool lazy_redo = false);
+                              const UndoFiles& files, bool lazy_redo = false,
+                              bool keep_losers = false);
 
 }  // namespace subito::recovery

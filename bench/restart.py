@@ -67,7 +67,7 @@ def engine_open(srv):
         text = f.read()
     if srv.engine == "subito":
         m = re.search(r"Subito: opened \S+ in ([\d.]+) s \((\d+) redo records, (\d+) transactions "
-                      r"rolled back(?:, \d+ of them in the background)?(?:, \d+ kept prepared)?"
+                      r"rolled back(?:, \d+ of them left to a background thread)?(?:, \d+ kept prepared)?"
                       r"(?:, (\d+) pages left to redo lazily)?\)", text)
         if not m:
             return {}

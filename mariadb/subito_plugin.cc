@@ -749,7 +749,7 @@ int InitEngine(void* p) {
   }
   const std::string background =
       r.losers_in_background
-          ? ", " + std::to_string(r.losers_in_background) + " of them in the background"
+          ? ", " + std::to_string(r.losers_in_background) + " of them left to a background thread"
           : "";
   sql_print_information(
       "Subito: %s %s in %.3f s (%llu redo records, %llu transactions rolled "

@@ -156,6 +156,10 @@ CONFIG=(
 fingerprint="$(printf '%s\n' "$CFLAGS" "$CXXFLAGS" "$LDFLAGS" "${CONFIG[@]}" | sha256sum | cut -c1-16)"
 if [ "$(cat "$BUILD/.subito-configured" 2>/dev/null)" != "$fingerprint" ]; then
   say "configuring mariadb $UPSTREAM with Debian's flags (about a minute)"
+  # The plugin's objects go too: built from another checkout (SUBITO_ROOT
+  # is in the fingerprint), they can be newer than this one's sources and
+  # would be linked in stale (a crash at load, from mismatched layouts).
+  rm -rf "$BUILD/storage/subito"
   mkdir -p "$BUILD"
   (cd "$BUILD" && cmake "$SRC" -G "Unix Makefiles" "${CONFIG[@]}" >"$BUILD/configure.log" 2>&1) ||
     { tail -30 "$BUILD/configure.log"; die "configure failed (log: $BUILD/configure.log)"; }

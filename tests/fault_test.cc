@@ -985,6 +985,56 @@ TEST_F(BigTransactionTest, ALoserIsRolledBackInTheBackgroundLockedAndInvisible) 
   ASSERT_OK(w->Commit());
 }
 
+// A loser whose undo file holds entries of a temporary table (dropped by
+// the next Open, K6) is rebuilt and rolled back without them, in either
+// mode; DDL waiting for the background undo gives up after the lock wait
+// timeout.
+TEST_F(BigTransactionTest, ALoserThatWroteATemporaryTableIsRolledBackWithoutIt) {
+  for (const bool background : {true, false}) {
+    SCOPED_TRACE(background ? "background undo" : "undo in Open");
+    TableDef def = SampleTable();
+    def.name = "scratch";
+    def.temporary = true;
+    def.data_dir = dir_.Sub("tmp");
+    std::filesystem::create_directories(def.data_dir);
+    Result<Table*> scratch = db_->CreateTable(def);
+    ASSERT_TRUE(scratch.ok()) << scratch.status().ToString();
+    auto big = db_->Begin();
+    for (int64_t id = 0; id < 3000; ++id) {  // its undo spills to the file
+      ASSERT_OK(big->Insert(*scratch, SampleRow(id, 1, std::nullopt, Value(id, 100))));
+    }
+    ASSERT_OK(big->Update(t_, SampleRow(7, 7 % 5, std::nullopt, base_.at(7)),
+                          SampleRow(7, 0, std::nullopt, "changed")));
+    ASSERT_GT(db_->Stats().undo_spills, 0u);
+    ASSERT_OK(db_->Close());
+    big.reset();
+    db_.reset();
+    std::promise<void> go;
+    std::shared_future<void> started = go.get_future().share();
+    options_.background_undo = background;
+    options_.before_background_undo = [started] { started.wait(); };
+    options_.lock_wait_timeout_ms = 100;
+    Open();
+    t_ = db_->FindTable("t");
+    ASSERT_NE(t_, nullptr);
+    EXPECT_EQ(db_->FindTable("scratch"), nullptr);
+    EXPECT_EQ(db_->recovery().transactions_rolled_back, 1u);
+    EXPECT_EQ(db_->recovery().losers_in_background, background ? 1u : 0u);
+    ASSERT_EQ(Rows("t"), base_);
+    if (background) {
+      const Status ddl = db_->DropIndex("t", "k");
+      EXPECT_TRUE(ddl.IsTimedOut()) << ddl.ToString();
+      EXPECT_NE(ddl.message().find("background rollback"), std::string::npos);
+    }
+    go.set_value();
+    ASSERT_TRUE(test::AwaitBackgroundUndo(db_.get()));
+    EXPECT_EQ(UndoFiles(), 0u);
+    ASSERT_EQ(Rows("t"), base_);
+    options_.before_background_undo = nullptr;
+    options_.lock_wait_timeout_ms = 5000;
+  }
+}
+
 TEST_F(BigTransactionTest, ADamagedUndoFileIsRefusedWithItsNameAndOffset) {
   std::map<int64_t, std::string> model = base_;
   auto big = db_->Begin();

@@ -792,7 +792,7 @@ Status DatabaseImpl::RemoveIndexFiles(IndexImpl* ix) {
 }
 
 Status DatabaseImpl::DropTable(std::string_view name) {
-  AwaitRecoveredLosers();
+  SUBITO_RETURN_IF_ERROR(AwaitRecoveredLosers());
   std::unique_lock ddl(ddl_mu_);
   SUBITO_RETURN_IF_ERROR(Writable());
   auto it = tables_.find(name);
@@ -827,7 +827,7 @@ Status DatabaseImpl::DropTable(std::string_view name) {
 }
 
 Status DatabaseImpl::RenameTable(std::string_view from, std::string_view to) {
-  AwaitRecoveredLosers();
+  SUBITO_RETURN_IF_ERROR(AwaitRecoveredLosers());
   std::unique_lock ddl(ddl_mu_);
   SUBITO_RETURN_IF_ERROR(Writable());
   auto it = tables_.find(from);
@@ -853,7 +853,7 @@ Status DatabaseImpl::RenameTable(std::string_view from, std::string_view to) {
 }
 
 Status DatabaseImpl::CreateIndex(std::string_view table, const IndexDef& def) {
-  AwaitRecoveredLosers();
+  SUBITO_RETURN_IF_ERROR(AwaitRecoveredLosers());
   std::unique_lock ddl(ddl_mu_);
   SUBITO_RETURN_IF_ERROR(Writable());
   auto it = tables_.find(table);
@@ -943,7 +943,7 @@ Status DatabaseImpl::BuildFromSorted(ExternalSorter* sorted, btree::BTree* tree)
 }
 
 Status DatabaseImpl::DropIndex(std::string_view table, std::string_view index) {
-  AwaitRecoveredLosers();
+  SUBITO_RETURN_IF_ERROR(AwaitRecoveredLosers());
   std::unique_lock ddl(ddl_mu_);
   SUBITO_RETURN_IF_ERROR(Writable());
   auto it = tables_.find(table);
@@ -1000,7 +1000,7 @@ CatalogTable* DatabaseImpl::CatalogEntry(const TableImpl* t) {
 }
 
 Result<std::unique_ptr<BulkLoader>> DatabaseImpl::BeginBulkLoad(Table* table) {
-  AwaitRecoveredLosers();
+  SUBITO_RETURN_IF_ERROR(AwaitRecoveredLosers());
   std::unique_lock ddl(ddl_mu_);
   SUBITO_RETURN_IF_ERROR(Writable());
   auto* t = static_cast<TableImpl*>(table);

@@ -209,6 +209,8 @@ class DatabaseImpl final : public Database {
   std::atomic<uint64_t> prepares{0};
   // The table one of whose indexes is `space`; null if none.
   TableImpl* TableOfSpace(uint32_t space) const;
+  // A space a table had, gone now (dropped, or a temporary table's: K6).
+  bool IsDroppedSpace(uint32_t space) const;
 
   // The pool's log relief: relocates the undo of the first open transaction
   // that holds the checkpoint back by more than a quarter of the log.
@@ -222,7 +224,6 @@ class DatabaseImpl final : public Database {
   Status FinishInterruptedDdl();
   Status OpenIndex(TableImpl* t, const CatalogIndex& ci, bool create);
   Status ApplyUndo(const txn::UndoRecord& u);
-  bool IsDroppedSpace(uint32_t space) const;
   Status RemoveIndexFiles(IndexImpl* ix);
   // Page-file bytes of indexes removed since the start, so that the totals
   // in DatabaseStats never go down (guarded by ddl_mu_).
@@ -237,8 +238,9 @@ class DatabaseImpl final : public Database {
 
   Status StoppedStatus() const;
   // DDL: waits until the background undo has rolled back every loser (whose
-  // keys and table uses would otherwise refuse it).
-  void AwaitRecoveredLosers();
+  // keys and table uses would otherwise refuse it), for at most the lock
+  // wait timeout (TimedOut).
+  Status AwaitRecoveredLosers();
   // Open: recovery's prepared transactions, held again with their locks
   // and versions; the chains their undo names, per index (RecoverChains).
   Status ResurrectPrepared(std::vector<recovery::RecoveredPrepared> prepared);

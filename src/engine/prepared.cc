@@ -135,15 +135,19 @@ Status TransactionImpl::Resurrect() {
     if (!records.ok()) return records.status();
     for (txn::UndoRecord& r : *records) {
       const uint64_t at = position++;
+      if (gone_spaces_.count(r.space) || db_->IsDroppedSpace(r.space)) {
+        gone_spaces_.insert(r.space);  // nothing to lock or restore there
+        continue;
+      }
       // Each space's table and index looked up once, not per entry.
       auto [space, added] = tables.try_emplace(r.space, nullptr);
       if (added) space->second = db_->TableOfSpace(r.space);
       TableImpl* t = space->second;
       if (t == nullptr) {
-        return Status::Corruption(StrFormat(
-            "undo file %s of %s transaction %llu names space %u, which no table has",
-            undo_file_->path().c_str(), prepared_.load() ? "prepared" : "recovered",
-            static_cast<unsigned long long>(state_->id), r.space));
+        return Status::Corruption(
+            StrFormat("undo file %s of %s transaction %llu names space %u, which no table has",
+                      undo_file_->path().c_str(), prepared_.load() ? "prepared" : "recovered",
+                      static_cast<unsigned long long>(state_->id), r.space));
       }
       IndexImpl*& ix = wrote_spaces_[r.space];
       for (const std::unique_ptr<IndexImpl>& i : t->indexes) {
@@ -240,7 +244,8 @@ void DatabaseImpl::UndoLoop() {
       recovered_losers_.pop_back();
     }
     const uint64_t id = t->id();
-    if (Status st = t->Rollback(); !st.ok()) {
+    Status st = t->Rollback();
+    if (!st.ok()) {
       // Fail-stop (End): its locks stay, the database takes no more writes
       // and stays in use, and the next start rolls it back again.
       Report(StrFormat("background undo of recovered transaction %llu failed: %s",
@@ -250,18 +255,29 @@ void DatabaseImpl::UndoLoop() {
     } else {
       ++done;
     }
-    losers_pending_.fetch_sub(1);
+    {
+      std::lock_guard lock(prepared_mu_);  // a waiter between its check and its wait misses none
+      losers_pending_.fetch_sub(1);
+    }
     losers_cv_.notify_all();
   }
-  Note(StrFormat("background undo finished %.3f s after the open: %llu recovered transaction(s) "
-                 "rolled back",
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                 static_cast<unsigned long long>(done)));
+  Note(
+      StrFormat("background undo finished %.3f s after the open: %llu recovered transaction(s) "
+                "rolled back",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                static_cast<unsigned long long>(done)));
 }
 
-void DatabaseImpl::AwaitRecoveredLosers() {
+Status DatabaseImpl::AwaitRecoveredLosers() {
   std::unique_lock lock(prepared_mu_);
-  losers_cv_.wait(lock, [this] { return losers_pending_.load() == 0; });
+  const auto limit = std::chrono::milliseconds(options_.lock_wait_timeout_ms);
+  if (losers_cv_.wait_for(lock, limit, [this] { return losers_pending_.load() == 0; })) {
+    return Status::OK();
+  }
+  return Status::TimedOut(StrFormat(
+      "waited %u ms for the background rollback of %llu transaction(s) a crash interrupted "
+      "(Subito_recovery_losers_pending); try again",
+      options_.lock_wait_timeout_ms, static_cast<unsigned long long>(losers_pending_.load())));
 }
 
 std::vector<std::string> DatabaseImpl::KeptChains(const txn::VersionStore* versions) const {

@@ -242,6 +242,7 @@ Status TransactionImpl::Reload(uint64_t savepoint) {
   std::vector<Undo> loaded;
   loaded.reserve(records->size());
   for (txn::UndoRecord& r : *records) {
+    if (gone_spaces_.count(r.space)) continue;
     auto it = wrote_spaces_.find(r.space);
     if (it == wrote_spaces_.end()) {
       return Status::Corruption(

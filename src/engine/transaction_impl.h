@@ -309,6 +309,9 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // The indexes of the entries in the undo file, by space (entries
   // reloaded from it name a space); filled as they are written there.
   std::map<uint32_t, IndexImpl*> wrote_spaces_;
+  // Resurrected: spaces its undo names whose tables are gone (temporary
+  // tables, dropped at Open: K6); their entries are skipped.
+  std::set<uint32_t> gone_spaces_;
   // Changes per (space, key) still in undo_: when one drops to zero the
   // key is back to its value before this transaction.
   std::map<std::pair<uint32_t, std::string>, int> live_writes_;

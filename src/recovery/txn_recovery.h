@@ -60,9 +60,9 @@ struct RecoveredPrepared {
 
 struct RecoveryStats {
   buffer::PageRecoveryStats pages;
-  uint64_t committed = 0;  // commit records read
-  uint64_t aborted = 0;    // abort records read
-  uint64_t losers = 0;     // rolled back here
+  uint64_t committed = 0;    // commit records read
+  uint64_t aborted = 0;      // abort records read
+  uint64_t losers = 0;       // rolled back here
   uint64_t losers_kept = 0;  // handed back to be rolled back (keep_losers)
   uint64_t undo_applied = 0;
   uint64_t losers_with_undo_files = 0;  // anchored before the crash

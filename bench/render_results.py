@@ -403,7 +403,12 @@ before the kill. The target: Subito's engine open <= 0.2 s and flat
 across sizes. Since commit a63fb60 redo is lazy (`docs/recovery.md`): the
 open indexes each page's records and the pages get them when read; the
 table says how many pages were left so and when the background thread had
-redone the last one. Losers are still rolled back inside the open.
+redone the last one. Since 2390a59 the redo since the checkpoint is
+bounded (`subito_max_checkpoint_age`) and the search past the log's end
+covers three log buffers, not the log; since 5442b6d the losers are rolled
+back after the open by a background thread, their keys locked meanwhile.
+The error log's open line splits the open into steps (`open_steps` in the
+JSON).
 """
 
 

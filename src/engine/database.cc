@@ -285,6 +285,7 @@ Status DatabaseImpl::OpenAll() {
   lo.persistence = options_.persistence;
   lo.file_system = options_.log_file_system;
   lo.full_timeout_ms = options_.log_full_timeout_ms;
+  lo.defer_prefault = true;  // after recovery (end of OpenAll)
   lo.on_log_full = [this] {
     if (buffer::BufferPool* p = pool_for_log_.load()) p->OnLogFull();
   };
@@ -466,6 +467,7 @@ Status DatabaseImpl::OpenAll() {
     redo_thread_ = std::thread([this] { RedoLoop(); });
   }
   if (losers_pending_.load() > 0) undo_thread_ = std::thread([this] { UndoLoop(); });
+  log_->StartPrefault();
   return Status::OK();
 }
 

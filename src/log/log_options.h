@@ -46,6 +46,9 @@ struct LogOptions {
   uint64_t buffer_size = 8ull << 20;
   // Touch the log's pages ahead of the writers in a background thread.
   bool prefault = true;
+  // ... started by RedoLog::StartPrefault() instead of at Open (an owner
+  // that recovers first keeps it from competing with its recovery).
+  bool defer_prefault = false;
   // Run log-writing threads on the NUMA node of the log (no-op on one node).
   bool numa_pin = true;
   // Called (from an appending thread) when the log is full and appends wait

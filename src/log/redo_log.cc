@@ -109,14 +109,7 @@ Status RedoLog::Start(std::unique_ptr<LogFiles> files) {
   }
 
   numa_node_ = pmem::NumaNodeOf(files_->file(0).data() + kDataOffset);
-  if (options_.prefault && options_.write_mode == LogWriteMode::kNf) {
-    prefaulter_ = std::make_unique<pmem::Prefaulter>(options_.numa_pin ? numa_node_ : -1);
-    for (uint32_t i = 0; i < geometry_.stream_count; ++i) {
-      Lsn next = geometry_.NextOwnedBy(i, end);
-      prefaulter_->Add(files_->file(i).data() + kDataOffset, geometry_.data_size,
-                       geometry_.FileOffsetOf(next) - kDataOffset);
-    }
-  }
+  if (!options_.defer_prefault) StartPrefault();
   if (options_.write_mode == LogWriteMode::kClassic) {
     for (auto& s : streams_) {
       Stream* sp = s.get();
@@ -545,6 +538,18 @@ LogStats RedoLog::stats() const {
   s.log_full_waits = counters_.log_full_waits.load();
   s.checkpoints = counters_.checkpoints.load();
   return s;
+}
+
+void RedoLog::StartPrefault() {
+  std::lock_guard lock(checkpoint_mu_);  // one start only
+  if (prefaulter_ || !options_.prefault || options_.write_mode != LogWriteMode::kNf) return;
+  prefaulter_ = std::make_unique<pmem::Prefaulter>(options_.numa_pin ? numa_node_ : -1);
+  const Lsn from = reserved_.load();
+  for (uint32_t i = 0; i < geometry_.stream_count; ++i) {
+    const Lsn next = geometry_.NextOwnedBy(i, from);
+    prefaulter_->Add(files_->file(i).data() + kDataOffset, geometry_.data_size,
+                     geometry_.FileOffsetOf(next) - kDataOffset);
+  }
 }
 
 void RedoLog::WaitPrefaulted() const {

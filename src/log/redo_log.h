@@ -118,6 +118,9 @@ class RedoLog {
   uint32_t max_payload() const;
   LogStats stats() const;
   const LogOptions& options() const { return options_; }
+  // Starts the pre-fault thread (LogOptions::defer_prefault; else Open
+  // did); a no-op if it runs, or if prefault is off.
+  void StartPrefault();
   // Blocks until the pre-fault thread has mapped in every log page.
   void WaitPrefaulted() const;
   // One line: where the log lives, what backs it, how it is written.

@@ -1,13 +1,13 @@
 #include "buffer/pending_redo.h"
 
+#include <algorithm>
+#include <iterator>
+
 namespace subito::buffer {
 
 void PendingRedo::Add(PageId id, log::Lsn record) {
   std::lock_guard lock(mu_);
-  std::vector<log::Lsn>& records = index_[id];
-  if (!records.empty() && records.back() == record) return;  // one record, several edits
-  records.push_back(record);
-  pages_.store(index_.size(), std::memory_order_release);
+  added_.emplace_back(id, record);
 }
 
 bool PendingRedo::Find(PageId id, std::vector<log::Lsn>* records) const {
@@ -19,10 +19,25 @@ bool PendingRedo::Find(PageId id, std::vector<log::Lsn>* records) const {
 }
 
 void PendingRedo::InstallFrom(PendingRedo& built) {
-  std::scoped_lock lock(mu_, built.mu_);
-  index_.swap(built.index_);
-  built.index_.clear();
-  built.pages_.store(0, std::memory_order_release);
+  std::vector<std::pair<PageId, log::Lsn>> added;
+  {
+    std::lock_guard lock(built.mu_);
+    added.swap(built.added_);
+  }
+  // By page; a page's records stay in log order (they were added so).
+  std::stable_sort(added.begin(), added.end(),
+                   [](const auto& a, const auto& b) { return Less()(a.first, b.first); });
+  std::map<PageId, std::vector<log::Lsn>, Less> index;
+  for (const auto& [id, record] : added) {
+    auto it = index.empty() || Less()(std::prev(index.end())->first, id)
+                  ? index.emplace_hint(index.end(), id, std::vector<log::Lsn>())
+                  : std::prev(index.end());
+    std::vector<log::Lsn>& records = it->second;
+    if (records.empty() || records.back() != record)
+      records.push_back(record);  // one record, several edits
+  }
+  std::lock_guard lock(mu_);
+  index_.swap(index);
   pages_.store(index_.size(), std::memory_order_release);
 }
 

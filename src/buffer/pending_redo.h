@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "buffer/page_id.h"
@@ -38,6 +39,10 @@ class PendingRedo {
  public:
   // Index building: in an index of its own, which the pool then takes whole
   // (InstallFrom), so that no load ever sees a page's records half listed.
+  // Add only appends (records come in log order; one map insert per record
+  // was most of the pass's time); InstallFrom sorts them by page, keeping
+  // each page's records in log order. Not to be mixed with the other calls
+  // before InstallFrom.
   void Add(PageId id, log::Lsn record);
   void InstallFrom(PendingRedo& built);
   // The records still to apply to `id`, oldest first; false when none.
@@ -58,7 +63,8 @@ class PendingRedo {
   };
   mutable std::mutex mu_;
   std::map<PageId, std::vector<log::Lsn>, Less> index_;
-  std::atomic<uint64_t> pages_{0};  // index_.size(), read without mu_
+  std::vector<std::pair<PageId, log::Lsn>> added_;  // building: Add's, in log order
+  std::atomic<uint64_t> pages_{0};                  // index_.size(), read without mu_
 };
 
 }  // namespace subito::buffer

@@ -662,7 +662,7 @@ Status BufferPool::LogFreeCheck() {
   const uint64_t limit = log_->capacity() / 4 * 3;
   log::Lsn ckpt = log_->checkpoint_lsn();
   auto since = std::chrono::steady_clock::now();
-  for (int spins = 0; log_->reserved_lsn() - log_->checkpoint_lsn() > limit; ++spins) {
+  for (int spins = 0; CheckpointAge() > limit; ++spins) {
     OnLogFull();
     if (relief_) relief_();
     // Write the oldest pages here too: there may be no cleaner thread, and
@@ -677,7 +677,7 @@ Status BufferPool::LogFreeCheck() {
     }
     SUBITO_RETURN_IF_ERROR(CleanBatch().status());
     SUBITO_RETURN_IF_ERROR(Checkpoint());
-    if (log_->reserved_lsn() - log_->checkpoint_lsn() <= limit) break;
+    if (CheckpointAge() <= limit) break;
     if (InterruptScope::Interrupted()) {
       return Status::Interrupted("interrupted while waiting for space in the redo log");
     }
@@ -957,10 +957,11 @@ Status BufferPool::WriteLoggedPages() {
   return Status::OK();
 }
 
-bool BufferPool::PageWritesCanMoveCheckpoint(log::Lsn checkpoint) const {
+bool BufferPool::PageWritesCanMoveCheckpoint() const {
   // Not while recovery holds it, nor while a change or transaction pins it
   // where it is (page writes then only cost I/O).
   if (checkpoint_holds_.load() > 0) return false;
+  const log::Lsn checkpoint = log_->checkpoint_lsn();
   std::lock_guard lock(changes_mu_);
   return active_changes_.empty() || *active_changes_.begin() > checkpoint;
 }
@@ -992,12 +993,11 @@ void BufferPool::CleanerLoop() {
         std::lock_guard lock(mu_);
         dirty = flush_list_.size();
       }
-      const log::Lsn checkpoint = log_->checkpoint_lsn();
-      const uint64_t age = log_->reserved_lsn() - checkpoint;
+      const uint64_t age = CheckpointAge();
       const bool log_pressure =
           age > log_->capacity() / 2 ||
           (options_.max_checkpoint_age != 0 && age > options_.max_checkpoint_age &&
-           PageWritesCanMoveCheckpoint(checkpoint));
+           PageWritesCanMoveCheckpoint());
       const bool too_dirty = dirty > options_.max_dirty_ratio * static_cast<double>(frames);
       if (!(dirty > 0 && ((urgent && batches == 0) || log_pressure || too_dirty))) break;
       Result<size_t> flushed = CleanBatch();

@@ -272,7 +272,7 @@ class BufferPool {
   void NoteWriteOutcome(const Status& st);
   void CleanerLoop();
   // Whether writing the oldest pages can move the checkpoint now.
-  bool PageWritesCanMoveCheckpoint(log::Lsn checkpoint) const;
+  bool PageWritesCanMoveCheckpoint() const;
   Result<size_t> CleanBatch();  // pages written
   void LatchFrame(Frame& f, Latch latch);
   // Latches the pinned frame and wraps it in a handle.

@@ -135,13 +135,14 @@ Status TransactionImpl::Resurrect() {
     if (!records.ok()) return records.status();
     for (txn::UndoRecord& r : *records) {
       const uint64_t at = position++;
-      if (gone_spaces_.count(r.space) || db_->IsDroppedSpace(r.space)) {
-        gone_spaces_.insert(r.space);  // nothing to lock or restore there
-        continue;
-      }
-      // Each space's table and index looked up once, not per entry.
+      // Each space's table and index looked up once, not per entry; a gone
+      // space's entries are skipped (nothing to lock or restore there).
       auto [space, added] = tables.try_emplace(r.space, nullptr);
-      if (added) space->second = db_->TableOfSpace(r.space);
+      if (added) {
+        if (db_->IsDroppedSpace(r.space)) gone_spaces_.insert(r.space);
+        space->second = db_->TableOfSpace(r.space);
+      }
+      if (gone_spaces_.count(r.space)) continue;
       TableImpl* t = space->second;
       if (t == nullptr) {
         return Status::Corruption(

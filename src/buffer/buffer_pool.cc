@@ -994,10 +994,9 @@ void BufferPool::CleanerLoop() {
         dirty = flush_list_.size();
       }
       const uint64_t age = CheckpointAge();
-      const bool log_pressure =
-          age > log_->capacity() / 2 ||
-          (options_.max_checkpoint_age != 0 && age > options_.max_checkpoint_age &&
-           PageWritesCanMoveCheckpoint());
+      const bool log_pressure = age > log_->capacity() / 2 || (options_.max_checkpoint_age != 0 &&
+                                                               age > options_.max_checkpoint_age &&
+                                                               PageWritesCanMoveCheckpoint());
       const bool too_dirty = dirty > options_.max_dirty_ratio * static_cast<double>(frames);
       if (!(dirty > 0 && ((urgent && batches == 0) || log_pressure || too_dirty))) break;
       Result<size_t> flushed = CleanBatch();

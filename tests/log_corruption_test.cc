@@ -10,6 +10,7 @@
 
 #include "log/log_reader.h"
 #include "log/redo_log.h"
+#include "pmem/tracking_persistence.h"
 #include "test_util.h"
 #include "util/crc32c.h"
 
@@ -426,6 +427,78 @@ TEST_P(Corruption, AWriterNamesItsReachBeforeItsFirstAppend) {
 
 INSTANTIATE_TEST_SUITE_P(Streams, Corruption, ::testing::Values(1u, 3u),
                          [](const auto& info) { return std::to_string(info.param) + "streams"; });
+
+}  // namespace
+}  // namespace subito::log
+
+namespace subito::log {
+namespace {
+
+// I7's persist point: a writer with a smaller buffer than the crashed one
+// erases the old reach's orphans (I4) before its slot names the new reach.
+// After a power cut at every persist point of that open (and of appends
+// after it), every orphan still valid-looking past the end lies inside the
+// window the image's newest slot gives, so the next open erases it.
+TEST(ReachCuts, EveryCutKeepsTheOldReachsOrphansInsideTheWindow) {
+  test::ScratchDir dir;
+  LogOptions o = test::SmallLog(dir.Sub("log"), LogWriteMode::kNf, 1);
+  o.file_size = 4096 + (4 << 20);
+  o.buffer_size = 1 << 20;
+  Lsn hole = 0;
+  std::vector<Lsn> orphans;
+  {
+    auto log = RedoLog::Open(o);
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    ASSERT_TRUE((*log)->Commit(kRecordLogTest, "first", 5).ok());
+    hole = (*log)->durable_lsn();
+    for (int i = 0; i < 3000; ++i) {
+      auto r = (*log)->Append(kRecordLogTest, std::string(200, 'o').data(), 200);
+      ASSERT_TRUE(r.ok());
+      orphans.push_back(r->start);
+    }
+    ASSERT_TRUE((*log)->WaitDurable((*log)->reserved_lsn()).ok());
+  }
+  ASSERT_GT(orphans.back() - hole, 3u * 64 * 1024) << "orphans must reach past the new window";
+  // The crash: the hole's record lost, and the clean-shutdown slot with it.
+  std::vector<uint8_t> bytes = test::ReadFile(LogFiles::StreamPath(o.dir, 0));
+  const Geometry g{1, kStripeSize, o.file_size - kDataOffset};
+  std::fill_n(bytes.begin() + static_cast<long>(g.FileOffsetOf(hole)), 16, 0);
+  std::fill_n(bytes.begin() + kCheckpointSlotOffset[0], kCheckpointSlotSize, 0);
+  LogOptions again = o;
+  again.dir = dir.Sub("again");
+  std::filesystem::create_directories(again.dir);
+  test::WriteFile(LogFiles::StreamPath(again.dir, 0), bytes);
+  again.buffer_size = 64 * 1024;
+  pmem::TrackingPersistence tracker;
+  again.persistence = &tracker;
+  {
+    auto log = RedoLog::Open(again);
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    EXPECT_EQ((*log)->recovered().end_lsn, hole);
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE((*log)->Commit(kRecordLogTest, "new", 3).ok());
+    tracker.Freeze();
+  }
+  const std::string name = LogFiles::StreamPath(again.dir, 0);
+  size_t points = 0, narrowed = 0;
+  tracker.ForEachPersistPoint([&](size_t k, const pmem::TrackingPersistence::Image& image) {
+    ++points;
+    SCOPED_TRACE(::testing::Message() << "cut after event " << k);
+    const std::vector<uint8_t>& b = image.at(name);
+    auto st = ScanLog({{name, b.data(), b.size()}});
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    narrowed += st->write_reach == again.buffer_size;
+    for (Lsn x : orphans) {
+      if (x < st->end_lsn) continue;
+      uint64_t lsn_field = 0;
+      std::memcpy(&lsn_field, b.data() + g.FileOffsetOf(x + 16), sizeof lsn_field);
+      if (lsn_field != x) continue;  // erased
+      ASSERT_TRUE(st->write_reach == 0 || x < st->end_lsn + 3 * st->write_reach)
+          << "orphan at " << x << " lies past the window of reach " << st->write_reach;
+    }
+  });
+  EXPECT_GT(points, 10u);
+  EXPECT_GT(narrowed, 0u) << "no cut came after the new reach's slot";
+}
 
 }  // namespace
 }  // namespace subito::log

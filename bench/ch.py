@@ -38,7 +38,8 @@ class Sampler(threading.Thread):
     """Peaks of the server's memory and old-version counters, every second."""
 
     KEYS = {"subito": ["Subito_version_bytes", "Subito_snapshot_page_bytes",
-                       "Subito_moved_snapshots_open"],
+                       "Subito_moved_snapshots_open", "Subito_snapshot_pages",
+                       "Subito_snapshot_page_recipes"],
             "innodb": ["Innodb_history_list_length"]}
 
     def __init__(self, srv):
@@ -115,7 +116,8 @@ def run_ch(args, engine):
          "errors": errors, "peaks": sampler.peaks, "caching": caching["text"],
          "disk_read_bytes": rd1 - rd0, "disk_write_bytes": wr1 - wr0}
     if engine == "subito":
-        for k in ("Subito_snapshots_moved", "Subito_snapshots_cut", "Subito_moved_snapshots_cut"):
+        for k in ("Subito_snapshots_moved", "Subito_snapshots_cut", "Subito_moved_snapshots_cut",
+                  "Subito_snapshot_pages_rebuilt"):
             r[k] = int(after.get(k, 0)) - int(before.get(k, 0))
     if not m:
         r["output_tail"] = out[-2000:]

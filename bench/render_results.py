@@ -285,7 +285,11 @@ def ch_section(data, png):
                f"for moved snapshots at {p.get('Subito_snapshot_page_bytes', 0) / mib:,.1f} MiB; "
                f"{sub.get('Subito_snapshots_moved', 0)} snapshots moved, "
                f"{sub.get('Subito_moved_snapshots_cut', 0)} of them cut past the page budget, "
-               f"{sub.get('Subito_snapshots_cut', 0)} cut without moving. InnoDB's history list "
+               f"{sub.get('Subito_snapshots_cut', 0)} cut without moving. Pages of moved "
+               f"snapshots: at most {p.get('Subito_snapshot_pages', 0):,} copies and "
+               f"{p.get('Subito_snapshot_page_recipes', 0):,} recipes (old page + per-page "
+               f"logs) held at once, {sub.get('Subito_snapshot_pages_rebuilt', 0):,} recipes "
+               f"rebuilt. InnoDB's history list "
                f"peaked at {inn['peaks'].get('Innodb_history_list_length', '-')} entries (undo, "
                f"on disk).")
     out.append("")

@@ -189,7 +189,7 @@ struct Exported {
   ulonglong ppl_pages_logged, ppl_bytes, ppl_full, ppl_blocks_used, ppl_blocks;
   ulonglong ppl_pages_delogged, ppl_reclaimed;
   ulonglong snapshots_moved, moved_snapshots_open, snapshot_pages, snapshot_page_bytes;
-  ulonglong moved_snapshots_cut;
+  ulonglong moved_snapshots_cut, snapshot_page_recipes, snapshot_pages_rebuilt;
   ulonglong recovery_pages_pending, recovery_pages_redone, recovery_losers_pending;
   double buffer_hit_ratio, recovery_seconds, recovery_background_seconds;
 };
@@ -250,6 +250,8 @@ Exported Collect() {
   e.snapshot_pages = s.snapshot_pages;
   e.snapshot_page_bytes = s.snapshot_page_bytes;
   e.moved_snapshots_cut = s.moved_snapshots_cut;
+  e.snapshot_page_recipes = s.snapshot_page_recipes;
+  e.snapshot_pages_rebuilt = s.snapshot_pages_rebuilt;
   e.recovery_pages_pending = s.recovery_pages_pending;
   e.recovery_losers_pending = s.recovery_losers_pending;
   e.recovery_pages_redone = s.recovery_pages_redone;
@@ -315,6 +317,8 @@ constexpr StatusVar kStatusVars[] = {SUBITO_STATUS(commits, SHOW_ULONGLONG),
                                      SUBITO_STATUS(snapshot_pages, SHOW_ULONGLONG),
                                      SUBITO_STATUS(snapshot_page_bytes, SHOW_ULONGLONG),
                                      SUBITO_STATUS(moved_snapshots_cut, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(snapshot_page_recipes, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(snapshot_pages_rebuilt, SHOW_ULONGLONG),
                                      SUBITO_STATUS(recovery_seconds, SHOW_DOUBLE),
                                      SUBITO_STATUS(recovery_pages_pending, SHOW_ULONGLONG),
                                      SUBITO_STATUS(recovery_losers_pending, SHOW_ULONGLONG),
@@ -644,10 +648,13 @@ bool ShowEngineStatusText(THD* thd, stat_print_fn* print) {
   text += line;
   snprintf(line, sizeof line,
            "old snapshots moved to pages as of their moment: %llu (open %llu, cut %llu), "
-           "holding %llu page copies; with their overlays %llu bytes (%llu of them overlays)\n",
+           "holding %llu page copies and %llu recipes (old page + per-page logs, %llu rebuilt); "
+           "with their overlays %llu bytes (%llu of them overlays)\n",
            (unsigned long long)s.snapshots_moved, (unsigned long long)s.moved_snapshots_open,
            (unsigned long long)s.moved_snapshots_cut, (unsigned long long)s.snapshot_pages,
-           (unsigned long long)s.snapshot_page_bytes, (unsigned long long)s.snapshot_overlay_bytes);
+           (unsigned long long)s.snapshot_page_recipes,
+           (unsigned long long)s.snapshot_pages_rebuilt, (unsigned long long)s.snapshot_page_bytes,
+           (unsigned long long)s.snapshot_overlay_bytes);
   text += line;
   snprintf(line, sizeof line,
            "per-page logs: %llu pages logged (%llu bytes), %llu written for want of room, %llu "

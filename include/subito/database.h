@@ -264,6 +264,11 @@ struct DatabaseStats {
   // not see), and moved snapshots cut over snapshot_page_budget_bytes.
   uint64_t snapshots_moved = 0, moved_snapshots_open = 0, snapshot_pages = 0,
            snapshot_page_bytes = 0, snapshot_overlay_bytes = 0, moved_snapshots_cut = 0;
+  // Pages of moved snapshots not copied but kept as a recipe (their file
+  // image plus per-page log entries rebuild them: NV-PPL's multi-versioning),
+  // held now; and such pages rebuilt since the start, for a reader or before
+  // their page was written.
+  uint64_t snapshot_page_recipes = 0, snapshot_pages_rebuilt = 0;
   // Bytes row locks hold now (by the count above), and their budget.
   uint64_t lock_bytes = 0, lock_budget = 0;
   uint64_t purge_backlog = 0;    // ended transactions whose versions and chains wait for purge

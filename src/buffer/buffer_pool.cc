@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "buffer/buffer_pool_frame.h"
 #include "buffer/mtr.h"
 #include "page/page_format.h"
 #include "subito/interrupt.h"
@@ -13,43 +14,6 @@
 #include "util/strings.h"
 
 namespace subito::buffer {
-
-struct BufferPool::Frame {
-  std::shared_mutex latch;
-  uint8_t* data = nullptr;
-  // Guarded by mu_, except as T1-T3 say: pins and referenced also change
-  // on the shard path, and loading is read there.
-  PageId id;
-  bool in_use = false;
-  std::atomic<bool> loading{false};
-  std::atomic<bool> referenced{false};
-  std::atomic<int> pins{0};
-  Status load_error;
-  bool dirty = false;
-  log::Lsn oldest_lsn = 0;  // first-dirtying LSN while dirty
-  // A write of this frame is in flight. At most one at a time: two flushes
-  // overlapping could write an older copy after a newer one was written and
-  // marked clean, and a later read would see the older one.
-  bool flushing = false;
-  std::atomic<bool> verified{false};  // see PageHandle::verified
-  // NV-PPL (options_.page_log set). Changed by Mtrs under the exclusive
-  // latch, and by the frame's one flush (flushing) under the shared latch.
-  // Changes not yet in the page log, oldest first, as u64 end_lsn, u32 n,
-  // then n edit bytes; those up to log_done_lsn are durable already (in the
-  // page log or the file) and are dropped when next seen.
-  std::vector<uint8_t> log_pending;
-  // Page-log bytes of the page's changes since its file image: in the page
-  // log and pending. Past the threshold, log_off.
-  uint32_t log_bytes = 0;
-  // The page's next write goes to its file: its changes outgrew the
-  // threshold, or its file holds no image of it yet, or recovery changed it.
-  bool log_off = true;
-  std::atomic<log::Lsn> log_done_lsn{0};
-  // A write of the page failed: its file (or the double-write area, or the
-  // writer's retry copy) may hold an image newer than the one its page-log
-  // entries would build on. No append until a write of it succeeds.
-  std::atomic<bool> log_blocked{false};
-};
 
 namespace {
 
@@ -239,25 +203,6 @@ Result<PageHandle> BufferPool::Fetch(PageId id, Latch latch) {
     if (const PageVersions::Epoch* epoch = ReadAsOf::current()) return FetchAsOf(id, *epoch);
   }
   return FetchFrame(id, latch);
-}
-
-Result<PageHandle> BufferPool::FetchAsOf(PageId id, const PageVersions::Epoch& epoch) {
-  auto image_handle = [&](VersionImage image) {
-    PageHandle old;
-    old.id_ = id;
-    old.latch_ = Latch::kShared;
-    old.image_ = std::move(image);
-    old.data_ = const_cast<uint8_t*>(old.image_->data());  // read only: a shared handle
-    return old;
-  };
-  // A captured image is the page as of the epoch: no need to read the page.
-  if (VersionImage image = versions_.Find(epoch, id)) return image_handle(std::move(image));
-  Result<PageHandle> h = FetchFrame(id, Latch::kShared);
-  if (!h.ok() || page::PageLsn(h->data()) <= epoch.lsn) return h;
-  Result<VersionImage> image = versions_.Image(epoch, id);  // captured before it changed (E1)
-  if (!image.ok()) return image.status();
-  h->Release();
-  return image_handle(std::move(*image));
 }
 
 std::optional<uint32_t> BufferPool::FindEntry(PageId id) {
@@ -803,6 +748,7 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!logged[i]) writes.push_back(batch[i]);
   }
+  BuildBeforeWrite(writes);  // page_versions.h E4: their file images change now
   Status st = writer_.Write(writes, [this](uint32_t s) { return Space(s); });
   if (!writes.empty()) NoteWriteOutcome(st);
   for (size_t i = 0; i < frames.size(); ++i) {

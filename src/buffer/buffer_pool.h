@@ -170,6 +170,10 @@ class BufferPool {
   void NotePageLogEdits(uint32_t frame, log::Lsn end, const uint8_t* edits, size_t n);
   bool page_logging() const { return options_.page_log != nullptr; }
   PageVersions& versions() { return versions_; }
+  // Used by Mtr, holding the frame exclusively latched, its page LSN `lsn`:
+  // the recipe of the page as it is now if it can be rebuilt from storage
+  // (page_versions.h E4), else null.
+  Recipe RecipeFor(uint32_t frame, log::Lsn lsn);
   // Recovery: the page changed other than through a Mtr; its next write
   // goes to its file.
   void StopPageLogging(PageHandle& page);
@@ -254,6 +258,16 @@ class BufferPool {
   void Unpin(uint32_t frame, Latch latch);
   Result<PageHandle> FetchFrame(PageId id, Latch latch);
   Result<PageHandle> FetchAsOf(PageId id, const PageVersions::Epoch& epoch);
+  // E4: the page as of the recipe's LSN, from its file image, page-log
+  // entries and the recipe's pending ones; Corruption if they do not reach
+  // that LSN exactly.
+  Result<VersionImage> BuildImage(PageId id, const PageRecipe& recipe);
+  // A reader's build of a recipe the epoch holds, installed for every epoch
+  // holding it.
+  Result<VersionImage> Rebuild(const PageVersions::Epoch& epoch, PageId id, const Recipe& recipe);
+  // Before pages are written in place: builds every recipe held for them,
+  // since their file images are about to change.
+  void BuildBeforeWrite(const std::vector<PageImage>& writes);
   Result<uint32_t> FindVictim(std::unique_lock<std::mutex>& lk);
   Status FlushFrames(const std::vector<uint32_t>& candidates, bool skip_busy);
   // After a page's image is read from its file: applies its page-log entries
@@ -281,6 +295,9 @@ class BufferPool {
   const BufferPoolOptions options_;
   log::RedoLog* const log_;
   PageVersions versions_;
+  // One recipe build at a time (buffer_pool_versions.cc): a write's builds
+  // end before its write, and a reader's build is never overlapped by one.
+  std::mutex rebuild_mu_;
   PageWriter writer_;
   PendingRedo pending_redo_;
   // Fetches of pages nobody asked for (the drain, the PPL cleaner) take it

@@ -195,13 +195,21 @@ Result<log::AppendResult> Mtr::Commit() {
 
 void Mtr::CaptureVersions(log::Lsn end) {
   const uint32_t ps = pool_->page_size();
+  PageVersions& versions = pool_->versions();
   for (const PageRef& p : edits_) {
-    pool_->versions().Capture(p.id, page::PageLsn(p.data), end, [&](uint8_t* out) {
-      std::memcpy(out, p.data, ps);
-      for (auto it = before_.rbegin(); it != before_.rend(); ++it) {
-        if (it->data == p.data) std::memcpy(out + it->offset, it->bytes.data(), it->bytes.size());
-      }
-    });
+    const log::Lsn before = page::PageLsn(p.data);
+    if (!versions.Wants(before)) continue;
+    versions.Capture(
+        p.id, before, end,
+        [&](uint8_t* out) {
+          std::memcpy(out, p.data, ps);
+          for (auto it = before_.rbegin(); it != before_.rend(); ++it) {
+            if (it->data == p.data) {
+              std::memcpy(out + it->offset, it->bytes.data(), it->bytes.size());
+            }
+          }
+        },
+        pool_->RecipeFor(p.frame, before));
   }
 }
 

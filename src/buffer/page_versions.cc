@@ -30,6 +30,9 @@ void PageVersions::Retire(std::vector<std::shared_ptr<Epoch>>::iterator it) {
   Epoch& e = **it;
   e.cut.store(true, std::memory_order_release);
   bytes_ -= uint64_t{page_size_} * e.images.size() + e.charged;
+  for (const auto& [id, r] : e.recipes) bytes_ -= RecipeBytes(*r);
+  recipes_.fetch_sub(e.recipes.size(), std::memory_order_release);
+  e.recipes.clear();
   e.images.clear();
   e.charged = 0;
   epochs_.erase(it);
@@ -60,13 +63,22 @@ void PageVersions::Charge(const std::shared_ptr<Epoch>& epoch, uint64_t bytes) {
 }
 
 void PageVersions::Capture(PageId id, log::Lsn before, log::Lsn end,
-                           const std::function<void(uint8_t*)>& fill) {
-  if (before == 0) return;                                       // E2
-  if (before > newest_.load(std::memory_order_acquire)) return;  // changed past every L
+                           const std::function<void(uint8_t*)>& fill, const Recipe& recipe) {
+  if (!Wants(before)) return;  // E2, or changed past every L
   std::lock_guard lock(mu_);
   std::shared_ptr<std::vector<uint8_t>> image;
+  bool kept = false;
   for (const std::shared_ptr<Epoch>& e : epochs_) {
-    if (before > e->lsn || end <= e->lsn || e->images.count(id) != 0) continue;
+    if (before > e->lsn || end <= e->lsn || e->images.count(id) != 0 || e->recipes.count(id) != 0) {
+      continue;
+    }
+    if (recipe) {  // E4
+      e->recipes.emplace(id, recipe);
+      bytes_ += RecipeBytes(*recipe);
+      recipes_.fetch_add(1, std::memory_order_release);
+      kept = true;
+      continue;
+    }
     if (!image) {
       image = std::make_shared<std::vector<uint8_t>>(page_size_);
       fill(image->data());
@@ -75,7 +87,53 @@ void PageVersions::Capture(PageId id, log::Lsn before, log::Lsn end,
     e->images.emplace(id, image);
     bytes_ += page_size_;
   }
-  if (image) CutOverLimit();
+  if (kept) ++deferred_;
+  if (image || kept) CutOverLimit();
+}
+
+std::vector<Recipe> PageVersions::RecipesOf(PageId id) const {
+  std::vector<Recipe> out;
+  std::lock_guard lock(mu_);
+  for (const std::shared_ptr<Epoch>& e : epochs_) {
+    auto it = e->recipes.find(id);
+    if (it != e->recipes.end() && std::find(out.begin(), out.end(), it->second) == out.end()) {
+      out.push_back(it->second);
+    }
+  }
+  return out;
+}
+
+void PageVersions::Install(PageId id, const PageRecipe* recipe, const VersionImage& image,
+                           bool before_write) {
+  std::lock_guard lock(mu_);
+  bool installed = false;
+  for (const std::shared_ptr<Epoch>& e : epochs_) {
+    auto it = e->recipes.find(id);
+    if (it == e->recipes.end() || it->second.get() != recipe) continue;
+    bytes_ -= RecipeBytes(*recipe);
+    e->recipes.erase(it);
+    recipes_.fetch_sub(1, std::memory_order_release);
+    e->images.emplace(id, image);
+    bytes_ += page_size_;
+    installed = true;
+  }
+  if (!installed) return;
+  ++(before_write ? rebuilt_before_write_ : rebuilt_);
+  CutOverLimit();
+}
+
+void PageVersions::CutHolders(PageId id, const PageRecipe* recipe) {
+  std::lock_guard lock(mu_);
+  for (auto it = epochs_.begin(); it != epochs_.end();) {
+    auto r = (*it)->recipes.find(id);
+    if (r != (*it)->recipes.end() && r->second.get() == recipe) {
+      Retire(it);  // erases it from epochs_
+      ++epochs_cut_;
+      it = epochs_.begin();
+    } else {
+      ++it;
+    }
+  }
 }
 
 void PageVersions::CutOverLimit() {
@@ -85,28 +143,29 @@ void PageVersions::CutOverLimit() {
   }
 }
 
-VersionImage PageVersions::Find(const Epoch& epoch, PageId id) const {
+PageVersions::Kept PageVersions::Find(const Epoch& epoch, PageId id) const {
   std::lock_guard lock(mu_);
-  auto it = epoch.images.find(id);
-  return it == epoch.images.end() ? nullptr : it->second;
+  Kept kept;
+  if (auto it = epoch.images.find(id); it != epoch.images.end()) kept.image = it->second;
+  if (auto it = epoch.recipes.find(id); it != epoch.recipes.end()) kept.recipe = it->second;
+  return kept;
 }
 
-Result<VersionImage> PageVersions::Image(const Epoch& epoch, PageId id) const {
-  std::lock_guard lock(mu_);
+Result<PageVersions::Kept> PageVersions::Image(const Epoch& epoch, PageId id) const {
   if (epoch.cut.load(std::memory_order_acquire)) {
     return Status::SnapshotTooOld(StrFormat(
         "snapshot too old: the copies of pages as of LSN %llu it reads went over their budget "
         "(subito_snapshot_page_budget); start the transaction again",
         static_cast<unsigned long long>(epoch.lsn)));
   }
-  auto it = epoch.images.find(id);
-  if (it == epoch.images.end()) {
-    return Status::Corruption(
-        StrFormat("space %u page %u: changed past LSN %llu, but no image of it "
-                  "as of that LSN was kept",
-                  id.space, id.page_no, static_cast<unsigned long long>(epoch.lsn)));
-  }
-  return it->second;
+  Kept kept = Find(epoch, id);
+  if (kept.image || kept.recipe) return kept;
+  // Cut between the two looks, or never captured.
+  if (epoch.cut.load(std::memory_order_acquire)) return Image(epoch, id);
+  return Status::Corruption(
+      StrFormat("space %u page %u: changed past LSN %llu, but no image of it "
+                "as of that LSN was kept",
+                id.space, id.page_no, static_cast<unsigned long long>(epoch.lsn)));
 }
 
 void PageVersions::DropSpace(uint32_t space) {
@@ -120,6 +179,15 @@ void PageVersions::DropSpace(uint32_t space) {
         ++it;
       }
     }
+    for (auto it = e->recipes.begin(); it != e->recipes.end();) {
+      if (it->first.space == space) {
+        bytes_ -= RecipeBytes(*it->second);
+        recipes_.fetch_sub(1, std::memory_order_release);
+        it = e->recipes.erase(it);
+      } else {
+        ++it;
+      }
+    }
   }
 }
 
@@ -127,10 +195,16 @@ PageVersions::Stats PageVersions::stats() const {
   std::lock_guard lock(mu_);
   Stats s;
   s.epochs = epochs_.size();
-  for (const std::shared_ptr<Epoch>& e : epochs_) s.images += e->images.size();
+  for (const std::shared_ptr<Epoch>& e : epochs_) {
+    s.images += e->images.size();
+    s.recipes += e->recipes.size();
+  }
   s.bytes = bytes_;
   s.captures = captures_;
   s.epochs_cut = epochs_cut_;
+  s.deferred = deferred_;
+  s.rebuilt = rebuilt_;
+  s.rebuilt_before_write = rebuilt_before_write_;
   return s;
 }
 

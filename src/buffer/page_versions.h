@@ -30,10 +30,27 @@
 //      it captures nothing more, and its readers' next fetch of a page
 //      changed past L fails with SnapshotTooOld. An image handed out stays
 //      valid (shared); a current page with page_lsn <= L is still exact.
+//  E4. Old page + per-page logs (NV-PPL's multi-versioning, seed 001). A
+//      page whose bytes before the Mtr are rebuildable from storage is not
+//      copied: the epoch keeps a recipe, the page's LSN and the changes not
+//      yet in its page log (the pool's pending entries, usually none). That
+//      is so when no write of the page is in flight and the page is clean
+//      (its bytes are its file image with its page-log entries applied), or
+//      dirty with every change since its file image in its page-log entries
+//      and pending ones. Its image as of L is then its file image with the
+//      entries up to the recipe's LSN applied (page-log entries are only
+//      appended, or freed after a write). The file image stays that until
+//      the page is next written, and the pool builds every recipe of a page
+//      before it writes it; a recipe is never taken while a write of the
+//      page is in flight (the write copies the page under its latch after
+//      the capture's exclusive latch, and builds the recipes after that).
+//      A build that does not reach the recipe's LSN exactly is Corruption.
 //
 // Cost: an Mtr pays an atomic load while no epoch exists; with
 // epochs, one page copy per page and epoch, at the page's first change past
-// L (whatever the number of changes after it: row versions grow with each).
+// L (whatever the number of changes after it: row versions grow with each),
+// or a recipe (E4) and, if a reader needs the page or it is written, one
+// read of its file image.
 #pragma once
 
 #include <atomic>
@@ -52,6 +69,15 @@ namespace subito::buffer {
 
 using VersionImage = std::shared_ptr<const std::vector<uint8_t>>;
 
+// E4: how to rebuild a page as of the epochs that hold this recipe.
+struct PageRecipe {
+  log::Lsn lsn = 0;  // the page's LSN as of those epochs
+  // Changes not in the page log when captured: u64 end_lsn, u32 n, then n
+  // page-log edit bytes (buffer/page_log.h), oldest first.
+  std::vector<uint8_t> pending;
+};
+using Recipe = std::shared_ptr<const PageRecipe>;
+
 class PageVersions {
  public:
   struct Epoch {
@@ -59,10 +85,19 @@ class PageVersions {
     std::atomic<bool> cut{false};  // cut (E3) or ended: its images are gone
     // Guarded by PageVersions::mu_.
     std::unordered_map<PageId, VersionImage, PageIdHash> images;
-    uint64_t charged = 0;  // bytes its owner added with Charge
+    std::unordered_map<PageId, Recipe, PageIdHash> recipes;  // E4; none of these in images
+    uint64_t charged = 0;                                    // bytes its owner added with Charge
   };
   struct Stats {
     uint64_t epochs = 0, images = 0, bytes = 0, captures = 0, epochs_cut = 0;
+    // E4: recipes held now; captures that took one instead of a copy; and
+    // recipes built into images, for a reader or before a write.
+    uint64_t recipes = 0, deferred = 0, rebuilt = 0, rebuilt_before_write = 0;
+  };
+  // What an epoch keeps of a page: an image, a recipe, or neither.
+  struct Kept {
+    VersionImage image;
+    Recipe recipe;
   };
 
   // limit_bytes 0: no limit.
@@ -81,18 +116,33 @@ class PageVersions {
 
   // Mtr::Commit, after its append (E1): whether any epoch may need a capture.
   bool active() const { return active_.load(std::memory_order_acquire) != 0; }
+  // Whether a page whose page_lsn is `before` may be captured by some epoch
+  // (E2, and no epoch's L below it): the Mtr asks before it builds a recipe.
+  bool Wants(log::Lsn before) const {
+    return before != 0 && before <= newest_.load(std::memory_order_acquire);
+  }
   // Mtr::Commit, holding the page exclusively latched: the page (page_lsn
-  // `before` until this Mtr) changes with an Mtr ending at `end`. `fill`
-  // writes the page as it was before the Mtr, if an epoch needs it. A page
-  // changed past every epoch's L already costs no lock.
-  void Capture(PageId id, log::Lsn before, log::Lsn end, const std::function<void(uint8_t*)>& fill);
-  // The captured image of the page as of the epoch (the caller found its
-  // page_lsn past the epoch's L under the page latch); SnapshotTooOld if
-  // the epoch was cut, Corruption if there is none.
-  Result<VersionImage> Image(const Epoch& epoch, PageId id) const;
-  // The image if one was captured (then it is the page as of the epoch,
-  // whatever the page holds now); null if none (yet).
-  VersionImage Find(const Epoch& epoch, PageId id) const;
+  // `before` until this Mtr) changes with an Mtr ending at `end`. Epochs
+  // that need the page keep `recipe` if there is one (E4), else a copy that
+  // `fill` writes: the page as it was before the Mtr. A page changed past
+  // every epoch's L already costs no lock.
+  void Capture(PageId id, log::Lsn before, log::Lsn end, const std::function<void(uint8_t*)>& fill,
+               const Recipe& recipe = nullptr);
+  // What the epoch keeps of the page (the caller found its page_lsn past the
+  // epoch's L under the page latch): an image or a recipe. SnapshotTooOld if
+  // the epoch was cut, Corruption if it keeps neither.
+  Result<Kept> Image(const Epoch& epoch, PageId id) const;
+  // What the epoch keeps of the page if anything (an image is the page as of
+  // the epoch, whatever the page holds now).
+  Kept Find(const Epoch& epoch, PageId id) const;
+  // E4: the recipes of the page that epochs hold, and the image one of them
+  // built: every epoch holding that recipe keeps the image instead.
+  bool has_recipes() const { return recipes_.load(std::memory_order_acquire) != 0; }
+  std::vector<Recipe> RecipesOf(PageId id) const;
+  void Install(PageId id, const PageRecipe* recipe, const VersionImage& image, bool before_write);
+  // A recipe that cannot be built before its page is written: the epochs
+  // holding it are cut (their readers get SnapshotTooOld).
+  void CutHolders(PageId id, const PageRecipe* recipe);
   // Forgets the images of a dropped space.
   void DropSpace(uint32_t space);
   Stats stats() const;
@@ -107,6 +157,8 @@ class PageVersions {
   // being begun. Captures of pages whose page_lsn is past it skip mu_.
   void UpdateNewest();
   static constexpr log::Lsn kMaxLsn = ~log::Lsn{0};
+  // What a recipe counts against the limit until it is built.
+  static uint64_t RecipeBytes(const PageRecipe& r) { return sizeof(PageRecipe) + r.pending.size(); }
   std::atomic<log::Lsn> newest_{0};
   const uint32_t page_size_;
   const uint64_t limit_;
@@ -115,6 +167,8 @@ class PageVersions {
   std::vector<std::shared_ptr<Epoch>> epochs_;  // not cut, oldest first
   uint64_t bytes_ = 0;                          // of images in epochs_
   uint64_t captures_ = 0, epochs_cut_ = 0;
+  uint64_t deferred_ = 0, rebuilt_ = 0, rebuilt_before_write_ = 0;
+  std::atomic<uint64_t> recipes_{0};  // held by epochs_, for writers' look without mu_
 };
 
 // While alive, shared fetches from BufferPool (in this thread) return pages

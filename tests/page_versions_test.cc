@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <fstream>
 #include <map>
 #include <random>
 #include <thread>
@@ -221,6 +222,7 @@ TEST(PageVersions, RecipesRebuildPagesFromTheirFileImagesAndPerPageLogs) {
   o.pool_bytes = 8 * kPs;  // 32 pages through 8 frames: evictions write them
   o.page_log = region->get();
   o.page_log_threshold = 128;
+  o.cleaners = 0;  // a cleaner's flush in flight would make a page copied instead
   test::StorageStack st(dir.path(), o);
   ASSERT_TRUE(st.Open().ok());
   auto pages = MakePages(st.pool.get(), 32);
@@ -280,6 +282,138 @@ TEST(PageVersions, RecipesRebuildPagesFromTheirFileImagesAndPerPageLogs) {
   st.pool->versions().End(e1);
   st.pool->versions().End(e2);
   EXPECT_EQ(st.pool->versions().stats().bytes, 0u);
+  st.Close(true);
+}
+
+// E4 under the limit: a limit of 6 pages, and an epoch whose 32 changed
+// pages are all recipes (their changes in the per-page log, no page
+// written). Reading them builds 32 images, more than the limit holds: the
+// built ones go back to recipes instead of the epoch being cut, and the
+// epoch reads every page exactly, twice.
+TEST(PageVersions, PastTheLimitBuiltImagesGoBackToRecipesBeforeAnyCut) {
+  test::ScratchDir dir;
+  auto region = ppl::PplRegion::Open({dir.Sub("ppl"), 4096 + 64 * 1024, 1024, 0, nullptr});
+  ASSERT_TRUE(region.ok()) << region.status().ToString();
+  test::StorageStackOptions o;
+  o.pool_bytes = 8 * kPs;
+  o.page_log = region->get();
+  o.page_log_threshold = 960;
+  o.page_version_limit = 6 * kPs;
+  o.cleaners = 0;
+  test::StorageStack st(dir.path(), o);
+  ASSERT_TRUE(st.Open().ok());
+  auto pages = MakePages(st.pool.get(), 32);
+  for (uint32_t p : pages) ASSERT_TRUE(Add(st.pool.get(), {{p, 0, 1}}).ok());
+  ASSERT_TRUE(st.pool->FlushAll().ok());
+  const Values then = ReadAll(st.pool.get(), pages);
+  auto e = st.pool->versions().Begin(*st.log);
+  for (uint32_t p : pages) ASSERT_TRUE(Add(st.pool.get(), {{p, 2, 5}}).ok());
+  ASSERT_TRUE(st.pool->FlushAll().ok());
+  PageVersions::Stats s = st.pool->versions().stats();
+  EXPECT_EQ(s.captures, 0u);
+  EXPECT_EQ(s.recipes, pages.size());
+  EXPECT_EQ(s.rebuilt_before_write, 0u);
+  for (int round = 0; round < 2; ++round) {
+    ReadAsOf scope(e.get());
+    EXPECT_EQ(ReadAll(st.pool.get(), pages), then) << "round " << round;
+  }
+  s = st.pool->versions().stats();
+  EXPECT_FALSE(e->cut.load());
+  EXPECT_EQ(s.epochs_cut, 0u);
+  // Each page built in each round, but for the few still built from the
+  // first round (the limit holds 6 pages).
+  EXPECT_LE(s.rebuilt, 2 * pages.size());
+  EXPECT_GE(s.rebuilt, 2 * pages.size() - 6);
+  EXPECT_GT(s.demoted, 0u);
+  EXPECT_LE(s.bytes, 6u * kPs);
+  // A page written now keeps its built image (its file image changes):
+  // a change past the threshold (bytes no reader here looks at) has it
+  // written in place at the next flush.
+  {
+    ASSERT_TRUE(st.pool->LogFreeCheck().ok());
+    auto h = st.pool->Fetch({1, pages.back()}, Latch::kExclusive);
+    ASSERT_TRUE(h.ok());
+    const std::vector<uint8_t> big(1000, 0x5a);
+    Mtr mtr(st.pool.get());
+    mtr.Write(*h, 64 + kSlots * 8, big.data(), static_cast<uint32_t>(big.size()));
+    ASSERT_TRUE(mtr.Commit().ok());
+  }
+  const bool was_recipe = st.pool->versions().Find(*e, {1, pages.back()}).recipe != nullptr;
+  const uint64_t written = st.pool->stats().pages_written;
+  ASSERT_TRUE(st.pool->FlushAll().ok());
+  EXPECT_GT(st.pool->stats().pages_written, written);
+  {
+    ReadAsOf scope(e.get());
+    EXPECT_EQ(ReadAll(st.pool.get(), pages), then);
+  }
+  s = st.pool->versions().stats();
+  EXPECT_EQ(s.epochs_cut, 0u);
+  // Built before the write if its image had gone back to a recipe, else
+  // kept as it was.
+  EXPECT_EQ(s.rebuilt_before_write, was_recipe ? 1u : 0u);
+  EXPECT_LE(s.bytes, 6u * kPs);
+  st.pool->versions().End(e);
+  st.Close(true);
+}
+
+// A recipe whose file image is damaged (a byte flipped on disk after the
+// recipe was taken): a reader's build is refused with the page named, and
+// the build before the page's write fails too: the write goes ahead, and
+// the epoch is cut with its own reason. Nothing damaged is ever served.
+TEST(PageVersions, ARecipeOnADamagedFileImageIsRefusedAndItsEpochCut) {
+  test::ScratchDir dir;
+  auto region = ppl::PplRegion::Open({dir.Sub("ppl"), 4096 + 64 * 1024, 1024, 0, nullptr});
+  ASSERT_TRUE(region.ok()) << region.status().ToString();
+  test::StorageStackOptions o;
+  o.page_log = region->get();
+  o.page_log_threshold = 960;
+  o.cleaners = 0;
+  test::StorageStack st(dir.path(), o);
+  ASSERT_TRUE(st.Open().ok());
+  auto pages = MakePages(st.pool.get(), 4);
+  ASSERT_TRUE(st.pool->FlushAll().ok());
+  auto e = st.pool->versions().Begin(*st.log);
+  const uint32_t p = pages[2];
+  ASSERT_TRUE(Add(st.pool.get(), {{p, 0, 9}}).ok());
+  ASSERT_EQ(st.pool->versions().stats().recipes, 1u);
+  {
+    std::fstream f(dir.path() + "/t.sbt", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(uint64_t{p} * kPs + 100));
+    f.put('\x7f');
+  }
+  {
+    ReadAsOf scope(e.get());
+    auto h = st.pool->Fetch({1, p}, Latch::kShared);
+    ASSERT_FALSE(h.ok());
+    EXPECT_TRUE(h.status().IsCorruption()) << h.status().ToString();
+    EXPECT_NE(h.status().ToString().find("t.sbt"), std::string::npos) << h.status().ToString();
+  }
+  {  // a change past the threshold: the page is written at the next flush
+    ASSERT_TRUE(st.pool->LogFreeCheck().ok());
+    auto h = st.pool->Fetch({1, p}, Latch::kExclusive);
+    ASSERT_TRUE(h.ok());
+    const std::vector<uint8_t> big(1000, 0x5a);
+    Mtr mtr(st.pool.get());
+    mtr.Write(*h, 64 + kSlots * 8, big.data(), static_cast<uint32_t>(big.size()));
+    ASSERT_TRUE(mtr.Commit().ok());
+  }
+  ASSERT_TRUE(st.pool->FlushAll().ok());
+  EXPECT_TRUE(e->cut.load());
+  EXPECT_EQ(st.pool->versions().stats().epochs_unbuildable, 1u);
+  EXPECT_EQ(st.pool->versions().stats().epochs_cut, 0u);  // not a budget cut
+  {
+    ReadAsOf scope(e.get());
+    auto h = st.pool->Fetch({1, p}, Latch::kShared);
+    EXPECT_TRUE(h.status().IsSnapshotTooOld()) << h.status().ToString();
+    EXPECT_NE(h.status().ToString().find("could not be rebuilt"), std::string::npos);
+  }
+  // The write repaired the file: the page reads back whole.
+  st.Close(true);
+  ASSERT_TRUE(st.Open().ok());
+  auto h = st.pool->Fetch({1, p}, Latch::kShared);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(DecodeFixed64(h->data() + 64), 9u);
+  h->Release();
   st.Close(true);
 }
 

@@ -171,8 +171,9 @@ class BufferPool {
   bool page_logging() const { return options_.page_log != nullptr; }
   PageVersions& versions() { return versions_; }
   // Used by Mtr, holding the frame exclusively latched, its page LSN `lsn`:
-  // the recipe of the page as it is now if it can be rebuilt from storage
-  // (page_versions.h E4), else null.
+  // the recipe of the page as it is now if it can be rebuilt from its file
+  // image and per-page log (page_versions.h E4), else null. Null without a
+  // page log.
   Recipe RecipeFor(uint32_t frame, log::Lsn lsn);
   // Recovery: the page changed other than through a Mtr; its next write
   // goes to its file.
@@ -262,9 +263,9 @@ class BufferPool {
   // entries and the recipe's pending ones; Corruption if they do not reach
   // that LSN exactly.
   Result<VersionImage> BuildImage(PageId id, const PageRecipe& recipe);
-  // A reader's build of a recipe the epoch holds, installed for every epoch
-  // holding it.
-  Result<VersionImage> Rebuild(const PageVersions::Epoch& epoch, PageId id, const Recipe& recipe);
+  // A reader's build of the recipe the epoch holds for the page, installed
+  // for every epoch holding it (or the image another thread built first).
+  Result<VersionImage> Rebuild(const PageVersions::Epoch& epoch, PageId id);
   // Before pages are written in place: builds every recipe held for them,
   // since their file images are about to change.
   void BuildBeforeWrite(const std::vector<PageImage>& writes);

@@ -24,7 +24,7 @@ Result<PageHandle> BufferPool::FetchAsOf(PageId id, const PageVersions::Epoch& e
   };
   auto kept_handle = [&](const PageVersions::Kept& kept) -> Result<PageHandle> {
     if (kept.image) return image_handle(kept.image);
-    Result<VersionImage> built = Rebuild(epoch, id, kept.recipe);
+    Result<VersionImage> built = Rebuild(epoch, id);
     if (!built.ok()) return built.status();
     return image_handle(std::move(*built));
   };
@@ -48,12 +48,15 @@ Recipe BufferPool::RecipeFor(uint32_t frame, log::Lsn lsn) {
     if (f.flushing) return nullptr;  // its file image may be changing (E4)
     dirty = f.dirty;
   }
+  // Without per-page logs nearly every changed page is written soon, and a
+  // recipe would only trade the copy for a read of the file image then.
+  if (options_.page_log == nullptr) return nullptr;
   auto recipe = std::make_shared<PageRecipe>();
   recipe->lsn = lsn;
   if (!dirty) return recipe;  // its bytes are its file image and page-log entries
   // The caller holds the page exclusively: log_off, log_blocked and
   // log_pending are the Mtrs' and the flush's, which needs the latch shared.
-  if (options_.page_log == nullptr || f.log_off || f.log_blocked.load(std::memory_order_relaxed)) {
+  if (f.log_off || f.log_blocked.load(std::memory_order_relaxed)) {
     return nullptr;  // changes that are in no page log: copy the page
   }
   const log::Lsn done = f.log_done_lsn.load(std::memory_order_relaxed);
@@ -106,37 +109,35 @@ Result<VersionImage> BufferPool::BuildImage(PageId id, const PageRecipe& recipe)
   return VersionImage(std::make_shared<const std::vector<uint8_t>>(p, p + ps));
 }
 
-Result<VersionImage> BufferPool::Rebuild(const PageVersions::Epoch& epoch, PageId id,
-                                         const Recipe& recipe) {
+Result<VersionImage> BufferPool::Rebuild(const PageVersions::Epoch& epoch, PageId id) {
   // Builds happen one at a time, so that a write of the page (which builds
   // its recipes first) never overlaps a reader's read of its file image.
   std::lock_guard lock(rebuild_mu_);
-  PageVersions::Kept kept = versions_.Find(epoch, id);
-  if (kept.image) return kept.image;  // built meanwhile
-  if (kept.recipe != recipe) {
-    // The epoch was cut (or its space dropped) meanwhile.
-    Result<PageVersions::Kept> now = versions_.Image(epoch, id);
-    if (!now.ok()) return now.status();
-  }
-  Result<VersionImage> built = BuildImage(id, *recipe);
+  // Looked up again: built meanwhile (before a write), or turned back into a
+  // recipe (E4), or the epoch was cut.
+  Result<PageVersions::Kept> now = versions_.Image(epoch, id);
+  if (!now.ok()) return now.status();
+  if (now->image) return now->image;
+  Result<VersionImage> built = BuildImage(id, *now->recipe);
   if (!built.ok()) return built.status();
-  versions_.Install(id, recipe.get(), *built, /*before_write=*/false);
+  versions_.Install(id, now->recipe.get(), *built, /*before_write=*/false);
   return built;
 }
 
 void BufferPool::BuildBeforeWrite(const std::vector<PageImage>& writes) {
-  if (!versions_.has_recipes()) return;
+  if (!versions_.storage_backed()) return;
   std::lock_guard lock(rebuild_mu_);
   for (const PageImage& w : writes) {
     const PageId id{w.space_id, w.page_no};
+    versions_.Pin(id);  // first: no built image of it turns back into a recipe after this
     for (const Recipe& recipe : versions_.RecipesOf(id)) {
       Result<VersionImage> built = BuildImage(id, *recipe);
       if (built.ok()) {
         versions_.Install(id, recipe.get(), *built, /*before_write=*/true);
         continue;
       }
-      // The write goes ahead (page writes never wait on snapshots); the
-      // snapshots that needed the old image are cut.
+      // The write goes ahead (it does not wait for the snapshots' readers);
+      // the snapshots that needed the old image are cut.
       versions_.CutHolders(id, recipe.get());
       if (options_.report) {
         options_.report(

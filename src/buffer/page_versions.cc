@@ -31,8 +31,9 @@ void PageVersions::Retire(std::vector<std::shared_ptr<Epoch>>::iterator it) {
   e.cut.store(true, std::memory_order_release);
   bytes_ -= uint64_t{page_size_} * e.images.size() + e.charged;
   for (const auto& [id, r] : e.recipes) bytes_ -= RecipeBytes(*r);
-  recipes_.fetch_sub(e.recipes.size(), std::memory_order_release);
+  storage_backed_.fetch_sub(e.recipes.size() + e.rebuildable.size(), std::memory_order_release);
   e.recipes.clear();
+  e.rebuildable.clear();
   e.images.clear();
   e.charged = 0;
   epochs_.erase(it);
@@ -51,7 +52,7 @@ void PageVersions::Charge(const std::shared_ptr<Epoch>& epoch, uint64_t bytes) {
   if (epoch->cut.load(std::memory_order_acquire)) return;
   epoch->charged += bytes;
   bytes_ += bytes;
-  if (limit_ != 0 && bytes_ > limit_) {
+  if (limit_ != 0 && bytes_ > limit_ && !DemoteOverLimit()) {
     // What does not fit is this epoch's own charge: it goes, not the older
     // epochs whose readers are under way.
     auto it = std::find(epochs_.begin(), epochs_.end(), epoch);
@@ -75,7 +76,7 @@ void PageVersions::Capture(PageId id, log::Lsn before, log::Lsn end,
     if (recipe) {  // E4
       e->recipes.emplace(id, recipe);
       bytes_ += RecipeBytes(*recipe);
-      recipes_.fetch_add(1, std::memory_order_release);
+      storage_backed_.fetch_add(1, std::memory_order_release);
       kept = true;
       continue;
     }
@@ -111,8 +112,12 @@ void PageVersions::Install(PageId id, const PageRecipe* recipe, const VersionIma
     auto it = e->recipes.find(id);
     if (it == e->recipes.end() || it->second.get() != recipe) continue;
     bytes_ -= RecipeBytes(*recipe);
+    if (before_write) {
+      storage_backed_.fetch_sub(1, std::memory_order_release);
+    } else {
+      e->rebuildable.emplace(id, it->second);  // stays counted in storage_backed_
+    }
     e->recipes.erase(it);
-    recipes_.fetch_sub(1, std::memory_order_release);
     e->images.emplace(id, image);
     bytes_ += page_size_;
     installed = true;
@@ -127,8 +132,9 @@ void PageVersions::CutHolders(PageId id, const PageRecipe* recipe) {
   for (auto it = epochs_.begin(); it != epochs_.end();) {
     auto r = (*it)->recipes.find(id);
     if (r != (*it)->recipes.end() && r->second.get() == recipe) {
+      (*it)->unbuildable.store(true, std::memory_order_release);
       Retire(it);  // erases it from epochs_
-      ++epochs_cut_;
+      ++epochs_unbuildable_;
       it = epochs_.begin();
     } else {
       ++it;
@@ -136,7 +142,30 @@ void PageVersions::CutHolders(PageId id, const PageRecipe* recipe) {
   }
 }
 
+void PageVersions::Pin(PageId id) {
+  std::lock_guard lock(mu_);
+  for (const std::shared_ptr<Epoch>& e : epochs_) {
+    if (e->rebuildable.erase(id) != 0) storage_backed_.fetch_sub(1, std::memory_order_release);
+  }
+}
+
+bool PageVersions::DemoteOverLimit() {
+  for (const std::shared_ptr<Epoch>& e : epochs_) {
+    while (limit_ != 0 && bytes_ > limit_ && !e->rebuildable.empty()) {
+      auto it = e->rebuildable.begin();
+      e->images.erase(it->first);  // a reader holding it keeps its copy
+      bytes_ -= page_size_;
+      bytes_ += RecipeBytes(*it->second);
+      e->recipes.emplace(it->first, std::move(it->second));
+      e->rebuildable.erase(it);
+      ++demoted_;
+    }
+  }
+  return limit_ == 0 || bytes_ <= limit_;
+}
+
 void PageVersions::CutOverLimit() {
+  if (DemoteOverLimit()) return;
   while (limit_ != 0 && bytes_ > limit_ && !epochs_.empty()) {
     Retire(epochs_.begin());
     ++epochs_cut_;
@@ -152,6 +181,13 @@ PageVersions::Kept PageVersions::Find(const Epoch& epoch, PageId id) const {
 }
 
 Result<PageVersions::Kept> PageVersions::Image(const Epoch& epoch, PageId id) const {
+  if (epoch.unbuildable.load(std::memory_order_acquire)) {
+    return Status::SnapshotTooOld(StrFormat(
+        "snapshot too old: a page as of LSN %llu it reads could not be rebuilt from its file "
+        "image and per-page log before the page was written (see the error log); start the "
+        "transaction again",
+        static_cast<unsigned long long>(epoch.lsn)));
+  }
   if (epoch.cut.load(std::memory_order_acquire)) {
     return Status::SnapshotTooOld(StrFormat(
         "snapshot too old: the copies of pages as of LSN %llu it reads went over their budget "
@@ -182,8 +218,16 @@ void PageVersions::DropSpace(uint32_t space) {
     for (auto it = e->recipes.begin(); it != e->recipes.end();) {
       if (it->first.space == space) {
         bytes_ -= RecipeBytes(*it->second);
-        recipes_.fetch_sub(1, std::memory_order_release);
+        storage_backed_.fetch_sub(1, std::memory_order_release);
         it = e->recipes.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = e->rebuildable.begin(); it != e->rebuildable.end();) {
+      if (it->first.space == space) {
+        storage_backed_.fetch_sub(1, std::memory_order_release);
+        it = e->rebuildable.erase(it);
       } else {
         ++it;
       }
@@ -205,6 +249,8 @@ PageVersions::Stats PageVersions::stats() const {
   s.deferred = deferred_;
   s.rebuilt = rebuilt_;
   s.rebuilt_before_write = rebuilt_before_write_;
+  s.demoted = demoted_;
+  s.epochs_unbuildable = epochs_unbuildable_;
   return s;
 }
 

@@ -9,12 +9,12 @@
 // while it holds them exclusively latched, so each page sees Mtrs in LSN
 // order. A page's image as of L is
 //   - its current image, while its page_lsn <= L;
-//   - else the image captured by the first Mtr that changed it past L: that
-//     Mtr (end > L, the page's page_lsn before it <= L) copies the page with
-//     its own edits reverted, under the same exclusive latch and before it
-//     stamps the new page_lsn.
+//   - else what the first Mtr that changed it past L kept: that Mtr (end >
+//     L, the page's page_lsn before it <= L) copies the page with its own
+//     edits reverted, or keeps a recipe that rebuilds it (E4), under the
+//     same exclusive latch and before it stamps the new page_lsn.
 // So a reader that latches a page and finds page_lsn > L finds its image
-// here (or the epoch was cut).
+// or recipe here (or the epoch was cut).
 //
 // Invariants:
 //  E1. Begin publishes the epoch (active_), then reads the log's reserved
@@ -26,7 +26,9 @@
 //      L is set; an Mtr that found epochs takes mu_.
 //  E2. A page never initialized (page_lsn 0: allocated at the end of its
 //      space) is not captured: no tree as of any L reaches it.
-//  E3. Past limit bytes of images the oldest epoch is cut: its images go,
+//  E3. Past limit bytes of images, recipes and charges (first turning
+//      rebuildable images back into recipes, E4) the oldest epoch is cut:
+//      its images go,
 //      it captures nothing more, and its readers' next fetch of a page
 //      changed past L fails with SnapshotTooOld. An image handed out stays
 //      valid (shared); a current page with page_lsn <= L is still exact.
@@ -42,15 +44,26 @@
 //      appended, or freed after a write). The file image stays that until
 //      the page is next written, and the pool builds every recipe of a page
 //      before it writes it; a recipe is never taken while a write of the
-//      page is in flight (the write copies the page under its latch after
-//      the capture's exclusive latch, and builds the recipes after that).
-//      A build that does not reach the recipe's LSN exactly is Corruption.
+//      page is in flight: the pool refuses one while the page's frame is
+//      being flushed (from before the flush copies it until after its write
+//      and clean-up), and the flush copies the page under its latch, after
+//      any capture's exclusive latch, and builds the recipes after that.
+//      A build whose entries do not end at the recipe's LSN is Corruption.
+//      Only a pool with a page log takes recipes: without one nearly every
+//      changed page is soon written, and a recipe would only trade the copy
+//      for a read then.
+//      An image built for a reader stays rebuildable from its recipe until
+//      the page is next written (the pool pins it then, before it builds
+//      the page's recipes): past the limit such images go back to recipes
+//      before any epoch is cut, so the memory of old pages that storage can
+//      rebuild stays bounded without cutting their snapshots.
 //
 // Cost: an Mtr pays an atomic load while no epoch exists; with
 // epochs, one page copy per page and epoch, at the page's first change past
 // L (whatever the number of changes after it: row versions grow with each),
-// or a recipe (E4) and, if a reader needs the page or it is written, one
-// read of its file image.
+// or a recipe (E4: the pool's mutex, the pending entries copied) and, if a
+// reader needs the page or it is written, one read of its file image,
+// counted as a page read of its space.
 #pragma once
 
 #include <atomic>
@@ -83,16 +96,23 @@ class PageVersions {
   struct Epoch {
     log::Lsn lsn = 0;              // L: set before anyone else sees the epoch (E1)
     std::atomic<bool> cut{false};  // cut (E3) or ended: its images are gone
+    // Cut because a page it needed could not be rebuilt before its write (E4).
+    std::atomic<bool> unbuildable{false};
     // Guarded by PageVersions::mu_.
     std::unordered_map<PageId, VersionImage, PageIdHash> images;
     std::unordered_map<PageId, Recipe, PageIdHash> recipes;  // E4; none of these in images
-    uint64_t charged = 0;                                    // bytes its owner added with Charge
+    // E4: images built for readers, by the recipe that rebuilds them while
+    // their pages are not written.
+    std::unordered_map<PageId, Recipe, PageIdHash> rebuildable;
+    uint64_t charged = 0;  // bytes its owner added with Charge
   };
   struct Stats {
     uint64_t epochs = 0, images = 0, bytes = 0, captures = 0, epochs_cut = 0;
     // E4: recipes held now; captures that took one instead of a copy; and
     // recipes built into images, for a reader or before a write.
     uint64_t recipes = 0, deferred = 0, rebuilt = 0, rebuilt_before_write = 0;
+    uint64_t demoted = 0;             // built images turned back into recipes past the limit
+    uint64_t epochs_unbuildable = 0;  // cut for a recipe that failed to build before a write
   };
   // What an epoch keeps of a page: an image, a recipe, or neither.
   struct Kept {
@@ -135,21 +155,27 @@ class PageVersions {
   // What the epoch keeps of the page if anything (an image is the page as of
   // the epoch, whatever the page holds now).
   Kept Find(const Epoch& epoch, PageId id) const;
-  // E4: the recipes of the page that epochs hold, and the image one of them
-  // built: every epoch holding that recipe keeps the image instead.
-  bool has_recipes() const { return recipes_.load(std::memory_order_acquire) != 0; }
+  // E4. Whether epochs hold any recipe or rebuildable image.
+  bool storage_backed() const { return storage_backed_.load(std::memory_order_acquire) != 0; }
+  // Before the page's file image changes: its built images stop being
+  // rebuildable (call first), then RecipesOf lists the recipes still held
+  // for it, and Install hands each one's image to every epoch holding it.
+  void Pin(PageId id);
   std::vector<Recipe> RecipesOf(PageId id) const;
   void Install(PageId id, const PageRecipe* recipe, const VersionImage& image, bool before_write);
   // A recipe that cannot be built before its page is written: the epochs
   // holding it are cut (their readers get SnapshotTooOld).
   void CutHolders(PageId id, const PageRecipe* recipe);
-  // Forgets the images of a dropped space.
+  // Forgets the images and recipes of a dropped space.
   void DropSpace(uint32_t space);
   Stats stats() const;
 
  private:
-  // Cuts the oldest epochs while over the limit (E3). Caller holds mu_.
+  // Past the limit, turns rebuildable images back into recipes (E4); then
+  // cuts the oldest epochs while still over (E3). Caller holds mu_.
   void CutOverLimit();
+  // The first step alone; whether the bytes are within the limit after it.
+  bool DemoteOverLimit();
   // Takes the epoch out of epochs_ (at `it`), its bytes out of bytes_, and
   // marks it cut. Caller holds mu_.
   void Retire(std::vector<std::shared_ptr<Epoch>>::iterator it);
@@ -165,10 +191,13 @@ class PageVersions {
   std::atomic<int> active_{0};  // epochs_.size(), for Mtrs' look without mu_
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<Epoch>> epochs_;  // not cut, oldest first
-  uint64_t bytes_ = 0;                          // of images in epochs_
+  uint64_t bytes_ = 0;                          // of images, recipes and charges in epochs_
   uint64_t captures_ = 0, epochs_cut_ = 0;
   uint64_t deferred_ = 0, rebuilt_ = 0, rebuilt_before_write_ = 0;
-  std::atomic<uint64_t> recipes_{0};  // held by epochs_, for writers' look without mu_
+  uint64_t demoted_ = 0, epochs_unbuildable_ = 0;
+  // Recipes and rebuildable images held by epochs_, for writers' look
+  // without mu_.
+  std::atomic<uint64_t> storage_backed_{0};
 };
 
 // While alive, shared fetches from BufferPool (in this thread) return pages

@@ -190,6 +190,7 @@ struct Exported {
   ulonglong ppl_pages_delogged, ppl_reclaimed;
   ulonglong snapshots_moved, moved_snapshots_open, snapshot_pages, snapshot_page_bytes;
   ulonglong moved_snapshots_cut, snapshot_page_recipes, snapshot_pages_rebuilt;
+  ulonglong moved_snapshots_unbuildable;
   ulonglong recovery_pages_pending, recovery_pages_redone, recovery_losers_pending;
   double buffer_hit_ratio, recovery_seconds, recovery_background_seconds;
 };
@@ -252,6 +253,7 @@ Exported Collect() {
   e.moved_snapshots_cut = s.moved_snapshots_cut;
   e.snapshot_page_recipes = s.snapshot_page_recipes;
   e.snapshot_pages_rebuilt = s.snapshot_pages_rebuilt;
+  e.moved_snapshots_unbuildable = s.moved_snapshots_unbuildable;
   e.recovery_pages_pending = s.recovery_pages_pending;
   e.recovery_losers_pending = s.recovery_losers_pending;
   e.recovery_pages_redone = s.recovery_pages_redone;
@@ -319,6 +321,7 @@ constexpr StatusVar kStatusVars[] = {SUBITO_STATUS(commits, SHOW_ULONGLONG),
                                      SUBITO_STATUS(moved_snapshots_cut, SHOW_ULONGLONG),
                                      SUBITO_STATUS(snapshot_page_recipes, SHOW_ULONGLONG),
                                      SUBITO_STATUS(snapshot_pages_rebuilt, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(moved_snapshots_unbuildable, SHOW_ULONGLONG),
                                      SUBITO_STATUS(recovery_seconds, SHOW_DOUBLE),
                                      SUBITO_STATUS(recovery_pages_pending, SHOW_ULONGLONG),
                                      SUBITO_STATUS(recovery_losers_pending, SHOW_ULONGLONG),

@@ -269,6 +269,9 @@ struct DatabaseStats {
   // held now; and such pages rebuilt since the start, for a reader or before
   // their page was written.
   uint64_t snapshot_page_recipes = 0, snapshot_pages_rebuilt = 0;
+  // Moved snapshots cut because a page they needed could not be rebuilt
+  // before it was written (a damaged file image: the error log says which).
+  uint64_t moved_snapshots_unbuildable = 0;
   // Bytes row locks hold now (by the count above), and their budget.
   uint64_t lock_bytes = 0, lock_budget = 0;
   uint64_t purge_backlog = 0;    // ended transactions whose versions and chains wait for purge

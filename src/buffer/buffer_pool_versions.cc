@@ -41,6 +41,9 @@ Result<PageHandle> BufferPool::FetchAsOf(PageId id, const PageVersions::Epoch& e
 }
 
 Recipe BufferPool::RecipeFor(uint32_t frame, log::Lsn lsn) {
+  // Without per-page logs nearly every changed page is written soon, and a
+  // recipe would only trade the copy for a read of the file image then.
+  if (options_.page_log == nullptr) return nullptr;
   Frame& f = *frames_[frame];
   bool dirty = false;
   {
@@ -48,9 +51,6 @@ Recipe BufferPool::RecipeFor(uint32_t frame, log::Lsn lsn) {
     if (f.flushing) return nullptr;  // its file image may be changing (E4)
     dirty = f.dirty;
   }
-  // Without per-page logs nearly every changed page is written soon, and a
-  // recipe would only trade the copy for a read of the file image then.
-  if (options_.page_log == nullptr) return nullptr;
   auto recipe = std::make_shared<PageRecipe>();
   recipe->lsn = lsn;
   if (!dirty) return recipe;  // its bytes are its file image and page-log entries
@@ -119,7 +119,13 @@ Result<VersionImage> BufferPool::Rebuild(const PageVersions::Epoch& epoch, PageI
   if (!now.ok()) return now.status();
   if (now->image) return now->image;
   Result<VersionImage> built = BuildImage(id, *now->recipe);
-  if (!built.ok()) return built.status();
+  if (!built.ok()) {
+    // Cut meanwhile (a write that found no recipe held any more may have
+    // changed the file image under this read): the cut, not the read, is
+    // what to report.
+    Result<PageVersions::Kept> after = versions_.Image(epoch, id);
+    return after.ok() ? built.status() : after.status();
+  }
   versions_.Install(id, now->recipe.get(), *built, /*before_write=*/false);
   return built;
 }

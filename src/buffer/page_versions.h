@@ -27,8 +27,8 @@
 //  E2. A page never initialized (page_lsn 0: allocated at the end of its
 //      space) is not captured: no tree as of any L reaches it.
 //  E3. Past limit bytes of images, recipes and charges (first turning
-//      rebuildable images back into recipes, E4) the oldest epoch is cut:
-//      its images go,
+//      rebuildable images back into recipes, E4) the oldest epoch is cut
+//      (or, for a charge, the charging epoch): its images go,
 //      it captures nothing more, and its readers' next fetch of a page
 //      changed past L fails with SnapshotTooOld. An image handed out stays
 //      valid (shared); a current page with page_lsn <= L is still exact.
@@ -48,6 +48,9 @@
 //      being flushed (from before the flush copies it until after its write
 //      and clean-up), and the flush copies the page under its latch, after
 //      any capture's exclusive latch, and builds the recipes after that.
+//      The one write made while a frame is not flushing, the page writer's
+//      retry of a failed batch, is of a page left dirty and blocked
+//      (log_blocked) until a write of it succeeds: such a page is copied.
 //      A build whose entries do not end at the recipe's LSN is Corruption.
 //      Only a pool with a page log takes recipes: without one nearly every
 //      changed page is soon written, and a recipe would only trade the copy

@@ -1,11 +1,13 @@
 #include "pmem/pm_file.h"
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include "pmem/numa.h"
 #include "pmem/prefaulter.h"
@@ -74,6 +76,33 @@ TEST(Prefaulter, PopulatesWithoutChangingBytes) {
   EXPECT_EQ(d[0], 0x11);
   EXPECT_EQ(d[(5 << 20) + 7], 0x22);
   EXPECT_EQ(d[1], 0);
+}
+
+// Paced: with a lead of 2 MiB it stops 2 MiB (and a chunk) ahead of what
+// the writers consumed, goes on as they consume, and WaitIdle lifts the
+// pacing. Two regions are populated in turn, not one after the other.
+TEST(Prefaulter, PacedStaysALeadAheadOfTheWriters) {
+  test::ScratchDir dir;
+  auto a = PmFile::Create(dir.Sub("a"), 8 << 20);
+  auto b = PmFile::Create(dir.Sub("b"), 8 << 20);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::atomic<uint64_t> consumed{0};
+  Prefaulter pf(
+      -1, [&] { return consumed.load(); }, 2 << 20);
+  pf.AddAll({{(*a)->data(), (*a)->size(), 0}, {(*b)->data(), (*b)->size(), 0}});
+  auto settle = [&](uint64_t want) {
+    for (int i = 0; i < 500 && pf.PopulatedBytes() < want; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // time to overrun, if it would
+  };
+  settle(2 << 20);
+  EXPECT_EQ(pf.PopulatedBytes(), 2u << 20);  // 1 MiB chunks: exactly the lead
+  consumed = 5 << 20;
+  settle(7 << 20);
+  EXPECT_EQ(pf.PopulatedBytes(), 7u << 20);
+  pf.WaitIdle();
+  EXPECT_EQ(pf.PopulatedBytes(), 16u << 20);
 }
 
 TEST(Numa, SingleNodeIsANoOp) {

@@ -1122,6 +1122,7 @@ DatabaseStats DatabaseImpl::Stats() const {
     s.moved_snapshots_cut = pv.epochs_cut;
     s.snapshot_page_recipes = pv.recipes;
     s.snapshot_pages_rebuilt = pv.rebuilt + pv.rebuilt_before_write;
+    s.moved_snapshots_unbuildable = pv.epochs_unbuildable;
   }
   s.chain_release_failures = txns_ ? txns_->chain_release_failures() : 0;
   std::shared_lock ddl(ddl_mu_);

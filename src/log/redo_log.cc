@@ -122,6 +122,7 @@ Status RedoLog::Start(std::unique_ptr<LogFiles> files) {
 }
 
 RedoLog::~RedoLog() {
+  prefaulter_.reset();  // its pacing reads reserved_, declared after it
   // A log whose Open was refused writes nothing: not even a clean-shutdown
   // slot, which could replace the newest checkpoint of a damaged log.
   if (started_ && !closed_.load()) {
@@ -543,13 +544,20 @@ LogStats RedoLog::stats() const {
 void RedoLog::StartPrefault() {
   std::lock_guard lock(checkpoint_mu_);  // one start only
   if (prefaulter_ || !options_.prefault || options_.write_mode != LogWriteMode::kNf) return;
-  prefaulter_ = std::make_unique<pmem::Prefaulter>(options_.numa_pin ? numa_node_ : -1);
+  // Paced: a lead of a few log buffers (at least 64 MiB) ahead of the
+  // appends since now, so that a large log mapped afresh after a restart is
+  // not populated all at once while the engine needs the cores.
   const Lsn from = reserved_.load();
+  const uint64_t lead = std::max<uint64_t>(64ull << 20, 4 * options_.buffer_size);
+  prefaulter_ = std::make_unique<pmem::Prefaulter>(
+      options_.numa_pin ? numa_node_ : -1, [this, from] { return reserved_.load() - from; }, lead);
+  std::vector<pmem::Prefaulter::Region> regions;
   for (uint32_t i = 0; i < geometry_.stream_count; ++i) {
     const Lsn next = geometry_.NextOwnedBy(i, from);
-    prefaulter_->Add(files_->file(i).data() + kDataOffset, geometry_.data_size,
-                     geometry_.FileOffsetOf(next) - kDataOffset);
+    regions.push_back({files_->file(i).data() + kDataOffset, geometry_.data_size,
+                       geometry_.FileOffsetOf(next) - kDataOffset});
   }
+  prefaulter_->AddAll(regions);
 }
 
 void RedoLog::WaitPrefaulted() const {

@@ -3,6 +3,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
+
 #include "pmem/numa.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -14,7 +16,11 @@ namespace {
 constexpr size_t kChunk = 1 << 20;
 }
 
-Prefaulter::Prefaulter(int numa_node) : numa_node_(numa_node), thread_([this] { Run(); }) {}
+Prefaulter::Prefaulter(int numa_node, std::function<uint64_t()> consumed, uint64_t lead)
+    : numa_node_(numa_node),
+      consumed_(std::move(consumed)),
+      lead_(lead),
+      thread_([this] { Run(); }) {}
 
 Prefaulter::~Prefaulter() {
   {
@@ -25,15 +31,29 @@ Prefaulter::~Prefaulter() {
   thread_.join();
 }
 
-void Prefaulter::Add(uint8_t* base, size_t size, size_t start) {
-  if (start > size) start = 0;
+void Prefaulter::AddAll(const std::vector<Region>& regions) {
+  std::vector<std::vector<Range>> per_region;
+  for (Region g : regions) {
+    if (g.start > g.size) g.start = 0;
+    std::vector<Range>& chunks = per_region.emplace_back();
+    for (size_t off = g.start; off < g.size; off += kChunk) {
+      chunks.push_back({g.base + off, std::min(kChunk, g.size - off)});
+    }
+    for (size_t off = 0; off < g.start; off += kChunk) {
+      chunks.push_back({g.base + off, std::min(kChunk, g.start - off)});
+    }
+  }
   {
     std::lock_guard lock(mu_);
-    for (size_t off = start; off < size; off += kChunk) {
-      queue_.push_back({base + off, std::min(kChunk, size - off)});
-    }
-    for (size_t off = 0; off < start; off += kChunk) {
-      queue_.push_back({base + off, std::min(kChunk, start - off)});
+    for (size_t i = 0;; ++i) {
+      bool any = false;
+      for (const std::vector<Range>& chunks : per_region) {
+        if (i < chunks.size()) {
+          queue_.push_back(chunks[i]);
+          any = true;
+        }
+      }
+      if (!any) break;
     }
   }
   cv_.notify_all();
@@ -41,6 +61,8 @@ void Prefaulter::Add(uint8_t* base, size_t size, size_t start) {
 
 void Prefaulter::WaitIdle() {
   std::unique_lock lock(mu_);
+  hurry_ = true;
+  cv_.notify_all();
   cv_.wait(lock, [this] { return stop_ || (queue_.empty() && !busy_); });
 }
 
@@ -50,6 +72,10 @@ void Prefaulter::Run() {
   for (;;) {
     cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
     if (stop_) return;
+    if (consumed_ && !hurry_ && populated_.load(std::memory_order_relaxed) >= consumed_() + lead_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(20));  // far enough ahead for now
+      continue;
+    }
     Range r = queue_.front();
     queue_.pop_front();
     busy_ = true;

@@ -16,13 +16,27 @@
 namespace subito::recovery {
 namespace {
 
+// Where a transaction's undo list is, from the log since the checkpoint:
+// its undo file's first anchor.count entries (if an anchor was found), then
+// its undo records after the anchor (and after any undo reset), by LSN.
+struct UndoTrail {
+  std::optional<txn::UndoAnchor> anchor;
+  log::Lsn anchor_lsn = 0;
+  std::vector<log::Lsn> tail;
+  void DropBefore(log::Lsn lsn) {
+    std::erase_if(tail, [&](log::Lsn at) { return at < lsn; });
+  }
+};
+
 struct Analysis {
-  std::unordered_set<uint64_t> losers;
+  std::map<uint64_t, UndoTrail> losers;
   std::unordered_map<uint64_t, std::string> prepared;  // losers with a prepare record: xid
 };
 
 // Analysis, record by record, in the same pass as page redo: a
 // transaction with undo records and no commit or abort record is a loser.
+// The same pass follows every transaction's undo trail (dropped at its
+// end), so that the losers' undo needs no second pass over the log.
 class Analyzer {
  public:
   explicit Analyzer(RecoveryStats& stats) : stats_(stats) {}
@@ -31,6 +45,7 @@ class Analyzer {
       Result<uint64_t> id = txn::DecodeTxnEnd(r.payload, r.length);
       if (!id.ok()) return id.status();
       ended_.insert(*id);
+      trails_.erase(*id);
       stats_.max_txn = std::max(stats_.max_txn, *id);
       ++(r.type == txn::kRecordTxnCommit ? stats_.committed : stats_.aborted);
     } else if (r.type == txn::kRecordTxnUnprepare) {
@@ -41,19 +56,33 @@ class Analyzer {
       Result<std::pair<uint64_t, std::string>> p = txn::DecodePrepare(r.payload, r.length);
       if (!p.ok()) return p.status();
       prepared_[p->first] = std::move(p->second);
-    } else if (r.type == txn::kRecordTxnUndo || r.type == txn::kRecordTxnUndoFile) {
+    } else if (r.type == txn::kRecordTxnUndo) {
       if (r.length < 8) return Status::Corruption("undo record: truncated header");
       const uint64_t id = DecodeFixed64(r.payload);
-      seen_.insert(id);
+      trails_[id].tail.push_back(r.lsn);
       stats_.max_txn = std::max(stats_.max_txn, id);
+    } else if (r.type == txn::kRecordTxnUndoFile) {
+      Result<txn::UndoAnchor> a = txn::DecodeUndoAnchor(r.payload, r.length);
+      if (!a.ok()) return a.status();
+      UndoTrail& t = trails_[a->txn];
+      t.DropBefore(r.lsn);  // U3: the records before it are in the file
+      t.anchor = *a;
+      t.anchor_lsn = r.lsn;
+      stats_.max_txn = std::max(stats_.max_txn, a->txn);
+    } else if (r.type == txn::kRecordTxnUndoReset) {
+      Result<std::pair<uint64_t, uint64_t>> reset = txn::DecodeUndoReset(r.payload, r.length);
+      if (!reset.ok()) return reset.status();
+      if (auto it = trails_.find(reset->first); it != trails_.end()) {
+        it->second.DropBefore(reset->second);
+      }
     }
     return Status::OK();
   }
-  Analysis Finish() const {
+  Analysis Finish() {
     Analysis a;
-    for (uint64_t id : seen_) {
+    for (auto& [id, trail] : trails_) {
       if (ended_.count(id)) continue;
-      a.losers.insert(id);
+      a.losers.emplace(id, std::move(trail));
       if (auto p = prepared_.find(id); p != prepared_.end()) a.prepared[id] = p->second;
     }
     return a;
@@ -61,7 +90,8 @@ class Analyzer {
 
  private:
   RecoveryStats& stats_;
-  std::unordered_set<uint64_t> ended_, seen_;  // seen: transactions with undo
+  std::unordered_set<uint64_t> ended_;
+  std::unordered_map<uint64_t, UndoTrail> trails_;  // transactions with undo, not ended
   std::unordered_map<uint64_t, std::string> prepared_;
 };
 
@@ -79,43 +109,29 @@ struct Loser {
 };
 using Losers = std::map<uint64_t, Loser>;
 
-Status CollectUndo(log::RedoLog* log, const IsDropped& dropped, Losers& losers) {
-  const auto drop_before = [](Loser& l, log::Lsn lsn) {
-    std::erase_if(l.tail, [&](const auto& u) { return u.first < lsn; });
-  };
-  return log->ForEachRecoveredRecord([&](const log::LogRecordView& r) {
-    if (r.type == txn::kRecordTxnUndoReset) {
-      Result<std::pair<uint64_t, uint64_t>> reset = txn::DecodeUndoReset(r.payload, r.length);
-      if (!reset.ok()) return reset.status();
-      auto it = losers.find(reset->first);
-      if (it != losers.end()) drop_before(it->second, reset->second);
-      return Status::OK();
-    }
-    if (r.type == txn::kRecordTxnUndoFile) {
-      Result<txn::UndoAnchor> a = txn::DecodeUndoAnchor(r.payload, r.length);
-      if (!a.ok()) return a.status();
-      auto it = losers.find(a->txn);
-      if (it != losers.end()) {  // U3: the records before it are in the file
-        drop_before(it->second, r.lsn);
-        it->second.anchor = *a;
-        it->second.anchor_lsn = r.lsn;
-      }
-      return Status::OK();
-    }
-    if (r.type != txn::kRecordTxnUndo) return Status::OK();
-    Result<txn::UndoRecord> u = txn::DecodeUndo(r.payload, r.length);
+// Reads the loser's undo records the analysis found (by LSN; the checkpoint
+// is still held), skipping those of dropped spaces.
+Status CollectUndo(log::RedoLog* log, const IsDropped& dropped, const UndoTrail& trail,
+                   Loser& loser) {
+  loser.anchor = trail.anchor;
+  loser.anchor_lsn = trail.anchor_lsn;
+  std::vector<uint8_t> scratch;
+  log::LogRecordView r{};
+  for (log::Lsn lsn : trail.tail) {
+    SUBITO_RETURN_IF_ERROR(log->ReadRecoveredRecord(lsn, &scratch, &r));
+    Result<txn::UndoRecord> u =
+        r.type == txn::kRecordTxnUndo
+            ? txn::DecodeUndo(r.payload, r.length)
+            : Result<txn::UndoRecord>(Status::Corruption("not an undo record"));
     if (!u.ok()) {
       return Status::Corruption(StrFormat("undo record at LSN %llu: %s",
-                                          static_cast<unsigned long long>(r.lsn),
+                                          static_cast<unsigned long long>(lsn),
                                           u.status().message().c_str()));
     }
-    auto it = losers.find(u->txn);
-    if (it != losers.end() && !(dropped && dropped(u->space))) {
-      it->second.tail.emplace_back(r.lsn,
-                                   std::string(reinterpret_cast<const char*>(r.payload), r.length));
-    }
-    return Status::OK();
-  });
+    if (dropped && dropped(u->space)) continue;
+    loser.tail.emplace_back(lsn, std::string(reinterpret_cast<const char*>(r.payload), r.length));
+  }
+  return Status::OK();
 }
 
 // Appends an anchor naming all of each loser's file (and, for a prepared
@@ -234,9 +250,11 @@ Result<RecoveryStats> Recover(buffer::BufferPool* pool, buffer::DoubleWrite* dwb
   Status st = analysis.status();
   lap(&stats.pass_seconds);
   if (st.ok()) {
-    for (uint64_t id : analysis->losers) losers[id];
+    for (auto& [id, trail] : analysis->losers) {
+      st = CollectUndo(pool->log(), dropped, trail, losers[id]);
+      if (!st.ok()) break;
+    }
     for (auto& [id, xid] : analysis->prepared) losers[id].xid = xid;
-    if (!losers.empty()) st = CollectUndo(pool->log(), dropped, losers);
   }
   lap(&stats.collect_seconds);
   if (!st.ok()) {

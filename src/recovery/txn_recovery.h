@@ -5,7 +5,10 @@
 //             checkpoint redone where the page is older (ARIES redo,
 //             "repeating history", losers' changes included);
 //   analysis  in the same pass over the records: a transaction with undo
-//             records and no commit or abort record is a loser;
+//             records and no commit or abort record is a loser; the pass
+//             keeps each open transaction's undo trail (its anchor and the
+//             LSNs of its undo records after it), so the losers' undo
+//             records are then read by LSN, not by a second pass;
 //   undo      the losers' undo records, newest first (txn/txn_records.h:
 //             logical and idempotent), each applied as an ordinary logged
 //             change; then one abort record per loser, made durable.
@@ -69,7 +72,7 @@ struct RecoveryStats {
   uint64_t undo_file_entries = 0;       // applied (or, kept, to apply) entries those files held
   uint64_t max_txn = 0;                 // largest id seen (new ids start above it)
   // Seconds spent on the pass over the log (page redo or its index, and the
-  // analysis), on collecting the losers' undo, and on undoing them.
+  // analysis), on reading the losers' undo records, and on undoing them.
   double pass_seconds = 0, collect_seconds = 0, undo_seconds = 0;
   std::vector<RecoveredPrepared> prepared;
 };

@@ -58,6 +58,12 @@ class OldSnapshotTest : public ::testing::Test {
     }
     return false;
   }
+  // A snapshot moved and the versions back within their budget.
+  bool WaitUntilMoved() {
+    return WaitFor([](const DatabaseStats& s) {
+      return s.snapshots_moved >= 1 && s.version_bytes <= s.version_budget;
+    });
+  }
   test::ScratchDir dir_;
   std::unique_ptr<Database> db_;
   Table* t_ = nullptr;
@@ -122,10 +128,7 @@ TEST_F(OldSnapshotTest, AMovedSnapshotReadsExactlyWhatItSaw) {
     }
     ASSERT_OK(txn->Commit());
   }
-  ASSERT_TRUE(WaitFor([](const DatabaseStats& s) {
-    return s.snapshots_moved >= 1 && s.version_bytes <= s.version_budget;
-  })) << "versions "
-      << db_->Stats().version_bytes;
+  ASSERT_TRUE(WaitUntilMoved()) << "versions " << db_->Stats().version_bytes;
   DatabaseStats s = db_->Stats();
   EXPECT_EQ(s.snapshots_cut, 0u);
   EXPECT_EQ(s.moved_snapshots_open, 1u);
@@ -244,10 +247,7 @@ TEST_F(OldSnapshotTest, WithPerPageLogsAMovedSnapshotRebuildsPagesFromStorage) {
     n[id] = i;
     ASSERT_OK(txn->Commit());
   }
-  ASSERT_TRUE(WaitFor([](const DatabaseStats& s) {
-    return s.snapshots_moved >= 1 && s.version_bytes <= s.version_budget;
-  })) << "versions "
-      << db_->Stats().version_bytes;
+  ASSERT_TRUE(WaitUntilMoved()) << "versions " << db_->Stats().version_bytes;
   DatabaseStats s = db_->Stats();
   EXPECT_GT(s.ppl_pages_logged, 0u);
   EXPECT_GT(s.snapshot_page_recipes + s.snapshot_pages_rebuilt, 0u);

@@ -61,6 +61,36 @@ Values ReadAll(BufferPool* pool, const std::vector<uint32_t>& pages) {
   return v;
 }
 
+// A per-page log region of 64 blocks in the test's directory.
+std::unique_ptr<ppl::PplRegion> OpenRegion(const test::ScratchDir& dir, uint32_t block_size) {
+  auto region =
+      ppl::PplRegion::Open({dir.Sub("ppl"), 4096 + 64 * block_size, block_size, 0, nullptr});
+  EXPECT_TRUE(region.ok()) << region.status().ToString();
+  return region.ok() ? std::move(*region) : nullptr;
+}
+
+// Options for a pool with that region as its page log.
+test::StorageStackOptions WithPageLog(ppl::PplRegion* region, uint32_t threshold,
+                                      uint64_t pool_pages) {
+  test::StorageStackOptions o;
+  o.pool_bytes = pool_pages * kPs;
+  o.page_log = region;
+  o.page_log_threshold = threshold;
+  return o;
+}
+
+// A 1,000-byte change past the slots no reader looks at: past the
+// threshold, so the page is written in place at the next flush.
+void ChangePastThreshold(BufferPool* pool, uint32_t page_no) {
+  ASSERT_TRUE(pool->LogFreeCheck().ok());
+  auto h = pool->Fetch({1, page_no}, Latch::kExclusive);
+  ASSERT_TRUE(h.ok());
+  const std::vector<uint8_t> big(1000, 0x5a);
+  Mtr mtr(pool);
+  mtr.Write(*h, 64 + kSlots * 8, big.data(), static_cast<uint32_t>(big.size()));
+  ASSERT_TRUE(mtr.Commit().ok());
+}
+
 // Random one- to three-page Mtrs through a pool that holds 8 of 32 pages,
 // with two epochs begun along the way: each reads exactly the pages as
 // they were when it began, the scope's end gives the current pages back,
@@ -216,12 +246,9 @@ TEST(PageVersions, PastTheLimitTheOldestEpochIsCut) {
 // newer than L).
 TEST(PageVersions, RecipesRebuildPagesFromTheirFileImagesAndPerPageLogs) {
   test::ScratchDir dir;
-  auto region = ppl::PplRegion::Open({dir.Sub("ppl"), 4096 + 64 * 512, 512, 0, nullptr});
-  ASSERT_TRUE(region.ok()) << region.status().ToString();
-  test::StorageStackOptions o;
-  o.pool_bytes = 8 * kPs;  // 32 pages through 8 frames: evictions write them
-  o.page_log = region->get();
-  o.page_log_threshold = 128;
+  auto region = OpenRegion(dir, 512);
+  ASSERT_NE(region, nullptr);
+  test::StorageStackOptions o = WithPageLog(region.get(), 128, 8);
   o.cleaners = 0;  // a cleaner's flush in flight would make a page copied instead
   test::StorageStack st(dir.path(), o);
   ASSERT_TRUE(st.Open().ok());
@@ -292,12 +319,9 @@ TEST(PageVersions, RecipesRebuildPagesFromTheirFileImagesAndPerPageLogs) {
 // epoch reads every page exactly, twice.
 TEST(PageVersions, PastTheLimitBuiltImagesGoBackToRecipesBeforeAnyCut) {
   test::ScratchDir dir;
-  auto region = ppl::PplRegion::Open({dir.Sub("ppl"), 4096 + 64 * 1024, 1024, 0, nullptr});
-  ASSERT_TRUE(region.ok()) << region.status().ToString();
-  test::StorageStackOptions o;
-  o.pool_bytes = 8 * kPs;
-  o.page_log = region->get();
-  o.page_log_threshold = 960;
+  auto region = OpenRegion(dir, 1024);
+  ASSERT_NE(region, nullptr);
+  test::StorageStackOptions o = WithPageLog(region.get(), 960, 8);
   o.page_version_limit = 6 * kPs;
   o.cleaners = 0;
   test::StorageStack st(dir.path(), o);
@@ -329,15 +353,7 @@ TEST(PageVersions, PastTheLimitBuiltImagesGoBackToRecipesBeforeAnyCut) {
   // A page written now keeps its built image (its file image changes):
   // a change past the threshold (bytes no reader here looks at) has it
   // written in place at the next flush.
-  {
-    ASSERT_TRUE(st.pool->LogFreeCheck().ok());
-    auto h = st.pool->Fetch({1, pages.back()}, Latch::kExclusive);
-    ASSERT_TRUE(h.ok());
-    const std::vector<uint8_t> big(1000, 0x5a);
-    Mtr mtr(st.pool.get());
-    mtr.Write(*h, 64 + kSlots * 8, big.data(), static_cast<uint32_t>(big.size()));
-    ASSERT_TRUE(mtr.Commit().ok());
-  }
+  ChangePastThreshold(st.pool.get(), pages.back());
   const bool was_recipe = st.pool->versions().Find(*e, {1, pages.back()}).recipe != nullptr;
   const uint64_t written = st.pool->stats().pages_written;
   ASSERT_TRUE(st.pool->FlushAll().ok());
@@ -362,11 +378,9 @@ TEST(PageVersions, PastTheLimitBuiltImagesGoBackToRecipesBeforeAnyCut) {
 // the epoch is cut with its own reason. Nothing damaged is ever served.
 TEST(PageVersions, ARecipeOnADamagedFileImageIsRefusedAndItsEpochCut) {
   test::ScratchDir dir;
-  auto region = ppl::PplRegion::Open({dir.Sub("ppl"), 4096 + 64 * 1024, 1024, 0, nullptr});
-  ASSERT_TRUE(region.ok()) << region.status().ToString();
-  test::StorageStackOptions o;
-  o.page_log = region->get();
-  o.page_log_threshold = 960;
+  auto region = OpenRegion(dir, 1024);
+  ASSERT_NE(region, nullptr);
+  test::StorageStackOptions o = WithPageLog(region.get(), 960, 256);
   o.cleaners = 0;
   test::StorageStack st(dir.path(), o);
   ASSERT_TRUE(st.Open().ok());
@@ -388,15 +402,7 @@ TEST(PageVersions, ARecipeOnADamagedFileImageIsRefusedAndItsEpochCut) {
     EXPECT_TRUE(h.status().IsCorruption()) << h.status().ToString();
     EXPECT_NE(h.status().ToString().find("t.sbt"), std::string::npos) << h.status().ToString();
   }
-  {  // a change past the threshold: the page is written at the next flush
-    ASSERT_TRUE(st.pool->LogFreeCheck().ok());
-    auto h = st.pool->Fetch({1, p}, Latch::kExclusive);
-    ASSERT_TRUE(h.ok());
-    const std::vector<uint8_t> big(1000, 0x5a);
-    Mtr mtr(st.pool.get());
-    mtr.Write(*h, 64 + kSlots * 8, big.data(), static_cast<uint32_t>(big.size()));
-    ASSERT_TRUE(mtr.Commit().ok());
-  }
+  ChangePastThreshold(st.pool.get(), p);  // the page is written at the next flush
   ASSERT_TRUE(st.pool->FlushAll().ok());
   EXPECT_TRUE(e->cut.load());
   EXPECT_EQ(st.pool->versions().stats().epochs_unbuildable, 1u);
@@ -423,12 +429,9 @@ TEST(PageVersions, ARecipeOnADamagedFileImageIsRefusedAndItsEpochCut) {
 // the same twice, most pages through recipes.
 TEST(PageVersions, RecipesUnderConcurrentWritersCleanersAndEvictions) {
   test::ScratchDir dir;
-  auto region = ppl::PplRegion::Open({dir.Sub("ppl"), 4096 + 64 * 512, 512, 0, nullptr});
-  ASSERT_TRUE(region.ok()) << region.status().ToString();
-  test::StorageStackOptions o;
-  o.pool_bytes = 12 * kPs;
-  o.page_log = region->get();
-  o.page_log_threshold = 128;
+  auto region = OpenRegion(dir, 512);
+  ASSERT_NE(region, nullptr);
+  test::StorageStackOptions o = WithPageLog(region.get(), 128, 12);
   test::StorageStack st(dir.path(), o);
   ASSERT_TRUE(st.Open().ok());
   auto pages = MakePages(st.pool.get(), 24);

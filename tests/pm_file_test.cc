@@ -1,6 +1,7 @@
 #include "pmem/pm_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "pmem/numa.h"
 #include "pmem/prefaulter.h"
@@ -78,9 +80,10 @@ TEST(Prefaulter, PopulatesWithoutChangingBytes) {
   EXPECT_EQ(d[1], 0);
 }
 
-// Paced: with a lead of 2 MiB it stops 2 MiB (and a chunk) ahead of what
-// the writers consumed, goes on as they consume, and WaitIdle lifts the
-// pacing. Two regions are populated in turn, not one after the other.
+// Paced: with a lead of 2 MiB (two 1 MiB chunks) it stops exactly 2 MiB
+// ahead of what the writers consumed, goes on as they consume, and WaitIdle
+// lifts the pacing. Two regions are populated in turn, not one after the
+// other: the first 2 MiB are the first chunk of each.
 TEST(Prefaulter, PacedStaysALeadAheadOfTheWriters) {
   test::ScratchDir dir;
   auto a = PmFile::Create(dir.Sub("a"), 8 << 20);
@@ -98,6 +101,19 @@ TEST(Prefaulter, PacedStaysALeadAheadOfTheWriters) {
   };
   settle(2 << 20);
   EXPECT_EQ(pf.PopulatedBytes(), 2u << 20);  // 1 MiB chunks: exactly the lead
+  // Resident pages (tmpfs: populated ones): each region's first chunk.
+  auto resident = [](uint8_t* p, size_t n) {
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    std::vector<unsigned char> v(n / page);
+    EXPECT_EQ(::mincore(p, n, v.data()), 0);
+    size_t count = 0;
+    for (unsigned char c : v) count += c & 1;
+    return count * page;
+  };
+  if (resident((*a)->data() + (1 << 20), 1 << 20) == 0) {  // else not tmpfs-like: skip
+    EXPECT_EQ(resident((*a)->data(), 1 << 20), 1u << 20);
+    EXPECT_EQ(resident((*b)->data(), 1 << 20), 1u << 20);
+  }
   consumed = 5 << 20;
   settle(7 << 20);
   EXPECT_EQ(pf.PopulatedBytes(), 7u << 20);

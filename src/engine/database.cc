@@ -445,9 +445,11 @@ Status DatabaseImpl::OpenAll() {
       ix->versions->AttachTree(ix->tree.get());
     }
   }
+  phase("trees");
   txns_ = std::make_unique<txn::TxnSystem>(rs->max_txn + 1, version_budget_);
   // Before any transaction can begin: their keys locked, their versions back.
   SUBITO_RETURN_IF_ERROR(ResurrectPrepared(std::move(rs->prepared)));
+  phase("losers and prepared rebuilt");
   for (auto& [name, t] : tables_) {
     for (auto& ix : t->indexes) {
       // No snapshot survives, every loser is undone: chains still retired
@@ -459,7 +461,7 @@ Status DatabaseImpl::OpenAll() {
     }
   }
   if (options_.snapshot_page_budget_bytes != 0) txns_->EnableAsOf(pool_.get());
-  phase("trees and chains");
+  phase("chains");
   recovery_.pages_pending = pool_->pending_redo().pages();  // before the purge reads any
   purge_thread_ = std::thread([this] { PurgeLoop(); });
   opened_at_ = std::chrono::steady_clock::now();

@@ -59,6 +59,7 @@ Result<std::unique_ptr<RedoLog>> RedoLog::Open(const LogOptions& options) {
 
 Status RedoLog::Start(std::unique_ptr<LogFiles> files) {
   files_ = std::move(files);
+  views_ = files_->Views();
   persistence_ = files_->persistence();
   const std::vector<StreamView> views = files_->Views();
   Result<LogState> state = ScanLog(views);
@@ -508,6 +509,7 @@ Status RedoLog::Close() {
     if (s->flusher.joinable()) s->flusher.join();
   }
   prefaulter_.reset();
+  views_.clear();
   files_.reset();
   return result;
 }
@@ -515,13 +517,13 @@ Status RedoLog::Close() {
 Status RedoLog::ForEachRecoveredRecord(
     const std::function<Status(const LogRecordView&)>& fn) const {
   if (!files_) return Status::Shutdown("log is closed");
-  return ForEachRecord(files_->Views(), recovered_, fn);
+  return ForEachRecord(views_, recovered_, fn);
 }
 
 Status RedoLog::ReadRecoveredRecord(Lsn lsn, std::vector<uint8_t>* scratch,
                                     LogRecordView* rec) const {
   if (!files_) return Status::Shutdown("log is closed");
-  return ReadRecordAt(files_->Views(), recovered_, lsn, scratch, rec);
+  return ReadRecordAt(views_, recovered_, lsn, scratch, rec);
 }
 
 LogStats RedoLog::stats() const {

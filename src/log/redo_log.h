@@ -149,6 +149,7 @@ class RedoLog {
   uint64_t salt_ = 0;
   uint32_t write_ahead_ = 512;
   std::unique_ptr<LogFiles> files_;
+  std::vector<StreamView> views_;  // files_->Views(), for reads of recovered records
   pmem::Persistence* persistence_ = nullptr;
   std::vector<std::unique_ptr<Stream>> streams_;
   LogState recovered_;

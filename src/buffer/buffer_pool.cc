@@ -396,20 +396,9 @@ Status BufferPool::ApplyPageLog(Frame& f, PageId id) {
   PageLogStore* store = options_.page_log;
   if (store != nullptr) {
     const uint32_t used = store->Used(id.space, id.page_no);
-    if (used != 0) {
-      SUBITO_RETURN_IF_ERROR(store->ForEachEntry(
-          id.space, id.page_no, [&](uint64_t end, const uint8_t* edits, size_t n) -> Status {
-            if (end <= lsn) return Status::OK();  // the file's image holds it
-            Status st = ApplyPageEdits(f.data, options_.page_size, edits, n);
-            if (!st.ok()) {
-              return Status::Corruption(
-                  StrFormat("page %u of space %u: %s", id.page_no, id.space, st.message().c_str()));
-            }
-            page::SetPageLsn(f.data, end);
-            lsn = end;
-            return Status::OK();
-          }));
-    }
+    // Entries the file's image holds already are skipped.
+    SUBITO_RETURN_IF_ERROR(
+        ApplyStoredEntries(*store, f.data, options_.page_size, id.space, id.page_no, &lsn));
     f.log_bytes = used;
     // A page with no image in its file (never written: page LSN 0) is
     // written before its changes may go to the page log.
@@ -700,15 +689,12 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
       const log::Lsn done = f.log_done_lsn.load(std::memory_order_relaxed);
       std::vector<uint8_t> edits;
       log::Lsn last = 0;
-      for (size_t off = 0; off < f.log_pending.size();) {
-        const uint8_t* e = f.log_pending.data() + off;
-        const uint32_t n = DecodeFixed32(e + 8);
-        if (DecodeFixed64(e) > done) {
-          edits.insert(edits.end(), e + 12, e + 12 + n);
-          last = DecodeFixed64(e);
-        }
-        off += 12 + n;
-      }
+      ForEachPendingEntry(f.log_pending,
+                          [&](uint64_t end, const uint8_t*, const uint8_t* e, uint32_t n) {
+                            if (end <= done) return;
+                            edits.insert(edits.end(), e, e + n);
+                            last = end;
+                          });
       if (!edits.empty() && edits.size() <= UINT16_MAX && last == lsns.back()) {
         to_log.push_back({i, std::move(edits)});
       }

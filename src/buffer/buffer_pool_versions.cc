@@ -8,7 +8,6 @@
 #include "buffer/buffer_pool_frame.h"
 #include "page/page_format.h"
 #include "util/aligned_buffer.h"
-#include "util/coding.h"
 #include "util/strings.h"
 
 namespace subito::buffer {
@@ -60,12 +59,12 @@ Recipe BufferPool::RecipeFor(uint32_t frame, log::Lsn lsn) {
     return nullptr;  // changes that are in no page log: copy the page
   }
   const log::Lsn done = f.log_done_lsn.load(std::memory_order_relaxed);
-  for (size_t off = 0; off < f.log_pending.size();) {
-    const uint8_t* e = f.log_pending.data() + off;
-    const size_t size = 12 + DecodeFixed32(e + 8);
-    if (DecodeFixed64(e) > done) recipe->pending.insert(recipe->pending.end(), e, e + size);
-    off += size;
-  }
+  ForEachPendingEntry(f.log_pending,
+                      [&](uint64_t end, const uint8_t* entry, const uint8_t*, uint32_t n) {
+                        if (end > done) {
+                          recipe->pending.insert(recipe->pending.end(), entry, entry + 12 + n);
+                        }
+                      });
   return recipe;
 }
 
@@ -78,27 +77,20 @@ Result<VersionImage> BufferPool::BuildImage(PageId id, const PageRecipe& recipe)
   uint8_t* const p = buf->get();
   SUBITO_RETURN_IF_ERROR(space->ReadPage(id.page_no, p));
   log::Lsn lsn = page::PageLsn(p);
-  auto apply = [&](uint64_t end, const uint8_t* edits, size_t n) -> Status {
-    if (end <= lsn || end > recipe.lsn) return Status::OK();  // in the image, or after it
-    Status st = ApplyPageEdits(p, ps, edits, n);
-    if (!st.ok()) {
-      return Status::Corruption(
-          StrFormat("page %u of space %u: %s", id.page_no, id.space, st.message().c_str()));
-    }
-    page::SetPageLsn(p, end);
-    lsn = end;
-    return Status::OK();
-  };
-  PageLogStore* store = options_.page_log;
-  if (store != nullptr && store->Used(id.space, id.page_no) != 0) {
-    SUBITO_RETURN_IF_ERROR(store->ForEachEntry(id.space, id.page_no, apply));
+  // The entries up to the recipe's LSN: those in the store, then those that
+  // were not in it yet (either may hold some of the other's: skipped by LSN).
+  if (options_.page_log != nullptr) {
+    SUBITO_RETURN_IF_ERROR(
+        ApplyStoredEntries(*options_.page_log, p, ps, id.space, id.page_no, &lsn, recipe.lsn));
   }
-  for (size_t off = 0; off < recipe.pending.size();) {
-    const uint8_t* e = recipe.pending.data() + off;
-    const uint32_t n = DecodeFixed32(e + 8);
-    SUBITO_RETURN_IF_ERROR(apply(DecodeFixed64(e), e + 12, n));
-    off += 12 + n;
-  }
+  Status st;
+  ForEachPendingEntry(
+      recipe.pending, [&](uint64_t end, const uint8_t*, const uint8_t* edits, uint32_t n) {
+        if (st.ok()) {
+          st = ApplyEntryIfNewer(p, ps, id.space, id.page_no, end, edits, n, &lsn, recipe.lsn);
+        }
+      });
+  SUBITO_RETURN_IF_ERROR(st);
   if (lsn != recipe.lsn) {
     return Status::Corruption(StrFormat(
         "page %u of space %u: its file image and per-page log entries rebuild it as of LSN %llu, "

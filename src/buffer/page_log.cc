@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "buffer/mtr.h"
+#include "page/page_format.h"
 #include "util/coding.h"
 #include "util/strings.h"
 
@@ -38,6 +39,32 @@ Status ApplyPageEdits(uint8_t* page, uint32_t page_size, const uint8_t* edits, s
     off += head + follows;
   }
   return Status::OK();
+}
+
+}  // namespace subito::buffer
+
+namespace subito::buffer {
+
+Status ApplyEntryIfNewer(uint8_t* page, uint32_t page_size, uint32_t space, uint32_t page_no,
+                         uint64_t end, const uint8_t* edits, size_t n, uint64_t* lsn,
+                         uint64_t upto) {
+  if (end <= *lsn || end > upto) return Status::OK();
+  Status st = ApplyPageEdits(page, page_size, edits, n);
+  if (!st.ok()) {
+    return Status::Corruption(
+        StrFormat("page %u of space %u: %s", page_no, space, st.message().c_str()));
+  }
+  page::SetPageLsn(page, end);
+  *lsn = end;
+  return Status::OK();
+}
+
+Status ApplyStoredEntries(const PageLogStore& store, uint8_t* page, uint32_t page_size,
+                          uint32_t space, uint32_t page_no, uint64_t* lsn, uint64_t upto) {
+  if (store.Used(space, page_no) == 0) return Status::OK();
+  return store.ForEachEntry(space, page_no, [&](uint64_t end, const uint8_t* edits, size_t n) {
+    return ApplyEntryIfNewer(page, page_size, space, page_no, end, edits, n, lsn, upto);
+  });
 }
 
 }  // namespace subito::buffer

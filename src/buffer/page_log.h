@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "subito/status.h"
+#include "util/coding.h"
 
 namespace subito::buffer {
 
@@ -49,5 +50,30 @@ class PageLogStore {
 // ids: u16 offset, u16 kind and length, [u16 source], literal bytes) to a
 // page of `page_size` bytes. Corruption if they do not parse or fit.
 Status ApplyPageEdits(uint8_t* page, uint32_t page_size, const uint8_t* edits, size_t n);
+
+// Applies one entry that ends at `end` to the page if `end` is in
+// (*lsn, upto] (else it is in the page already, or after what is wanted),
+// and sets the page LSN and *lsn to `end`. Corruption names the page.
+Status ApplyEntryIfNewer(uint8_t* page, uint32_t page_size, uint32_t space, uint32_t page_no,
+                         uint64_t end, const uint8_t* edits, size_t n, uint64_t* lsn,
+                         uint64_t upto = UINT64_MAX);
+// The same for each of the page's entries in the store, in order.
+Status ApplyStoredEntries(const PageLogStore& store, uint8_t* page, uint32_t page_size,
+                          uint32_t space, uint32_t page_no, uint64_t* lsn,
+                          uint64_t upto = UINT64_MAX);
+
+// Entries kept in memory (the pool's pending ones, a recipe's), one after
+// another: u64 end_lsn, u32 n, then n edit bytes. Calls fn(end, entry,
+// edits, n) for each, `entry` pointing at its header.
+template <typename Fn>
+void ForEachPendingEntry(const std::vector<uint8_t>& pending, Fn&& fn) {
+  for (size_t off = 0; off < pending.size();) {
+    const uint8_t* e = pending.data() + off;
+    const uint64_t end = DecodeFixed64(e);
+    const uint32_t n = DecodeFixed32(e + 8);
+    fn(end, e, e + 12, n);
+    off += 12 + size_t{n};
+  }
+}
 
 }  // namespace subito::buffer

@@ -180,14 +180,16 @@ PageVersions::Kept PageVersions::Find(const Epoch& epoch, PageId id) const {
   return kept;
 }
 
+Status PageVersions::Unbuildable(const Epoch& epoch) {
+  return Status::SnapshotTooOld(StrFormat(
+      "snapshot too old: a page as of LSN %llu it reads could not be rebuilt from its file "
+      "image and per-page log before the page was written (see the error log); start the "
+      "transaction again",
+      static_cast<unsigned long long>(epoch.lsn)));
+}
+
 Result<PageVersions::Kept> PageVersions::Image(const Epoch& epoch, PageId id) const {
-  if (epoch.unbuildable.load(std::memory_order_acquire)) {
-    return Status::SnapshotTooOld(StrFormat(
-        "snapshot too old: a page as of LSN %llu it reads could not be rebuilt from its file "
-        "image and per-page log before the page was written (see the error log); start the "
-        "transaction again",
-        static_cast<unsigned long long>(epoch.lsn)));
-  }
+  if (epoch.unbuildable.load(std::memory_order_acquire)) return Unbuildable(epoch);
   if (epoch.cut.load(std::memory_order_acquire)) {
     return Status::SnapshotTooOld(StrFormat(
         "snapshot too old: the copies of pages as of LSN %llu it reads went over their budget "

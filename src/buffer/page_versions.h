@@ -169,6 +169,8 @@ class PageVersions {
   // A recipe that cannot be built before its page is written: the epochs
   // holding it are cut (their readers get SnapshotTooOld).
   void CutHolders(PageId id, const PageRecipe* recipe);
+  // What a read of an epoch cut that way fails with.
+  static Status Unbuildable(const Epoch& epoch);
   // Forgets the images and recipes of a dropped space.
   void DropSpace(uint32_t space);
   Stats stats() const;

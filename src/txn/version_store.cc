@@ -307,10 +307,7 @@ std::optional<std::string> VersionStore::NeighborAsOf(const AsOfSnapshot& as_of,
 Status AsOfSnapshot::Check() const {
   if (!epoch->cut.load(std::memory_order_acquire)) return Status::OK();
   if (epoch->unbuildable.load(std::memory_order_acquire)) {
-    return Status::SnapshotTooOld(
-        "snapshot too old: a page as of its moment could not be rebuilt from its file image and "
-        "per-page log before the page was written (see the error log); start the transaction "
-        "again");
+    return buffer::PageVersions::Unbuildable(*epoch);
   }
   return Status::SnapshotTooOld(
       "snapshot too old: its pages as of an earlier moment went over "

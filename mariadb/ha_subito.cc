@@ -1221,6 +1221,18 @@ int ha_subito::check(THD* thd, HA_CHECK_OPT*) {
   });
 }
 
+// ---- ANALYZE TABLE ----
+
+int ha_subito::analyze(THD* thd, HA_CHECK_OPT*) {
+  return Guard(thd, "analyze", [&]() -> int {
+    Status st = EngineTable()->Recount();
+    if (st.ok()) return HA_ADMIN_OK;
+    push_warning_printf(thd, Sql_condition::WARN_LEVEL_WARN, ER_NOT_KEYFILE, "Subito: %s",
+                        st.ToString().c_str());
+    return st.IsCorruption() ? HA_ADMIN_CORRUPT : HA_ADMIN_FAILED;
+  });
+}
+
 // ---- statistics ----
 
 ha_rows ha_subito::records_in_range(uint inx, const key_range* min_key, const key_range* max_key,

@@ -87,6 +87,7 @@ TEST(BTreeBuilder, BuiltTreesMatchTheirEntriesAndStayValidTrees) {
     }
     ExpectScansMatch(*h.tree, m);
     h.Close(false);  // nothing flushed: the build comes back through redo
+    ExpectReopenedTreeMatches(dir.path(), m, Left::kCrashed);
     ExpectReopenedTreeMatches(dir.path(), m);
   }
 }
@@ -161,7 +162,7 @@ TEST(BTreeBuilder, ARestartFindsTheTreeEmptyBeforeFinishAndWholeAfter) {
     }
     ASSERT_TRUE(h.log->WaitDurable(h.log->reserved_lsn()).ok());
     h.Close(false);
-    ExpectReopenedTreeMatches(dir.path(), finish ? m : Model{});
+    ExpectReopenedTreeMatches(dir.path(), finish ? m : Model{}, Left::kCrashed);
   }
 }
 

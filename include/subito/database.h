@@ -425,6 +425,9 @@ class Table {
     uint64_t rows = 0, primary_pages = 0, pages = 0;
   };
   virtual Size Sizes() const = 0;
+  // Counts every index's entries again (ANALYZE TABLE): Size::rows is a
+  // statistic that a crash may leave off by a few percent (BTree::entries).
+  virtual Status Recount() = 0;
   // The next value for the auto-increment column (above every value stored
   // or handed out since Open). Not transactional, like InnoDB's.
   virtual Result<uint64_t> NextAutoIncrement() = 0;

@@ -67,7 +67,59 @@ Result<std::unique_ptr<BTree>> BTree::Open(buffer::BufferPool* pool, uint32_t sp
 }
 
 Result<uint64_t> BTree::entries() {
-  return entries_.load(std::memory_order_relaxed);
+  return NotBelowZero(entries_.load(std::memory_order_relaxed));
+}
+
+Status BTree::PersistEntries() {
+  if (entries_.load(std::memory_order_relaxed) == stored_entries_.load(std::memory_order_relaxed)) {
+    return Status::OK();
+  }
+  SUBITO_RETURN_IF_ERROR(pool_->LogFreeCheck());
+  std::shared_lock tree(latch_);
+  Op op(this);
+  return op.Commit(/*store_count=*/true);
+}
+
+Status BTree::Recount() {
+  const uint64_t before = entries_.load(std::memory_order_relaxed);
+  uint64_t n = 0;
+  std::string from;  // keys from here on are still to count
+  for (uint64_t hops = 0;;) {
+    std::shared_lock tree(latch_);
+    Result<PageHandle> h = LeafPage(from, Latch::kShared);
+    for (uint32_t leaves = 0;; ++leaves, ++hops) {
+      if (!h.ok()) return h.status();
+      if (hops > (uint64_t{1} << 32)) {
+        return Status::Corruption(StrFormat("space %u: B-tree leaf chain does not end", space_));
+      }
+      const NodeView leaf(h->data(), pool_->page_size());
+      if (!leaf.leaf()) return Status::Corruption("B-tree leaf chain leads to an internal node");
+      n += leaf.count() - (leaves == 0 ? leaf.LowerBound(from) : 0);
+      const uint32_t next = leaf.next();
+      if (next == 0) {
+        tree.unlock();
+        // A change committed during the walk counts once, or twice where
+        // the walk saw it.
+        entries_.fetch_add(n - before, std::memory_order_relaxed);
+        return PersistEntries();
+      }
+      if (leaves >= 255 && leaf.count() > 0) {
+        from = std::string(leaf.Key(static_cast<uint16_t>(leaf.count() - 1)));
+        from.push_back('\0');  // the least key above it
+        break;
+      }
+      h->Release();
+      h = Fetch(next, Latch::kShared);
+    }
+  }
+}
+
+Result<bool> BTree::Empty() {
+  std::shared_lock tree(latch_);
+  Result<PageHandle> root = Fetch(root_, Latch::kShared);
+  if (!root.ok()) return root.status();
+  const NodeView n(root->data(), pool_->page_size());
+  return n.leaf() && n.count() == 0;
 }
 
 Result<uint32_t> BTree::height() {
@@ -82,10 +134,10 @@ Result<bool> BTree::Pristine() {
   Result<PageHandle> header = pool_->Fetch({space_, 0}, Latch::kShared);
   if (!header.ok()) return header.status();
   const uint8_t* h = header->data();
+  // The header's count is a statistic: an empty root says there is no key.
   for (uint32_t at = kMetaFreeHead; at < kMetaBuilding + 4 * kBuildSlots; at += 4) {
     if (at != kMetaEntries && at != kMetaEntries + 4 && DecodeFixed32(h + at) != 0) return false;
   }
-  if (DecodeFixed64(h + kMetaEntries) != 0) return false;
   Result<PageHandle> root = Fetch(root_, Latch::kShared);
   if (!root.ok()) return root.status();
   const NodeView n(root->data(), pool_->page_size());
@@ -110,6 +162,7 @@ Status BTree::ResetToEmpty() {
   op.Write(*meta, kMetaFreeHead, zeros.data(), static_cast<uint32_t>(zeros.size()));
   SUBITO_RETURN_IF_ERROR(op.Commit());
   entries_.store(0, std::memory_order_relaxed);
+  stored_entries_.store(0, std::memory_order_relaxed);
   garbage_hint_.store(false, std::memory_order_relaxed);
   id_.store(NextId(), std::memory_order_relaxed);
   return Status::OK();

@@ -57,6 +57,7 @@
 //       prepared (txn_records.h P1), which their end releases or restores.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -161,9 +162,24 @@ class BTree {
   // The longest chain written in the mini-transaction that links it.
   uint64_t chunk_bytes() const;
   uint32_t root() const { return root_; }
-  // Keys in the tree (kept in the space header, updated with every change,
-  // and mirrored in memory: reading it fetches no page).
+  // Keys in the tree: counted in memory with every committed change, so
+  // exact while the tree is open. The space header keeps a copy (a
+  // statistic, docs/formats/page.md), written only when the count has moved
+  // more than CountSlack(copy) away from it, by an operation that holds the
+  // header anyway, and by PersistEntries: a change of a row latches its leaf
+  // alone. After a crash the copy read back is off by about CountSlack.
   Result<uint64_t> entries();
+  static uint64_t CountSlack(uint64_t stored) { return std::max<uint64_t>(64, stored / 32); }
+  // Writes the count to the space header if the copy there differs (an
+  // owner's clean close; with no change running, the copy is then exact).
+  Status PersistEntries();
+  // Counts the keys leaf by leaf (the tree latch taken per 256 leaves) and
+  // makes that the count, in memory and in the header (ANALYZE TABLE): exact
+  // when no change runs meanwhile, so a crash's drift goes.
+  Status Recount();
+  // Whether the tree holds no key (its root is an empty leaf): exact, from
+  // the pages, unlike the count after a crash.
+  Result<bool> Empty();
   // Levels: 1 for a lone leaf root.
   Result<uint32_t> height();
   // Whether the tree is a lone empty root leaf, with no free pages and no
@@ -193,7 +209,23 @@ class BTree {
 
  private:
   BTree(buffer::BufferPool* pool, uint32_t space_id, uint32_t root, uint64_t entries)
-      : pool_(pool), space_(space_id), root_(root), id_(NextId()), entries_(entries) {}
+      : pool_(pool),
+        space_(space_id),
+        root_(root),
+        id_(NextId()),
+        entries_(entries),
+        stored_entries_(entries) {}
+  // Whether `count` has moved past the slack of the header's copy.
+  bool CountDrifted(uint64_t count) const {
+    const uint64_t stored = stored_entries_.load(std::memory_order_relaxed);
+    const int64_t off = static_cast<int64_t>(count - stored);
+    return static_cast<uint64_t>(off < 0 ? -off : off) > CountSlack(stored);
+  }
+  // The in-memory count may go below zero after a crash took increments
+  // that the undo of losers then takes again; it reads as zero.
+  static uint64_t NotBelowZero(uint64_t count) {
+    return static_cast<int64_t>(count) < 0 ? 0 : count;
+  }
   static uint64_t NextId() {
     static std::atomic<uint64_t> next{1};
     return next.fetch_add(1, std::memory_order_relaxed);
@@ -260,9 +292,11 @@ class BTree {
   // Mtr commits, before its latches go). A cursor that saw the count before
   // copying a leaf may keep reading the copy while the count is unchanged.
   std::atomic<uint64_t> changes_{0};
-  // The space header's key count, as of the last committed Op (updated
-  // while that Op still latches the header).
+  // The key count as of the last committed Op (added after its Mtr commits,
+  // while it still latches its pages; two's complement: see NotBelowZero),
+  // and the copy last written to (or read from) the space header.
   std::atomic<uint64_t> entries_;
+  std::atomic<uint64_t> stored_entries_;
   std::mutex slot_mu_;  // build slots in use (bits)
   std::condition_variable slot_cv_;
   uint32_t slots_busy_ = 0;

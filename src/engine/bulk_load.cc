@@ -29,9 +29,8 @@ namespace subito::engine {
 namespace {
 
 bool EmptyTree(btree::BTree* tree) {
-  Result<uint64_t> n = tree->entries();
-  Result<uint32_t> h = tree->height();
-  return n.ok() && h.ok() && *n == 0 && *h == 1;
+  Result<bool> empty = tree->Empty();
+  return empty.ok() && *empty;
 }
 
 class BulkLoaderImpl final : public BulkLoader {

@@ -78,6 +78,7 @@ class TableImpl final : public Table {
   const TableDef& def() const override { return def_; }
   TableStats Stats() const override;
   Size Sizes() const override;
+  Status Recount() override;
   Result<uint64_t> NextAutoIncrement() override;
   Result<uint64_t> EstimateRange(uint32_t index, const std::optional<Bound>& lo,
                                  const std::optional<Bound>& hi) override;

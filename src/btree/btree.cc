@@ -81,9 +81,12 @@ Status BTree::PersistEntries() {
 }
 
 Status BTree::Recount() {
+  std::lock_guard one_walk(recount_mu_);
   const uint64_t before = entries_.load(std::memory_order_relaxed);
+  const uint64_t id = id_.load(std::memory_order_relaxed);
   uint64_t n = 0;
   std::string from;  // keys from here on are still to count
+  std::string last;  // the last key counted: the chain ascends past it
   for (uint64_t hops = 0;;) {
     std::shared_lock tree(latch_);
     Result<PageHandle> h = LeafPage(from, Latch::kShared);
@@ -94,17 +97,29 @@ Status BTree::Recount() {
       }
       const NodeView leaf(h->data(), pool_->page_size());
       if (!leaf.leaf()) return Status::Corruption("B-tree leaf chain leads to an internal node");
-      n += leaf.count() - (leaves == 0 ? leaf.LowerBound(from) : 0);
+      const uint16_t first = leaves == 0 ? leaf.LowerBound(from) : 0;
+      if (first < leaf.count()) {
+        if ((n > 0 || !from.empty()) && CompareKeys(leaf.Key(first), last) <= 0) {
+          return Status::Corruption(StrFormat("space %u: B-tree leaf chain does not ascend at page %u",
+                                              space_, h->id().page_no));
+        }
+        last.assign(leaf.Key(static_cast<uint16_t>(leaf.count() - 1)));
+      }
+      n += leaf.count() - first;
       const uint32_t next = leaf.next();
       if (next == 0) {
-        tree.unlock();
         // A change committed during the walk counts once, or twice where
-        // the walk saw it.
-        entries_.fetch_add(n - before, std::memory_order_relaxed);
+        // the walk saw it. A ResetToEmpty meanwhile (a new id, taken under
+        // the exclusive latch) set the count itself.
+        if (id_.load(std::memory_order_relaxed) == id) {
+          entries_.fetch_add(n - before, std::memory_order_relaxed);
+        }
+        tree.unlock();
         return PersistEntries();
       }
-      if (leaves >= 255 && leaf.count() > 0) {
-        from = std::string(leaf.Key(static_cast<uint16_t>(leaf.count() - 1)));
+      // The walk lets structure changes in every 64 leaves.
+      if (leaves >= 63 && leaf.count() > 0) {
+        from = last;
         from.push_back('\0');  // the least key above it
         break;
       }
@@ -527,7 +542,7 @@ Status BTree::InsertAt(Op& op, std::vector<uint32_t> path, Entry entry) {
 // Optimistic descent (InnoDB's BTR_MODIFY_LEAF): under the shared tree
 // latch, a change that stays inside its leaf (no split, no merge, no
 // overflow pages) latches only that leaf (and, at commit, the space header
-// for the key count). Internal nodes change only under the exclusive tree
+// when the key count's copy is due: BTree::entries). Internal nodes change only under the exclusive tree
 // latch, so the path found under the shared one still leads to the key's
 // leaf. Returns false, having changed nothing, when the change needs more.
 Result<buffer::PageHandle*> BTree::LeafFor(Op& op, std::string_view key, std::vector<uint8_t>& img,

@@ -162,20 +162,23 @@ class BTree {
   // The longest chain written in the mini-transaction that links it.
   uint64_t chunk_bytes() const;
   uint32_t root() const { return root_; }
-  // Keys in the tree: counted in memory with every committed change, so
-  // exact while the tree is open. The space header keeps a copy (a
-  // statistic, docs/formats/page.md), written only when the count has moved
-  // more than CountSlack(copy) away from it, by an operation that holds the
-  // header anyway, and by PersistEntries: a change of a row latches its leaf
-  // alone. After a crash the copy read back is off by about CountSlack.
+  // Keys in the tree: counted in memory with every committed change, from
+  // the space header's copy at open (a statistic, docs/formats/page.md).
+  // The copy is written only when the count has moved more than
+  // CountSlack(copy) away from it, by a change of the count that holds the
+  // header anyway, and by PersistEntries: a change of a key latches its leaf
+  // alone. A crash loses at most about CountSlack of the count, which stays
+  // off (and is persisted so) until Recount.
   Result<uint64_t> entries();
   static uint64_t CountSlack(uint64_t stored) { return std::max<uint64_t>(64, stored / 32); }
   // Writes the count to the space header if the copy there differs (an
   // owner's clean close; with no change running, the copy is then exact).
   Status PersistEntries();
-  // Counts the keys leaf by leaf (the tree latch taken per 256 leaves) and
-  // makes that the count, in memory and in the header (ANALYZE TABLE): exact
-  // when no change runs meanwhile, so a crash's drift goes.
+  // Counts the keys leaf by leaf (the tree latch taken per 64 leaves) and
+  // makes that the count, in memory and in the header (ANALYZE TABLE), so a
+  // crash's drift goes: exact when no change runs meanwhile; a change during
+  // the walk is counted twice where the walk saw it. Corruption when the
+  // leaf chain does not ascend.
   Status Recount();
   // Whether the tree holds no key (its root is an empty leaf): exact, from
   // the pages, unlike the count after a crash.
@@ -219,10 +222,10 @@ class BTree {
   bool CountDrifted(uint64_t count) const {
     const uint64_t stored = stored_entries_.load(std::memory_order_relaxed);
     const int64_t off = static_cast<int64_t>(count - stored);
-    return static_cast<uint64_t>(off < 0 ? -off : off) > CountSlack(stored);
+    return static_cast<uint64_t>(off < 0 ? -off : off) > CountSlack(NotBelowZero(stored));
   }
   // The in-memory count may go below zero after a crash took increments
-  // that the undo of losers then takes again; it reads as zero.
+  // that later deletes take again; it reads (and is written) as zero.
   static uint64_t NotBelowZero(uint64_t count) {
     return static_cast<int64_t>(count) < 0 ? 0 : count;
   }
@@ -294,9 +297,11 @@ class BTree {
   std::atomic<uint64_t> changes_{0};
   // The key count as of the last committed Op (added after its Mtr commits,
   // while it still latches its pages; two's complement: see NotBelowZero),
-  // and the copy last written to (or read from) the space header.
+  // and the count last written to the space header (or read from it: the
+  // header holds it not below zero).
   std::atomic<uint64_t> entries_;
   std::atomic<uint64_t> stored_entries_;
+  std::mutex recount_mu_;  // one Recount at a time
   std::mutex slot_mu_;  // build slots in use (bits)
   std::condition_variable slot_cv_;
   uint32_t slots_busy_ = 0;

@@ -196,26 +196,29 @@ class BTree::Op {
 
   // The number of keys changes by `delta` with this operation.
   void CountEntries(int64_t delta) { entry_delta_ += delta; }
-  // The header's copy of the count is written when this Op holds the
-  // header anyway or the count drifted past its slack (BTree::entries), or
-  // when `store_count` (PersistEntries). The header is latched last, after
-  // the Op's other pages, as every Op takes it.
+  // The header's copy of the count is written when this Op changes the
+  // count and holds the header anyway, or the count drifted past its slack
+  // (BTree::entries), or when `store_count` (PersistEntries). The header is
+  // latched after the Op's other pages, as Ops that change leaves take it.
   Status Commit(bool store_count = false) {
     bool stored = false;
     uint64_t count = 0;
-    if (store_count ||
+    const uint64_t delta = static_cast<uint64_t>(entry_delta_);
+    const bool held = entry_delta_ != 0 && Find(0) != nullptr;
+    if (store_count || held ||
         (entry_delta_ != 0 &&
-         (Find(0) != nullptr || t_->CountDrifted(t_->entries_.load(std::memory_order_relaxed) +
-                                                 static_cast<uint64_t>(entry_delta_))))) {
+         t_->CountDrifted(t_->entries_.load(std::memory_order_relaxed) + delta))) {
       Result<PageHandle*> meta = Page(0, false);
       if (!meta.ok()) return meta.status();
-      // Read under the header's latch: an Op that wrote the copy before
-      // has added its delta.
-      count = t_->entries_.load(std::memory_order_relaxed) + static_cast<uint64_t>(entry_delta_);
-      uint8_t bytes[8];
-      EncodeFixed64(bytes, NotBelowZero(count));
-      mtr_.Write(**meta, kMetaEntries, bytes, 8);
-      stored = true;
+      // Read under the header's latch: an Op that wrote the copy before has
+      // added its delta, and may have made this write needless.
+      count = t_->entries_.load(std::memory_order_relaxed) + delta;
+      if (store_count || held || t_->CountDrifted(count)) {
+        uint8_t bytes[8];
+        EncodeFixed64(bytes, NotBelowZero(count));
+        mtr_.Write(**meta, kMetaEntries, bytes, 8);
+        stored = true;
+      }
     }
     if (mtr_.empty()) return Status::OK();
     SUBITO_RETURN_IF_ERROR(mtr_.Commit().status());
@@ -223,7 +226,7 @@ class BTree::Op {
       t_->entries_.fetch_add(static_cast<uint64_t>(entry_delta_), std::memory_order_relaxed);
       entry_delta_ = 0;
     }
-    if (stored) t_->stored_entries_.store(NotBelowZero(count), std::memory_order_relaxed);
+    if (stored) t_->stored_entries_.store(count, std::memory_order_relaxed);
     t_->changes_.fetch_add(1, std::memory_order_release);
     if (moves_ != nullptr) {
       for (std::string& r : moved_.retired) moves_->retired.push_back(std::move(r));

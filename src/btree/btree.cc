@@ -100,8 +100,8 @@ Status BTree::Recount() {
       const uint16_t first = leaves == 0 ? leaf.LowerBound(from) : 0;
       if (first < leaf.count()) {
         if ((n > 0 || !from.empty()) && CompareKeys(leaf.Key(first), last) <= 0) {
-          return Status::Corruption(StrFormat("space %u: B-tree leaf chain does not ascend at page %u",
-                                              space_, h->id().page_no));
+          return Status::Corruption(StrFormat(
+              "space %u: B-tree leaf chain does not ascend at page %u", space_, h->id().page_no));
         }
         last.assign(leaf.Key(static_cast<uint16_t>(leaf.count() - 1)));
       }
@@ -542,9 +542,9 @@ Status BTree::InsertAt(Op& op, std::vector<uint32_t> path, Entry entry) {
 // Optimistic descent (InnoDB's BTR_MODIFY_LEAF): under the shared tree
 // latch, a change that stays inside its leaf (no split, no merge, no
 // overflow pages) latches only that leaf (and, at commit, the space header
-// when the key count's copy is due: BTree::entries). Internal nodes change only under the exclusive tree
-// latch, so the path found under the shared one still leads to the key's
-// leaf. Returns false, having changed nothing, when the change needs more.
+// when the key count's copy is due: BTree::entries). Internal nodes change only under the exclusive
+// tree latch, so the path found under the shared one still leads to the key's leaf. Returns false,
+// having changed nothing, when the change needs more.
 Result<buffer::PageHandle*> BTree::LeafFor(Op& op, std::string_view key, std::vector<uint8_t>& img,
                                            bool* is_root) {
   Result<PageHandle> h = FindLeaf(key, Latch::kExclusive);

@@ -302,7 +302,7 @@ class BTree {
   std::atomic<uint64_t> entries_;
   std::atomic<uint64_t> stored_entries_;
   std::mutex recount_mu_;  // one Recount at a time
-  std::mutex slot_mu_;  // build slots in use (bits)
+  std::mutex slot_mu_;     // build slots in use (bits)
   std::condition_variable slot_cv_;
   uint32_t slots_busy_ = 0;
   std::mutex garbage_mu_;  // one CollectGarbage at a time

@@ -27,6 +27,14 @@ class LogicalReader {
       n -= chunk;
     }
   }
+  // n bytes at lsn: in place when they lie in one stripe, else copied to
+  // scratch.
+  const uint8_t* Span(Lsn lsn, size_t n, std::vector<uint8_t>& scratch) const {
+    if (g_.ContiguousAt(lsn) >= n) return Piece(lsn);
+    scratch.resize(n);
+    Read(lsn, n, scratch.data());
+    return scratch.data();
+  }
   const uint8_t* Piece(Lsn lsn) const {
     return streams_[g_.StreamOf(lsn)].data + g_.FileOffsetOf(lsn);
   }
@@ -41,9 +49,14 @@ class LogicalReader {
   const Geometry& g_;
 };
 
-// I1, for the record expected at p. On success fills `out` (payload in scratch).
+// Where a record's payload is read: in the log's own bytes where it lies in
+// one stripe (valid while nothing appends: the open's walks), or always
+// copied to scratch (a read while appends may wrap over it).
+enum class Payload { kInPlace, kCopied };
+
+// I1, for the record expected at p. On success fills `out`.
 bool CheckRecord(const LogicalReader& r, const LogState& st, Lsn p, std::vector<uint8_t>& scratch,
-                 LogRecordView* out, std::string* why) {
+                 LogRecordView* out, std::string* why, Payload where = Payload::kInPlace) {
   Lsn limit = st.checkpoint_lsn + st.geometry.capacity();
   if (p + kRecordHeaderSize > limit) {
     *why = "log is full up to here";
@@ -72,9 +85,15 @@ bool CheckRecord(const LogicalReader& r, const LogState& st, Lsn p, std::vector<
     *why = StrFormat("length %u runs past the end of the log", length);
     return false;
   }
-  scratch.resize(length);
-  r.Read(p + kRecordHeaderSize, length, scratch.data());
-  if (RecordCrc(st.salt, h, scratch.data(), length) != DecodeFixed32(h)) {
+  const uint8_t* payload;
+  if (where == Payload::kInPlace) {
+    payload = r.Span(p + kRecordHeaderSize, length, scratch);
+  } else {
+    scratch.resize(length);
+    r.Read(p + kRecordHeaderSize, length, scratch.data());
+    payload = scratch.data();
+  }
+  if (RecordCrc(st.salt, h, payload, length) != DecodeFixed32(h)) {
     *why = "checksum mismatch";
     return false;
   }
@@ -82,19 +101,39 @@ bool CheckRecord(const LogicalReader& r, const LogState& st, Lsn p, std::vector<
   out->flags = DecodeFixed16(h + 6);
   out->lsn = p;
   out->end = p + RecordSpan(length);
-  out->payload = scratch.data();
+  out->payload = payload;
   out->length = length;
   return true;
 }
 
-// A record ScanLog found valid, read again: failing now means the bytes
-// changed since the scan.
+// A record ScanLog found valid, read again (and copied) while appends may
+// run: failing now means the bytes changed since the scan.
 Status RecheckRecord(const LogicalReader& r, const LogState& st, Lsn p,
                      std::vector<uint8_t>& scratch, LogRecordView* out) {
   std::string why;
-  if (!CheckRecord(r, st, p, scratch, out, &why)) {
+  if (!CheckRecord(r, st, p, scratch, out, &why, Payload::kCopied)) {
     return Status::Corruption(r.Where(p) + ": " + why + " (changed since the scan)");
   }
+  return Status::OK();
+}
+
+// The record at p of the chain ScanLog has just checked, before anything is
+// appended: its header is read again (the chain must still lead from the
+// checkpoint to the end), not its checksum.
+Status WalkRecord(const LogicalReader& r, const LogState& st, Lsn p,
+                  std::vector<uint8_t>& scratch, LogRecordView* out) {
+  uint8_t h[kRecordHeaderSize];
+  r.Read(p, sizeof h, h);
+  const uint32_t length = DecodeFixed32(h + 8);
+  if (DecodeFixed64(h + 16) != p || RecordSpan(length) > st.end_lsn - p) {
+    return Status::Corruption(r.Where(p) + ": record header changed since the scan");
+  }
+  out->type = DecodeFixed16(h + 4);
+  out->flags = DecodeFixed16(h + 6);
+  out->lsn = p;
+  out->end = p + RecordSpan(length);
+  out->payload = r.Span(p + kRecordHeaderSize, length, scratch);
+  out->length = length;
   return Status::OK();
 }
 
@@ -294,7 +333,7 @@ Status ForEachRecord(const std::vector<StreamView>& streams, const LogState& sta
   std::vector<uint8_t> scratch;
   LogRecordView rec{};
   for (Lsn p = state.checkpoint_lsn; p < state.end_lsn; p = rec.end) {
-    SUBITO_RETURN_IF_ERROR(RecheckRecord(reader, state, p, scratch, &rec));
+    SUBITO_RETURN_IF_ERROR(WalkRecord(reader, state, p, scratch, &rec));
     SUBITO_RETURN_IF_ERROR(fn(rec));
   }
   return Status::OK();

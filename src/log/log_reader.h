@@ -52,7 +52,10 @@ Result<LogState> ScanLog(const std::vector<StreamView>& streams);
 
 // Calls fn for each record in [state.checkpoint_lsn, state.end_lsn), in LSN
 // order; stops at the first non-OK status fn returns. `state` must come from
-// ScanLog over the same bytes.
+// ScanLog over the same bytes, whose checksums it checked: the walk reads
+// each header again (the chain must hold) but not the checksums. A record's
+// payload may point into the log's bytes; it is valid during fn, and only
+// while no append can wrap over those records (the checkpoint held).
 Status ForEachRecord(const std::vector<StreamView>& streams, const LogState& state,
                      const std::function<Status(const LogRecordView&)>& fn);
 

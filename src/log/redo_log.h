@@ -94,7 +94,8 @@ class RedoLog {
   // threads. Appends waiting on a full log fail with Shutdown.
   Status Close();
 
-  // The log as Open found it, and its records from the checkpoint to the end.
+  // The log as Open found it, and its records from the checkpoint to the end
+  // (log_reader.h ForEachRecord: during recovery, the checkpoint held).
   const LogState& recovered() const { return recovered_; }
   Status ForEachRecoveredRecord(const std::function<Status(const LogRecordView&)>& fn) const;
   // One of those records, by its start LSN (log_reader.h ReadRecordAt). Valid

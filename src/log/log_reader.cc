@@ -120,8 +120,8 @@ Status RecheckRecord(const LogicalReader& r, const LogState& st, Lsn p,
 // The record at p of the chain ScanLog has just checked, before anything is
 // appended: its header is read again (the chain must still lead from the
 // checkpoint to the end), not its checksum.
-Status WalkRecord(const LogicalReader& r, const LogState& st, Lsn p,
-                  std::vector<uint8_t>& scratch, LogRecordView* out) {
+Status WalkRecord(const LogicalReader& r, const LogState& st, Lsn p, std::vector<uint8_t>& scratch,
+                  LogRecordView* out) {
   uint8_t h[kRecordHeaderSize];
   r.Read(p, sizeof h, h);
   const uint32_t length = DecodeFixed32(h + 8);

@@ -258,6 +258,9 @@ def main():
     for gb in args.sizes:
         for engine in engines:
             res.setdefault(engine, {})[f"{gb:g}"] = run_engine(args, engine, gb)
+            # What is measured so far survives a later size's failure.
+            with open(os.path.join(args.out, "restart.partial.json"), "w") as f:
+                json.dump(res, f, indent=2)
     print("\n| data | log | Subito first answer s (engine open s) | InnoDB first answer s | "
           "clean start s (Subito / InnoDB) | s to 90% tps (Subito / InnoDB) |")
     print("|---|---|---:|---:|---:|---:|")

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -217,6 +218,55 @@ TEST(BufferPool, TheCheckpointStaysWhileHeld) {
   ASSERT_TRUE(st.pool->Checkpoint().ok());
   EXPECT_GT(st.log->checkpoint_lsn(), before);
   st.Close(true);
+}
+
+// Between a restart's pool creation and recovery's own hold, the cleaners
+// (every 5 ms here) must not move the checkpoint to the log's end: a crash
+// before the redone pages are written would lose their redo.
+TEST(BufferPool, APoolMadeForRecoveryKeepsTheCheckpointUntilReleased) {
+  test::ScratchDir dir;
+  Model model;
+  {
+    Stack st(dir.path(), 64 * kPs);
+    ASSERT_TRUE(st.Open().ok());
+    auto pages = MakePages(st.pool.get(), 5);
+    ASSERT_TRUE(st.pool->FlushAll().ok());
+    st.pool->HoldCheckpoint();
+    for (uint32_t i = 0; i < 50; ++i) {
+      ASSERT_TRUE(SetValue(st.pool.get(), pages[i % 5], i, i + 1).ok());
+      model[{pages[i % 5], i}] = i + 1;
+    }
+    ASSERT_TRUE(st.log->WaitDurable(st.log->reserved_lsn()).ok());
+    st.Close(false);  // a crash: the changes are in the log only
+  }
+  test::ScratchDir unheld;
+  std::filesystem::copy(
+      dir.path(), unheld.path(),
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  for (bool held : {true, false}) {
+    test::StorageStackOptions o;
+    o.pool_bytes = 64 * kPs;
+    o.checkpoint_held = held;
+    test::StorageStack st(held ? dir.path() : unheld.path(), o);
+    ASSERT_TRUE(st.Open().ok());
+    const log::Lsn recovered = st.log->recovered().checkpoint_lsn;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // twenty cleaner rounds
+    if (!held) {
+      // Without the hold the cleaners move it to the end: the redo is still
+      // in the log, but nothing names it any more.
+      EXPECT_GT(st.log->checkpoint_lsn(), recovered) << "the window the option closes";
+      st.Close(false);
+      continue;
+    }
+    EXPECT_EQ(st.log->checkpoint_lsn(), recovered);
+    ASSERT_TRUE(st.Recover().ok());  // its own hold took over
+    ExpectPoolMatches(st.pool.get(), model);
+    ASSERT_TRUE(st.pool->FlushAll().ok());
+    ASSERT_TRUE(st.pool->Checkpoint().ok());
+    EXPECT_GT(st.log->checkpoint_lsn(), recovered) << "the pool's hold was released";
+    st.Close(true);
+    ExpectFilesMatch(dir.path(), model);
+  }
 }
 
 TEST(BufferPool, AMtrThatCannotBeLoggedLeavesNoTraceInItsPages) {

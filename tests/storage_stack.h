@@ -26,6 +26,7 @@ struct StorageStackOptions {
   uint64_t page_version_limit = 0;
   buffer::PageLogStore* page_log = nullptr;  // NV-PPL's store, if any
   uint32_t page_log_threshold = 256;
+  bool checkpoint_held = false;  // BufferPoolOptions::checkpoint_held
 };
 
 class StorageStack {
@@ -61,6 +62,7 @@ class StorageStack {
     po.page_version_limit = o_.page_version_limit;
     po.page_log = o_.page_log;
     po.page_log_threshold = o_.page_log_threshold;
+    po.checkpoint_held = o_.checkpoint_held;
     auto p = buffer::BufferPool::Create(po, log.get(), dwb.get());
     if (!p.ok()) return p.status();
     pool = std::move(*p);

@@ -94,6 +94,10 @@ Result<std::unique_ptr<BufferPool>> BufferPool::Create(const BufferPoolOptions& 
     pool->frames_.push_back(std::move(f));
     pool->free_.push_back(static_cast<uint32_t>(frames - 1 - i));
   }
+  if (o.checkpoint_held) {
+    pool->start_hold_.store(true);
+    pool->HoldCheckpoint();
+  }
   for (uint32_t i = 0; i < o.cleaner_threads; ++i) {
     pool->cleaners_.emplace_back([p = pool.get()] { p->CleanerLoop(); });
   }

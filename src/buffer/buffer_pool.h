@@ -71,6 +71,13 @@ struct BufferPoolOptions {
   // passes half the log): it bounds the pass over the log after a crash.
   uint64_t max_checkpoint_age = 0;
   int cleaner_interval_ms = 100;
+  // The pool starts with the checkpoint held, before its cleaners run,
+  // until ReleaseStartHold (RecoverPages calls it once it holds the
+  // checkpoint itself). Recovery needs it from the start: a cleaner's
+  // checkpoint with nothing dirty yet would move the checkpoint to the log's
+  // end before the redo is indexed or done, and a crash before those pages
+  // are written would then lose it.
+  bool checkpoint_held = false;
   // LogFreeCheck gives up (Busy) when the checkpoint has not moved for this
   // long (a page write that keeps failing, a transaction pinning it).
   uint32_t log_full_timeout_ms = 60000;
@@ -229,6 +236,10 @@ class BufferPool {
     return log_->reserved_lsn() - checkpoint;
   }
   void ReleaseCheckpoint() { checkpoint_holds_.fetch_sub(1); }
+  // Releases BufferPoolOptions::checkpoint_held's hold; later calls do nothing.
+  void ReleaseStartHold() {
+    if (start_hold_.exchange(false)) ReleaseCheckpoint();
+  }
 
   // Lazy redo (pending_redo.h). StartLazyRedo holds the checkpoint (R1)
   // and takes the built index whole; from then on every page loaded from its
@@ -358,8 +369,9 @@ class BufferPool {
   std::vector<std::thread> cleaners_;
 
   std::atomic<int> checkpoint_holds_{0};
-  std::atomic<bool> age_wake_{false};  // LogFreeCheck woke the cleaners for the checkpoint age
-  std::function<void()> relief_;       // set before use, then read-only
+  std::atomic<bool> start_hold_{false};  // BufferPoolOptions::checkpoint_held, not yet released
+  std::atomic<bool> age_wake_{false};    // LogFreeCheck woke the cleaners for the checkpoint age
+  std::function<void()> relief_;         // set before use, then read-only
   std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, foreground_flushes_{0},
       checkpoints_{0};
   std::atomic<uint64_t> pages_logged_{0}, page_log_bytes_{0}, page_log_full_{0};

@@ -47,6 +47,7 @@ Result<PageRecoveryStats> RecoverPages(BufferPool* pool, DoubleWrite* dwb,
                                        const RecordFn& each) {
   PageRecoveryStats stats;
   pool->HoldCheckpoint();
+  pool->ReleaseStartHold();  // this hold takes over from the pool's own
   Status st;
   if (dwb) {
     Result<uint32_t> repaired = dwb->Repair([pool](uint32_t id) { return pool->Space(id); });

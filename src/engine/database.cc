@@ -386,6 +386,7 @@ Status DatabaseImpl::OpenAll() {
   po.log_full_timeout_ms = options_.log_full_timeout_ms;
   po.page_version_limit = options_.snapshot_page_budget_bytes;
   po.report = [this](const std::string& m) { Report(m); };
+  po.checkpoint_held = true;  // until Recover holds it
   if (ppl_) {
     po.page_log = ppl_.get();
     po.page_log_threshold = PplThreshold();
@@ -420,6 +421,7 @@ Status DatabaseImpl::OpenAll() {
       pool_.get(), dwb_.get(), [this](const txn::UndoRecord& u) { return ApplyUndo(u); },
       [this](uint32_t space) { return IsDroppedSpace(space); }, {fs_, options_.dir},
       options_.lazy_recovery, options_.background_undo);
+  pool_->ReleaseStartHold();  // if Recover failed before it took over
   if (!rs.ok()) return rs.status();
   recovery_.phases.emplace_back("pass over the log", rs->pass_seconds);
   recovery_.phases.emplace_back("losers' undo collected", rs->collect_seconds);

@@ -56,7 +56,7 @@ enum class Payload { kInPlace, kCopied };
 
 // I1, for the record expected at p. On success fills `out`.
 bool CheckRecord(const LogicalReader& r, const LogState& st, Lsn p, std::vector<uint8_t>& scratch,
-                 LogRecordView* out, std::string* why, Payload where = Payload::kInPlace) {
+                 LogRecordView* out, std::string* why, Payload where) {
   Lsn limit = st.checkpoint_lsn + st.geometry.capacity();
   if (p + kRecordHeaderSize > limit) {
     *why = "log is full up to here";
@@ -256,7 +256,7 @@ Result<LogState> ScanLog(const std::vector<StreamView>& streams) {
   // I2: walk the chain.
   Lsn p = st.checkpoint_lsn;
   std::string why;
-  while (CheckRecord(reader, st, p, scratch, &rec, &why)) {
+  while (CheckRecord(reader, st, p, scratch, &rec, &why, Payload::kInPlace)) {
     p = rec.end;
     ++st.records;
   }
@@ -301,7 +301,8 @@ Result<LogState> ScanLog(const std::vector<StreamView>& streams) {
       reader.Read(x + 16, sizeof w, w);
     }
     std::string ignored;
-    if (DecodeFixed64(w) != x || !CheckRecord(reader, st, x, scratch, &rec, &ignored)) {
+    if (DecodeFixed64(w) != x ||
+        !CheckRecord(reader, st, x, scratch, &rec, &ignored, Payload::kInPlace)) {
       x += kRecordAlign;
       continue;
     }

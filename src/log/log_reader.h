@@ -1,7 +1,9 @@
 // Recovery reader: validates a log given as byte images of its stream files
-// and finds its durable end (format.h, invariants I1-I5). It never trusts the
-// bytes: every length and offset is bounds-checked, and damage is reported as
-// Corruption naming the file and the offset.
+// and finds its durable end (format.h, invariants I1-I5). ScanLog and
+// ReadRecordAt never trust the bytes: every length and offset is
+// bounds-checked, every checksum checked, and damage is reported as
+// Corruption naming the file and the offset. ForEachRecord trusts the
+// checksums ScanLog has just checked (see there).
 //
 // Pure over memory, so tests hand it crash images directly; RedoLog::Open
 // hands it the mapped files.

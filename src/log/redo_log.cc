@@ -517,6 +517,12 @@ Status RedoLog::Close() {
 Status RedoLog::ForEachRecoveredRecord(
     const std::function<Status(const LogRecordView&)>& fn) const {
   if (!files_) return Status::Shutdown("log is closed");
+  // The walk trusts ScanLog's checksums: appends that could have wrapped
+  // over the recovered records end that trust.
+  if (reserved_.load() > recovered_.checkpoint_lsn + geometry_.capacity()) {
+    return Status::InvalidArgument(
+        "the recovered records may have been overwritten: the log has wrapped since its open");
+  }
   return ForEachRecord(views_, recovered_, fn);
 }
 

@@ -382,6 +382,12 @@ def restart_section(data, png):
            "Subito: pages left to redo lazily, all redone after s | "
            "InnoDB: first answer s | clean start s, Subito / InnoDB | s to 90% tps, Subito / InnoDB |",
            "|---|---|---:|---:|---:|---:|---:|---:|"]
+    def back(p):  # seconds to 90% of the steady tps, or not within the series
+        if not p:
+            return "-"
+        t = p.get("seconds_to_90pct")
+        return t if t is not None else f"> {len(p.get('tps_after', []))}"
+
     for gb in s["sizes_gb"]:
         for i, log_size in enumerate(s["logs"]):
             c = {e: data[e][f"{gb:g}"]["points"][i] for e in engines}
@@ -393,7 +399,7 @@ def restart_section(data, png):
                        f"{sub.get('pages_pending', '-')}, {sub.get('background_redo_seconds', '-')} | "
                        f"{inn.get('restart_seconds', '-')} | "
                        f"{sub.get('clean_start_seconds', '-')} / {inn.get('clean_start_seconds', '-')} | "
-                       f"{sub.get('seconds_to_90pct', '-')} / {inn.get('seconds_to_90pct', '-')} |")
+                       f"{back(sub)} / {back(inn)} |")
     return "\n".join(out)
 
 

@@ -134,7 +134,7 @@ Result<bool> BTree::Empty() {
   Result<PageHandle> root = Fetch(root_, Latch::kShared);
   if (!root.ok()) return root.status();
   const NodeView n(root->data(), pool_->page_size());
-  return n.leaf() && n.count() == 0;
+  return n.empty_leaf();
 }
 
 Result<uint32_t> BTree::height() {
@@ -156,7 +156,7 @@ Result<bool> BTree::Pristine() {
   Result<PageHandle> root = Fetch(root_, Latch::kShared);
   if (!root.ok()) return root.status();
   const NodeView n(root->data(), pool_->page_size());
-  return n.leaf() && n.count() == 0;
+  return n.empty_leaf();
 }
 
 Status BTree::ResetToEmpty() {

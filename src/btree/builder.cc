@@ -103,17 +103,10 @@ Result<std::string> BTree::Builder::Store(std::string_view key, std::string_view
   return std::move(p->ref_);
 }
 
-namespace {
-bool EmptyRoot(const NodeView& root) {
-  return root.leaf() && root.count() == 0;
-}
-}  // namespace
-
 Status BTree::Builder::CheckEmpty() {
-  std::shared_lock tree(t_->latch_);
-  Result<PageHandle> root = t_->Fetch(t_->root_, Latch::kShared);
-  if (!root.ok()) return root.status();
-  if (!EmptyRoot(NodeView(root->data(), ps_))) {
+  Result<bool> empty = t_->Empty();
+  if (!empty.ok()) return empty.status();
+  if (!*empty) {
     return Status::InvalidArgument(
         StrFormat("space %u: a tree builder needs an empty tree", t_->space_));  // B3
   }
@@ -183,7 +176,7 @@ Status BTree::Builder::Finish() {
     Op op(t_);
     Result<PageHandle*> root = op.Page(t_->root_);
     st = root.status();
-    if (st.ok() && !EmptyRoot(NodeView((*root)->data(), ps_))) {
+    if (st.ok() && !NodeView((*root)->data(), ps_).empty_leaf()) {
       st = Status::InvalidArgument(StrFormat("space %u: changed while being built", t_->space_));
     }
     if (st.ok()) {

@@ -64,6 +64,8 @@ class NodeView {
     return h == 0 && ps_ == 65536 ? ps_ : h;
   }
   bool leaf() const { return level() == 0; }
+  // A leaf with no key: as a root, the tree of no key.
+  bool empty_leaf() const { return leaf() && count() == 0; }
   uint32_t prev() const { return DecodeFixed32(p_ + 40); }
   uint32_t next() const { return DecodeFixed32(p_ + 44); }
   uint32_t leftmost() const { return DecodeFixed32(p_ + 48); }

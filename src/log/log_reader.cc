@@ -49,6 +49,11 @@ class LogicalReader {
   const Geometry& g_;
 };
 
+// The view of the record at p with header h.
+LogRecordView ViewOf(const uint8_t* h, Lsn p, const uint8_t* payload, uint32_t length) {
+  return {DecodeFixed16(h + 4), DecodeFixed16(h + 6), p, p + RecordSpan(length), payload, length};
+}
+
 // Where a record's payload is read: in the log's own bytes where it lies in
 // one stripe (valid while nothing appends: the open's walks), or always
 // copied to scratch (a read while appends may wrap over it).
@@ -97,12 +102,7 @@ bool CheckRecord(const LogicalReader& r, const LogState& st, Lsn p, std::vector<
     *why = "checksum mismatch";
     return false;
   }
-  out->type = DecodeFixed16(h + 4);
-  out->flags = DecodeFixed16(h + 6);
-  out->lsn = p;
-  out->end = p + RecordSpan(length);
-  out->payload = payload;
-  out->length = length;
+  *out = ViewOf(h, p, payload, length);
   return true;
 }
 
@@ -128,12 +128,7 @@ Status WalkRecord(const LogicalReader& r, const LogState& st, Lsn p, std::vector
   if (DecodeFixed64(h + 16) != p || RecordSpan(length) > st.end_lsn - p) {
     return Status::Corruption(r.Where(p) + ": record header changed since the scan");
   }
-  out->type = DecodeFixed16(h + 4);
-  out->flags = DecodeFixed16(h + 6);
-  out->lsn = p;
-  out->end = p + RecordSpan(length);
-  out->payload = r.Span(p + kRecordHeaderSize, length, scratch);
-  out->length = length;
+  *out = ViewOf(h, p, r.Span(p + kRecordHeaderSize, length, scratch), length);
   return Status::OK();
 }
 

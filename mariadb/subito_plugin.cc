@@ -62,6 +62,9 @@ uint sv_page_cleaners = 1;
 my_bool sv_double_write_on_pm = 1;
 my_bool sv_direct_io = 1;
 my_bool sv_lazy_recovery = 1;
+my_bool sv_pool_load_at_startup = 1;
+my_bool sv_pool_dump_at_shutdown = 1;
+uint sv_pool_dump_interval = 60;
 ulonglong sv_ppl_size = 256ull << 20;
 uint sv_ppl_threshold = 1024;
 uint sv_open_files = 0;
@@ -127,6 +130,20 @@ MYSQL_SYSVAR_BOOL(lazy_recovery, sv_lazy_recovery, PLUGIN_VAR_READONLY,
                   "row locks and are rolled back by a background thread "
                   "(Subito_recovery_losers_pending). OFF: all of it before the engine starts",
                   nullptr, nullptr, 1);
+MYSQL_SYSVAR_BOOL(buffer_pool_load_at_startup, sv_pool_load_at_startup, PLUGIN_VAR_READONLY,
+                  "At start-up, load the pages the buffer pool held (the page list "
+                  "pool_pages in data_home_dir) back in the background, in file order, many "
+                  "pages per read (Subito_buffer_pool_load_pages; innodb_buffer_pool_load_at_"
+                  "startup)",
+                  nullptr, nullptr, 1);
+MYSQL_SYSVAR_BOOL(buffer_pool_dump_at_shutdown, sv_pool_dump_at_shutdown, PLUGIN_VAR_READONLY,
+                  "Write the page list of the buffer pool at shutdown and every "
+                  "subito_buffer_pool_dump_interval seconds (OFF: never)",
+                  nullptr, nullptr, 1);
+MYSQL_SYSVAR_UINT(buffer_pool_dump_interval, sv_pool_dump_interval, PLUGIN_VAR_READONLY,
+                  "Seconds between page lists of the buffer pool written while the server "
+                  "runs, so that a start after a crash loads a recent one (0: at shutdown only)",
+                  nullptr, nullptr, 60, 0, 86400, 0);
 MYSQL_SYSVAR_BOOL(direct_io, sv_direct_io, PLUGIN_VAR_READONLY,
                   "Read and write page files with O_DIRECT, so the buffer pool is their only "
                   "cache (as innodb_flush_method=O_DIRECT); OFF: through the OS page cache. "
@@ -156,18 +173,31 @@ MYSQL_THDVAR_UINT(lock_wait_timeout, PLUGIN_VAR_RQCMDARG,
                   "once); a statement also waits no longer than lock_wait_timeout",
                   nullptr, nullptr, 50, 0, 1073741824, 0);
 
-struct st_mysql_sys_var* system_variables[] = {
-    MYSQL_SYSVAR(data_home_dir),        MYSQL_SYSVAR(pm_dir),
-    MYSQL_SYSVAR(log_write_mode),       MYSQL_SYSVAR(log_streams),
-    MYSQL_SYSVAR(log_file_size),        MYSQL_SYSVAR(log_buffer_size),
-    MYSQL_SYSVAR(buffer_pool_size),     MYSQL_SYSVAR(page_size),
-    MYSQL_SYSVAR(page_cleaners),        MYSQL_SYSVAR(max_checkpoint_age),
-    MYSQL_SYSVAR(double_write_on_pm),   MYSQL_SYSVAR(lock_wait_timeout),
-    MYSQL_SYSVAR(log_write_ahead_size), MYSQL_SYSVAR(open_files),
-    MYSQL_SYSVAR(version_store_budget), MYSQL_SYSVAR(snapshot_page_budget),
-    MYSQL_SYSVAR(lock_memory_budget),   MYSQL_SYSVAR(direct_io),
-    MYSQL_SYSVAR(lazy_recovery),        MYSQL_SYSVAR(ppl_size),
-    MYSQL_SYSVAR(ppl_threshold),        nullptr};
+struct st_mysql_sys_var* system_variables[] = {MYSQL_SYSVAR(data_home_dir),
+                                               MYSQL_SYSVAR(pm_dir),
+                                               MYSQL_SYSVAR(log_write_mode),
+                                               MYSQL_SYSVAR(log_streams),
+                                               MYSQL_SYSVAR(log_file_size),
+                                               MYSQL_SYSVAR(log_buffer_size),
+                                               MYSQL_SYSVAR(buffer_pool_size),
+                                               MYSQL_SYSVAR(page_size),
+                                               MYSQL_SYSVAR(page_cleaners),
+                                               MYSQL_SYSVAR(max_checkpoint_age),
+                                               MYSQL_SYSVAR(double_write_on_pm),
+                                               MYSQL_SYSVAR(lock_wait_timeout),
+                                               MYSQL_SYSVAR(log_write_ahead_size),
+                                               MYSQL_SYSVAR(open_files),
+                                               MYSQL_SYSVAR(version_store_budget),
+                                               MYSQL_SYSVAR(snapshot_page_budget),
+                                               MYSQL_SYSVAR(lock_memory_budget),
+                                               MYSQL_SYSVAR(direct_io),
+                                               MYSQL_SYSVAR(lazy_recovery),
+                                               MYSQL_SYSVAR(ppl_size),
+                                               MYSQL_SYSVAR(ppl_threshold),
+                                               MYSQL_SYSVAR(buffer_pool_load_at_startup),
+                                               MYSQL_SYSVAR(buffer_pool_dump_at_shutdown),
+                                               MYSQL_SYSVAR(buffer_pool_dump_interval),
+                                               nullptr};
 
 // ---- status variables ----
 //
@@ -192,7 +222,8 @@ struct Exported {
   ulonglong moved_snapshots_cut, snapshot_page_recipes, snapshot_pages_rebuilt;
   ulonglong moved_snapshots_unbuildable;
   ulonglong recovery_pages_pending, recovery_pages_redone, recovery_losers_pending;
-  double buffer_hit_ratio, recovery_seconds, recovery_background_seconds;
+  ulonglong buffer_pool_load_listed, buffer_pool_load_pages, buffer_pool_loading, buffer_pool_dumps;
+  double buffer_hit_ratio, recovery_seconds, recovery_background_seconds, buffer_pool_load_seconds;
 };
 
 Exported Collect() {
@@ -259,6 +290,11 @@ Exported Collect() {
   e.recovery_pages_redone = s.recovery_pages_redone;
   e.recovery_seconds = g_db->recovery().seconds;
   e.recovery_background_seconds = s.recovery_background_seconds;
+  e.buffer_pool_load_listed = s.pool_load_listed;
+  e.buffer_pool_load_pages = s.pool_load_pages;
+  e.buffer_pool_loading = s.pool_loading;
+  e.buffer_pool_load_seconds = s.pool_load_seconds;
+  e.buffer_pool_dumps = s.pool_dumps;
   return e;
 }
 
@@ -326,7 +362,12 @@ constexpr StatusVar kStatusVars[] = {SUBITO_STATUS(commits, SHOW_ULONGLONG),
                                      SUBITO_STATUS(recovery_pages_pending, SHOW_ULONGLONG),
                                      SUBITO_STATUS(recovery_losers_pending, SHOW_ULONGLONG),
                                      SUBITO_STATUS(recovery_pages_redone, SHOW_ULONGLONG),
-                                     SUBITO_STATUS(recovery_background_seconds, SHOW_DOUBLE)};
+                                     SUBITO_STATUS(recovery_background_seconds, SHOW_DOUBLE),
+                                     SUBITO_STATUS(buffer_pool_load_listed, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(buffer_pool_load_pages, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(buffer_pool_loading, SHOW_ULONGLONG),
+                                     SUBITO_STATUS(buffer_pool_load_seconds, SHOW_DOUBLE),
+                                     SUBITO_STATUS(buffer_pool_dumps, SHOW_ULONGLONG)};
 #undef SUBITO_STATUS
 
 int ShowStatus(THD*, SHOW_VAR* var, void* buff, struct system_status_var*, enum enum_var_type) {
@@ -638,6 +679,16 @@ bool ShowEngineStatusText(THD* thd, stat_print_fn* print) {
     }
     text += line;
   }
+  if (s.pool_loading) {
+    snprintf(line, sizeof line, "buffer pool load: %llu of %llu listed page(s) loaded so far\n",
+             (unsigned long long)s.pool_load_pages, (unsigned long long)s.pool_load_listed);
+    text += line;
+  } else if (s.pool_load_listed > 0) {
+    snprintf(line, sizeof line, "buffer pool load: %llu of %llu listed page(s) loaded in %.3f s\n",
+             (unsigned long long)s.pool_load_pages, (unsigned long long)s.pool_load_listed,
+             s.pool_load_seconds);
+    text += line;
+  }
   snprintf(line, sizeof line, "page writes: %llu failed batches%s\n",
            (unsigned long long)s.page_write_failures,
            s.page_writes_failing ? ", FAILING NOW (retried until a write succeeds)" : "");
@@ -720,6 +771,9 @@ int InitEngine(void* p) {
   o.direct_io = sv_direct_io;
   o.lazy_recovery = sv_lazy_recovery;
   o.background_undo = sv_lazy_recovery;
+  o.pool_load_at_open = sv_pool_load_at_startup;
+  o.pool_dump = sv_pool_dump_at_shutdown;
+  o.pool_dump_interval_seconds = sv_pool_dump_interval;
   o.ppl_bytes = sv_ppl_size;
   o.ppl_threshold = sv_ppl_threshold;
   o.version_store_budget_bytes = sv_version_store_budget;

@@ -10,8 +10,10 @@
 #include <chrono>
 #include <thread>
 
+#include "buffer/pool_warmer.h"
 #include "crash_images.h"
 #include "engine_workload.h"
+#include "page/space_file.h"
 #include "pmem/tracking_persistence.h"
 #include "test_util.h"
 #include "util/file_io.h"
@@ -276,6 +278,60 @@ TEST_F(LazyRecovery, TheBackgroundDrainFinishesAlone) {
   std::vector<size_t> min_k, max_k;
   first_times.Bounds(at, &min_k, &max_k);
   test::CheckRecovered(db->get(), Plans(first), min_k, max_k);
+}
+
+// The warm-up's load (buffer/pool_warmer.h) reads pages that wait for
+// redo: each gets its records as any read gives them, so a list naming
+// every page leaves none pending, and the rows are an eager redo's.
+TEST_F(LazyRecovery, TheWarmUpLoadRedoesThePendingPagesItLoads) {
+  FirstRun(150);
+  uint64_t at = 0;
+  const std::string lazy = PendingImage("warm", &at);
+  const std::string eager = dir.Sub("eager");
+  std::filesystem::copy(lazy, eager, std::filesystem::copy_options::recursive);
+  // Every page of every page file, and pages past their ends (redo may
+  // create them; the load skips those still past the end).
+  std::vector<buffer::PageId> pages;
+  for (const auto& e : std::filesystem::directory_iterator(lazy + "/db")) {
+    if (e.path().extension() != ".sbt") continue;
+    auto space = page::SpaceFile::Open(PosixFileSystem(), e.path().string());
+    ASSERT_TRUE(space.ok()) << space.status().ToString();
+    for (uint32_t p = 0; p < (*space)->page_count() + 64; ++p) {
+      pages.push_back({(*space)->space_id(), p});
+    }
+  }
+  ASSERT_OK(buffer::WritePageList(PosixFileSystem(), lazy + "/db/pool_pages", 4096, pages));
+
+  Options lo = PlainOptions(lazy);
+  lo.background_redo = false;
+  lo.buffer_pool_bytes = 16 << 20;  // room for every page
+  auto ldb = Database::Open(lo);
+  ASSERT_TRUE(ldb.ok()) << ldb.status().ToString();
+  const uint64_t pending = (*ldb)->recovery().pages_pending;
+  ASSERT_GT(pending, 0u) << "the image needs no redo: the test lost its reach";
+  for (int i = 0; i < 10000 && (*ldb)->Stats().pool_load_seconds == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const DatabaseStats s = (*ldb)->Stats();
+  ASSERT_GT(s.pool_load_seconds, 0.0);
+  EXPECT_GT(s.pool_load_pages, 0u);
+  EXPECT_EQ(s.recovery_pages_pending, 0u) << "of " << pending;
+  EXPECT_GT(s.recovery_background_seconds, 0.0);  // the hold is let go
+
+  Options eo = PlainOptions(eager);
+  eo.lazy_recovery = false;
+  eo.pool_load_at_open = false;
+  auto edb = Database::Open(eo);
+  ASSERT_TRUE(edb.ok()) << edb.status().ToString();
+  std::vector<size_t> min_k, max_k;
+  first_times.Bounds(at, &min_k, &max_k);
+  test::CheckRecovered(ldb->get(), Plans(first), min_k, max_k);
+  auto a = (*ldb)->Begin();
+  auto b = (*edb)->Begin();
+  EXPECT_EQ(test::ScanAll(a.get(), (*ldb)->FindTable("t")),
+            test::ScanAll(b.get(), (*edb)->FindTable("t")));
+  ASSERT_OK(a->Commit());
+  ASSERT_OK(b->Commit());
 }
 
 // A table dropped while its pages wait takes their redo with it: nothing is

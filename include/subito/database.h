@@ -162,6 +162,16 @@ struct Options {
   // caches all the same (tmpfs, a file system without O_DIRECT) are counted
   // in DatabaseStats::page_files_cached_by_os. false: the OS caches them.
   bool direct_io = true;
+  // Buffer pool warm-up (InnoDB's buffer pool dump and load): the pages in
+  // the pool are listed in dir/pool_pages at a clean Close and every
+  // pool_dump_interval_seconds (0: at Close only); after Open a background
+  // thread loads the listed pages back into free frames, in file order,
+  // many pages per read. A missing or damaged list loads nothing (the error
+  // log says why); Open never fails because of it. pool_dump = false: no
+  // list is written.
+  bool pool_load_at_open = true;
+  bool pool_dump = true;
+  uint32_t pool_dump_interval_seconds = 60;
   // A write waiting for log space gives up with Busy once the checkpoint
   // has not moved for this long (pages that cannot be written, a
   // transaction open since before the checkpoint).
@@ -253,6 +263,12 @@ struct DatabaseStats {
   // Losers of the last start not yet rolled back (Options::background_undo).
   uint64_t recovery_losers_pending = 0;
   double recovery_background_seconds = 0;
+  // Buffer pool warm-up (Options::pool_load_at_open): pages the page list
+  // named (of tables still there), pages loaded back so far, whether the
+  // load runs now, the seconds it took once done; page lists written.
+  uint64_t pool_load_listed = 0, pool_load_pages = 0, pool_dumps = 0;
+  bool pool_loading = false;
+  double pool_load_seconds = 0;
   uint64_t version_keys = 0;  // keys with old versions kept for snapshots
   // Bytes those versions hold, their budget, snapshots cut to stay within it,
   // and versions examined by snapshot reads (each finds its version by

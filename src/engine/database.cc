@@ -478,6 +478,15 @@ Status DatabaseImpl::OpenAll() {
     redo_thread_ = std::thread([this] { RedoLoop(); });
   }
   if (losers_pending_.load() > 0) undo_thread_ = std::thread([this] { UndoLoop(); });
+  if (options_.pool_load_at_open || options_.pool_dump) {
+    buffer::PoolWarmerOptions wo;
+    wo.path = options_.dir + "/pool_pages";
+    wo.load = options_.pool_load_at_open;
+    wo.dump_interval_seconds = options_.pool_dump ? options_.pool_dump_interval_seconds : 0;
+    wo.note = [this](const std::string& m) { Note(m); };
+    warmer_ = std::make_unique<buffer::PoolWarmer>(pool_.get(), meta_fs_, std::move(wo));
+    warmer_->Start();
+  }
   log_->StartPrefault();
   return Status::OK();
 }
@@ -688,6 +697,15 @@ Status DatabaseImpl::Close() {
   // The losers are rolled back first: a clean shutdown leaves none.
   if (undo_thread_.joinable()) undo_thread_.join();
   StopPurge();
+  if (warmer_) {
+    warmer_->Stop();
+    // A load cut short leaves the list it was loading, the better one.
+    if (options_.pool_dump && !warmer_->stats().load_cut_short) {
+      if (Status d = warmer_->Dump(); !d.ok()) {
+        Report("buffer pool page list not written at shutdown: " + d.ToString());
+      }
+    }
+  }
   // The trees' key counts, kept in memory, go to their headers: exact
   // after a clean shutdown (a statistic: a failure here fails nothing).
   if (!writes_stopped_.load()) {
@@ -738,6 +756,7 @@ DatabaseImpl::~DatabaseImpl() {
   if (!closed_) (void)Close();
   AbandonPrepared();  // a failed Open's: left for the next one
   StopPurge();        // a failed Open started none, or Close stopped it
+  warmer_.reset();
   // Trees before the pool, the pool before the files and the log.
   for (auto& [n, t] : tables_) {
     for (auto& ix : t->indexes) {
@@ -1103,6 +1122,14 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.recovery_losers_pending = losers_pending_.load();
   s.recovery_pages_redone = pool_->lazy_pages_redone();
   s.recovery_background_seconds = LazyRedoSeconds();
+  if (warmer_) {
+    const buffer::PoolWarmerStats w = warmer_->stats();
+    s.pool_load_listed = w.listed;
+    s.pool_load_pages = w.loaded;
+    s.pool_dumps = w.dumps;
+    s.pool_loading = w.loading;
+    s.pool_load_seconds = w.load_seconds;
+  }
   s.page_write_failures = ps.write_failures;
   s.ppl_pages_logged = ps.pages_logged;
   s.ppl_bytes = ps.page_log_bytes;

@@ -27,6 +27,7 @@
 #include "btree/btree.h"
 #include "buffer/buffer_pool.h"
 #include "buffer/double_write.h"
+#include "buffer/pool_warmer.h"
 #include "engine/catalog.h"
 #include "log/redo_log.h"
 #include "page/space_file.h"
@@ -279,6 +280,9 @@ class DatabaseImpl final : public Database {
   std::unique_ptr<buffer::DoubleWrite> dwb_;
   std::unique_ptr<ppl::PplRegion> ppl_;  // NV-PPL, when options_.ppl_bytes > 0
   std::unique_ptr<buffer::BufferPool> pool_;
+  // Lists and loads the pool's pages (Options::pool_load_at_open); null if
+  // neither is asked for. Stopped before the pool goes.
+  std::unique_ptr<buffer::PoolWarmer> warmer_;
   std::atomic<buffer::BufferPool*> pool_for_log_{nullptr};
   txn::LockManager locks_;
   std::unique_ptr<txn::TxnSystem> txns_;

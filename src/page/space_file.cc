@@ -99,18 +99,27 @@ Result<std::unique_ptr<SpaceFile>> SpaceFile::Open(FileSystem* fs, const std::st
 }
 
 Status SpaceFile::ReadPage(uint32_t page_no, uint8_t* buf) {
-  if (page_no >= page_count()) {
+  SUBITO_RETURN_IF_ERROR(ReadPages(page_no, 1, buf));
+  return CheckRead(page_no, buf);
+}
+
+Status SpaceFile::ReadPages(uint32_t first, uint32_t n, uint8_t* buf) {
+  if (n == 0 || uint64_t{first} + n > page_count()) {
     return Status::NotFound(StrFormat("%s: page %u is past the end of the space (%u pages)",
-                                      path().c_str(), page_no, page_count()));
+                                      path().c_str(), first + n - 1, page_count()));
   }
-  uint64_t off = uint64_t{page_no} * page_size_;
-  if (off + page_size_ > file_->Size()) {
-    // Allocated in memory, file not grown that far yet: never written.
-    std::memset(buf, 0, page_size_);
-    return Status::OK();
-  }
-  SUBITO_RETURN_IF_ERROR(file_->Read(off, buf, page_size_));
-  pages_read_.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t off = uint64_t{first} * page_size_;
+  const uint64_t want = uint64_t{n} * page_size_;
+  const uint64_t size = file_->Size();
+  // Allocated in memory, the file not grown that far yet: never written.
+  const uint64_t in_file = size <= off ? 0 : std::min(want, size - off);
+  if (in_file > 0) SUBITO_RETURN_IF_ERROR(file_->Read(off, buf, in_file));
+  if (in_file < want) std::memset(buf + in_file, 0, want - in_file);
+  pages_read_.fetch_add(in_file / page_size_, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status SpaceFile::CheckRead(uint32_t page_no, const uint8_t* buf) const {
   return CheckPage(buf, page_size_, space_id_, page_no, path());
 }
 

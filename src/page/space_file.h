@@ -64,6 +64,11 @@ class SpaceFile {
   // Reads and checks (P1) a page. A page at or past page_count() is
   // NotFound: it was never allocated.
   Status ReadPage(uint32_t page_no, uint8_t* buf);
+  // Reads pages [first, first + n) (all below page_count()) into buf in one
+  // read, unchecked; pages not yet in the file are zeros. Each page is
+  // checked by CheckRead before use.
+  Status ReadPages(uint32_t first, uint32_t n, uint8_t* buf);
+  Status CheckRead(uint32_t page_no, const uint8_t* buf) const;
   // Writes a sealed page image. Only the buffer pool's page writer calls it.
   Status WritePage(uint32_t page_no, const uint8_t* buf);
   Status Sync();

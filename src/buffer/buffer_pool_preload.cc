@@ -1,0 +1,104 @@
+// The buffer pool's side of the warm-up (pool_warmer.h): which pages it
+// holds, and loading listed pages into free frames in large reads.
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <utility>
+
+#include "buffer/buffer_pool.h"
+#include "buffer/buffer_pool_frame.h"
+#include "util/strings.h"
+
+namespace subito::buffer {
+
+std::vector<PageId> BufferPool::ResidentPages() const {
+  // In slices, so that a large pool's walk does not keep misses waiting.
+  constexpr size_t kSlice = 4096;
+  std::vector<PageId> pages;
+  for (size_t at = 0; at < frames_.size(); at += kSlice) {
+    std::lock_guard lock(mu_);
+    for (size_t i = at; i < std::min(frames_.size(), at + kSlice); ++i) {
+      const Frame& f = *frames_[i];
+      if (f.in_use && !f.loading.load(std::memory_order_relaxed)) pages.push_back(f.id);
+    }
+  }
+  return pages;
+}
+
+Result<uint32_t> BufferPool::Preload(uint32_t space_id, const uint32_t* pages, uint32_t n,
+                                     uint8_t* scratch, bool* pool_full) {
+  *pool_full = false;
+  if (n == 0) return 0;
+  if (pages[n - 1] - pages[0] >= kMaxPreloadSpan) {
+    return Status::InvalidArgument(
+        StrFormat("preload of space %u: pages %u to %u span more than %u", space_id, pages[0],
+                  pages[n - 1], kMaxPreloadSpan));
+  }
+  // As the redo drain: a space being dropped is either swept after this
+  // load or not found by it.
+  std::shared_lock unasked(unasked_fetch_mu_);
+  page::SpaceFile* space = Space(space_id);
+  if (space == nullptr) return 0;
+  const uint32_t count = space->page_count();
+  // Frames taken, as the miss path takes them (T3): loading, pinned, in
+  // the table, so that a fetch of one of these pages waits for this read.
+  std::vector<std::pair<uint32_t, uint32_t>> taken;  // (page_no, frame)
+  {
+    std::lock_guard lock(mu_);
+    for (uint32_t i = 0; i < n; ++i) {
+      const PageId id{space_id, pages[i]};
+      if (pages[i] >= count || FindEntry(id)) continue;
+      if (free_.empty()) {
+        *pool_full = true;
+        break;
+      }
+      const uint32_t idx = free_.back();
+      free_.pop_back();
+      Frame& f = *frames_[idx];
+      f.id = id;
+      f.in_use = true;
+      f.loading.store(true, std::memory_order_relaxed);
+      f.referenced.store(false, std::memory_order_relaxed);
+      f.pins.store(1, std::memory_order_relaxed);
+      f.dirty = false;
+      f.verified.store(false, std::memory_order_relaxed);
+      AddEntry(id, idx);
+      taken.emplace_back(pages[i], idx);
+    }
+  }
+  if (taken.empty()) return 0;
+  const uint32_t first = taken.front().first;
+  const uint32_t ps = options_.page_size;
+  const Status read = space->ReadPages(first, taken.back().first - first + 1, scratch);
+  Status failed;
+  uint32_t loaded = 0;
+  for (const auto& [page_no, idx] : taken) {
+    Frame& f = *frames_[idx];
+    const PageId id{space_id, page_no};
+    Status st = read;
+    if (st.ok()) {
+      std::memcpy(f.data, scratch + uint64_t{page_no - first} * ps, ps);
+      st = space->CheckRead(page_no, f.data);
+    }
+    if (st.ok()) st = ApplyPageLog(f, id);
+    if (st.ok() && !pending_redo_.empty()) st = ApplyPendingRedo(f, idx, id, false);
+    std::lock_guard lock(mu_);
+    if (!st.ok()) {
+      RemoveEntry(id);  // before loading clears: T3
+      f.load_error = st;
+      f.loading.store(false, std::memory_order_release);
+      DropFailedLoadPin(idx);
+      if (failed.ok()) failed = st;
+    } else {
+      f.loading.store(false, std::memory_order_release);
+      f.pins.fetch_sub(1, std::memory_order_release);
+      ++loaded;
+    }
+    load_cv_.notify_all();
+  }
+  pages_preloaded_.fetch_add(loaded, std::memory_order_relaxed);
+  if (!failed.ok()) return failed;
+  return loaded;
+}
+
+}  // namespace subito::buffer

@@ -1,0 +1,360 @@
+// Buffer pool warm-up (buffer/pool_warmer.h): the page list's format and
+// its refusal of damaged lists, the pool's Preload (free frames only,
+// checked like any read), and the engine's list at a clean close, every
+// interval, and its load at the next open. The load after a crash, with
+// redo pending, is in lazy_recovery_test.cc.
+#include "buffer/pool_warmer.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "engine_util.h"
+#include "storage_stack.h"
+#include "test_util.h"
+#include "util/aligned_buffer.h"
+#include "util/coding.h"
+#include "util/crc32c.h"
+
+namespace subito {
+namespace {
+
+using buffer::PageId;
+
+std::vector<uint8_t> Bytes(const std::string& path) {
+  return test::ReadFile(path);
+}
+
+TEST(PageList, RoundTripsSortedWithoutDuplicates) {
+  test::ScratchDir dir;
+  const std::string path = dir.path() + "/pool_pages";
+  ASSERT_OK(buffer::WritePageList(PosixFileSystem(), path, 4096,
+                                  {{2, 5}, {1, 9}, {2, 1}, {1, 9}, {1, 0}}));
+  auto list = buffer::ReadPageList(PosixFileSystem(), path, 4096);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ(*list, (std::vector<PageId>{{1, 0}, {1, 9}, {2, 1}, {2, 5}}));
+  EXPECT_EQ(Bytes(path).size(), buffer::kPageListHeaderSize + 4 * 8);
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  // A new list replaces the old one whole.
+  ASSERT_OK(buffer::WritePageList(PosixFileSystem(), path, 4096, {{7, 7}}));
+  list = buffer::ReadPageList(PosixFileSystem(), path, 4096);
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(*list, (std::vector<PageId>{{7, 7}}));
+  EXPECT_TRUE(
+      buffer::ReadPageList(PosixFileSystem(), dir.path() + "/none", 4096).status().IsNotFound());
+}
+
+TEST(PageList, DamagedOrForeignListsAreRefusedWithTheReason) {
+  test::ScratchDir dir;
+  const std::string path = dir.path() + "/pool_pages";
+  ASSERT_OK(buffer::WritePageList(PosixFileSystem(), path, 4096, {{1, 1}, {1, 2}, {3, 4}}));
+  const std::vector<uint8_t> good = Bytes(path);
+  auto refused = [&](std::vector<uint8_t> bytes, uint32_t page_size = 4096) {
+    test::WriteFile(path, bytes);
+    auto r = buffer::ReadPageList(PosixFileSystem(), path, page_size);
+    EXPECT_TRUE(r.status().IsCorruption()) << r.status().ToString();
+    return r.status().ToString();
+  };
+  std::vector<uint8_t> b = good;
+  b[buffer::kPageListHeaderSize + 9] ^= 1;
+  EXPECT_NE(refused(b).find("entries' checksum mismatch"), std::string::npos);
+  b = good;
+  b[13] ^= 1;
+  EXPECT_NE(refused(b).find("header checksum mismatch"), std::string::npos);
+  b = good;
+  b.resize(b.size() - 8);
+  EXPECT_NE(refused(b).find("bytes for 3 entries"), std::string::npos);
+  EXPECT_NE(refused({1, 2, 3}).find("shorter than its header"), std::string::npos);
+  b = good;
+  b[0] = 'X';
+  EXPECT_NE(refused(b).find("not a page list"), std::string::npos);
+  EXPECT_NE(refused(good, 16384).find("pages of 4096 bytes, the database's are 16384"),
+            std::string::npos);
+  b = good;  // a later format, its header checksum right
+  EncodeFixed16(b.data() + 4, buffer::kPageListVersion + 1);
+  EncodeFixed32(b.data() + 20, crc32c::Value(b.data(), 20));
+  EXPECT_NE(refused(b).find("format version 2, this build reads 1"), std::string::npos);
+}
+
+constexpr uint32_t kPs = 4096;
+
+// A space of `pages` test pages, each with its number at offset 64,
+// written to its file; then the stack is reopened with a pool of `frames`.
+void MakeSpace(const std::string& dir, uint32_t pages, uint32_t frames,
+               std::unique_ptr<test::StorageStack>* out) {
+  {
+    test::StorageStack st(dir, {kPs, 1 << 20});
+    ASSERT_OK(st.Open());
+    const std::vector<uint32_t> made = test::MakePages(st.pool.get(), static_cast<int>(pages));
+    ASSERT_EQ(made.size(), pages);
+    for (uint32_t p : made) {
+      auto h = st.pool->Fetch({1, p}, buffer::Latch::kExclusive);
+      ASSERT_TRUE(h.ok());
+      uint8_t v[4];
+      EncodeFixed32(v, p * 3 + 1);
+      buffer::Mtr mtr(st.pool.get());
+      mtr.Write(*h, 64, v, 4);
+      ASSERT_TRUE(mtr.Commit().ok());
+    }
+    st.Close(/*flush=*/true);
+  }
+  *out = std::make_unique<test::StorageStack>(
+      dir, test::StorageStackOptions{kPs, uint64_t{frames} * kPs});
+  ASSERT_OK((*out)->Open());
+}
+
+TEST(Preload, LoadsAbsentPagesIntoFreeFramesOnlyAndTheyAreHitsAfter) {
+  test::ScratchDir dir;
+  std::unique_ptr<test::StorageStack> st;
+  MakeSpace(dir.path(), 40, 16, &st);
+  buffer::BufferPool* pool = st->pool.get();
+  { auto h = pool->Fetch({1, 3}, buffer::Latch::kShared); }  // resident already
+  auto scratch = AlignedBuffer::Allocate(buffer::BufferPool::kMaxPreloadSpan * kPs);
+  ASSERT_TRUE(scratch.ok());
+  const std::vector<uint32_t> first{1, 2, 3, 5, 9};
+  bool full = true;
+  auto n = pool->Preload(1, first.data(), 5, scratch->get(), &full);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 4u);  // page 3 was in the pool
+  EXPECT_FALSE(full);
+  const uint64_t misses = pool->stats().misses;
+  for (uint32_t p : first) {
+    auto h = pool->Fetch({1, p}, buffer::Latch::kShared);
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ(DecodeFixed32(h->data() + 64), p * 3 + 1) << "page " << p;
+  }
+  EXPECT_EQ(pool->stats().misses, misses);
+  EXPECT_EQ(pool->stats().pages_preloaded, 4u);
+  const std::vector<PageId> resident = pool->ResidentPages();
+  EXPECT_EQ(resident.size(), 5u);
+
+  // 11 frames are free: a span of 20 absent pages loads 11 and stops there,
+  // evicting none of the 5 loaded pages.
+  std::vector<uint32_t> more;
+  for (uint32_t p = 10; p < 30; ++p) more.push_back(p);
+  n = pool->Preload(1, more.data(), static_cast<uint32_t>(more.size()), scratch->get(), &full);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 11u);
+  EXPECT_TRUE(full);
+  EXPECT_EQ(pool->stats().evictions, 0u);
+  EXPECT_EQ(pool->ResidentPages().size(), 16u);
+  // Pages past the end are not loaded; an unknown space loads nothing.
+  const std::vector<uint32_t> past{60, 61};
+  n = pool->Preload(1, past.data(), 2, scratch->get(), &full);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 0u);
+  n = pool->Preload(9, first.data(), 5, scratch->get(), &full);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 0u);
+  // A span wider than one read is refused.
+  const std::vector<uint32_t> wide{0, buffer::BufferPool::kMaxPreloadSpan};
+  EXPECT_TRUE(pool->Preload(1, wide.data(), 2, scratch->get(), &full).status().IsInvalidArgument());
+  st->Close(false);
+}
+
+TEST(Preload, ADamagedPageIsLeftOutAndItsFetchStillFails) {
+  test::ScratchDir dir;
+  std::unique_ptr<test::StorageStack> st;
+  MakeSpace(dir.path(), 12, 64, &st);
+  st->Close(false);
+  {  // a byte of page 6 flipped in its file
+    std::vector<uint8_t> file = test::ReadFile(dir.path() + "/t.sbt");
+    file[6 * kPs + 100] ^= 0x40;
+    test::WriteFile(dir.path() + "/t.sbt", file);
+  }
+  ASSERT_OK(st->Open());
+  buffer::BufferPool* pool = st->pool.get();
+  auto scratch = AlignedBuffer::Allocate(buffer::BufferPool::kMaxPreloadSpan * kPs);
+  ASSERT_TRUE(scratch.ok());
+  const std::vector<uint32_t> pages{4, 5, 6, 7, 8};
+  bool full = false;
+  auto n = pool->Preload(1, pages.data(), 5, scratch->get(), &full);
+  EXPECT_TRUE(n.status().IsCorruption()) << n.status().ToString();
+  EXPECT_NE(n.status().ToString().find("page 6"), std::string::npos) << n.status().ToString();
+  EXPECT_EQ(pool->stats().pages_preloaded, 4u);
+  EXPECT_EQ(pool->ResidentPages().size(), 4u);
+  EXPECT_TRUE(pool->Fetch({1, 6}, buffer::Latch::kShared).status().IsCorruption());
+  for (uint32_t p : {4u, 5u, 7u, 8u}) {
+    auto h = pool->Fetch({1, p}, buffer::Latch::kShared);
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ(DecodeFixed32(h->data() + 64), p * 3 + 1);
+  }
+  st->Close(false);
+}
+
+class Warmup : public ::testing::Test {
+ protected:
+  Options Opts() {
+    Options o = test::SmallOptions(dir_.path());
+    o.buffer_pool_bytes = 16 << 20;
+    o.info_log = [this](const std::string& m) {
+      std::lock_guard lock(mu_);
+      notes_.push_back(m);
+    };
+    return o;
+  }
+  std::string Notes() {
+    std::lock_guard lock(mu_);
+    std::string all;
+    for (const std::string& n : notes_) all += n + "\n";
+    return all;
+  }
+  // A table of `rows` rows (about 1 KB each), the database closed.
+  void Fill(int rows) {
+    auto db = Database::Open(Opts());
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    auto t = (*db)->CreateTable(test::SampleTable());
+    ASSERT_TRUE(t.ok());
+    for (int i = 0; i < rows; i += 100) {
+      auto txn = (*db)->Begin();
+      for (int j = i; j < i + 100 && j < rows; ++j) {
+        const Row r =
+            test::SampleRow(j, j % 7, "u" + std::to_string(j), std::string(1000, 'a' + j % 26));
+        ASSERT_OK(txn->Insert(*t, r));
+        rows_.push_back(r);
+      }
+      ASSERT_OK(txn->Commit());
+    }
+    ASSERT_OK((*db)->Close());
+  }
+  static void AwaitLoad(Database* db) {
+    for (int i = 0; i < 10000 && (db->Stats().pool_loading || db->Stats().pool_load_seconds == 0);
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_GT(db->Stats().pool_load_seconds, 0.0) << "the load did not finish";
+  }
+  std::string ListPath() { return dir_.path() + "/db/pool_pages"; }
+
+  test::ScratchDir dir_;
+  std::vector<Row> rows_;
+  std::mutex mu_;
+  std::vector<std::string> notes_;
+};
+
+TEST_F(Warmup, ACleanCloseListsThePoolAndTheNextOpenLoadsItBack) {
+  Fill(3000);
+  auto list = buffer::ReadPageList(PosixFileSystem(), ListPath(), 4096);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  ASSERT_GT(list->size(), 700u);  // 3 MB of rows, fewer than the pool's 4096 frames
+
+  auto db = Database::Open(Opts());
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  AwaitLoad(db->get());
+  const DatabaseStats s = (*db)->Stats();
+  EXPECT_EQ(s.pool_load_listed, list->size());
+  // Open itself reads a few (page 0 of each tree): those are not loaded again.
+  EXPECT_GT(s.pool_load_pages, list->size() - 20);
+  EXPECT_LE(s.pool_load_pages, list->size());
+  EXPECT_NE(Notes().find("buffer pool load completed"), std::string::npos) << Notes();
+  // Every index scanned whole: no page is read from its file any more.
+  const uint64_t misses = s.buffer_misses;
+  auto txn = (*db)->Begin();
+  Table* t = (*db)->FindTable("t");
+  EXPECT_EQ(test::ScanAll(txn.get(), t), rows_);
+  EXPECT_EQ(test::ScanAll(txn.get(), t, 1).size(), rows_.size());
+  EXPECT_EQ(test::ScanAll(txn.get(), t, 2).size(), rows_.size());
+  ASSERT_OK(txn->Commit());
+  EXPECT_EQ((*db)->Stats().buffer_misses, misses);
+  ASSERT_OK((*db)->Close());
+  EXPECT_GE((*db)->Stats().pool_dumps, 1u);
+}
+
+TEST_F(Warmup, WithoutTheLoadAFreshPoolReadsPageByPage) {
+  Fill(1000);
+  Options o = Opts();
+  o.pool_load_at_open = false;
+  auto db = Database::Open(o);
+  ASSERT_TRUE(db.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ((*db)->Stats().pool_load_pages, 0u);
+  EXPECT_EQ((*db)->Stats().pool_load_listed, 0u);
+  const uint64_t misses = (*db)->Stats().buffer_misses;
+  auto txn = (*db)->Begin();
+  EXPECT_EQ(test::ScanAll(txn.get(), (*db)->FindTable("t")), rows_);
+  ASSERT_OK(txn->Commit());
+  EXPECT_GT((*db)->Stats().buffer_misses, misses + 100);
+}
+
+TEST_F(Warmup, ADamagedListLoadsNothingAndTheOpenGoesOn) {
+  Fill(500);
+  std::vector<uint8_t> b = Bytes(ListPath());
+  b[buffer::kPageListHeaderSize + 3] ^= 0x10;
+  test::WriteFile(ListPath(), b);
+  auto db = Database::Open(Opts());
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  AwaitLoad(db->get());  // done at once: nothing to load
+  EXPECT_EQ((*db)->Stats().pool_load_pages, 0u);
+  const std::string notes = Notes();
+  EXPECT_NE(notes.find("buffer pool load skipped"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("entries' checksum mismatch"), std::string::npos) << notes;
+  auto txn = (*db)->Begin();
+  EXPECT_EQ(test::ScanAll(txn.get(), (*db)->FindTable("t")), rows_);
+  ASSERT_OK(txn->Commit());
+  // The close writes a good list again.
+  ASSERT_OK((*db)->Close());
+  EXPECT_TRUE(buffer::ReadPageList(PosixFileSystem(), ListPath(), 4096).ok());
+}
+
+TEST_F(Warmup, PagesOfSpacesNoLongerThereAreLeftOutAndAFullPoolEndsTheLoad) {
+  Fill(3000);
+  auto list = buffer::ReadPageList(PosixFileSystem(), ListPath(), 4096);
+  ASSERT_TRUE(list.ok());
+  std::vector<PageId> pages = *list;
+  for (uint32_t p = 0; p < 50; ++p) pages.push_back({999, p});  // no such space
+  pages.push_back({list->front().space, 1u << 30});             // past its end
+  ASSERT_OK(buffer::WritePageList(PosixFileSystem(), ListPath(), 4096, pages));
+  Options o = Opts();
+  o.buffer_pool_bytes = 256 * 4096;  // fewer frames than the list names
+  auto db = Database::Open(o);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  AwaitLoad(db->get());
+  const DatabaseStats s = (*db)->Stats();
+  EXPECT_EQ(s.pool_load_listed, list->size() + 1);
+  EXPECT_GT(s.pool_load_pages, 200u);
+  EXPECT_LE(s.pool_load_pages, 256u);
+  const std::string notes = Notes();
+  EXPECT_NE(notes.find("buffer pool load ended early"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("the pool is full"), std::string::npos) << notes;
+  auto txn = (*db)->Begin();
+  EXPECT_EQ(test::ScanAll(txn.get(), (*db)->FindTable("t")), rows_);
+  ASSERT_OK(txn->Commit());
+}
+
+TEST_F(Warmup, ThePoolIsListedEveryIntervalWhileTheEngineRuns) {
+  Options o = Opts();
+  o.pool_dump_interval_seconds = 1;
+  auto db = Database::Open(o);
+  ASSERT_TRUE(db.ok());
+  auto t = (*db)->CreateTable(test::SampleTable());
+  ASSERT_TRUE(t.ok());
+  auto txn = (*db)->Begin();
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_OK(txn->Insert(*t, test::SampleRow(i, 1, std::nullopt, std::string(1000, 'x'))));
+  }
+  ASSERT_OK(txn->Commit());
+  for (int i = 0; i < 5000 && (*db)->Stats().pool_dumps < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GE((*db)->Stats().pool_dumps, 2u);
+  auto list = buffer::ReadPageList(PosixFileSystem(), ListPath(), 4096);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_GT(list->size(), 60u);  // 300 KB of rows in 4 KiB pages, and their indexes
+  // Without the list nothing is written.
+  ASSERT_OK((*db)->Close());
+  db->reset();
+  std::filesystem::remove(ListPath());
+  o.pool_dump = false;
+  o.pool_load_at_open = false;
+  auto quiet = Database::Open(o);
+  ASSERT_TRUE(quiet.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_OK((*quiet)->Close());
+  EXPECT_FALSE(std::filesystem::exists(ListPath()));
+}
+
+}  // namespace
+}  // namespace subito

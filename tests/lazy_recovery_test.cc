@@ -334,6 +334,118 @@ TEST_F(LazyRecovery, TheWarmUpLoadRedoesThePendingPagesItLoads) {
   ASSERT_OK(b->Commit());
 }
 
+// Power cuts while the background undo rolls back a large loser, with
+// writers and a reader running: every cut's restart keeps the writers'
+// acknowledged transactions and rolls the loser back again, and no reader,
+// before or after a cut, ever sees one of the loser's changes.
+TEST_F(LazyRecovery, PowerCutsDuringTheBackgroundUndoKeepEverythingAndShowNoLoser) {
+  constexpr int64_t kBase = 900000;  // ids the workload threads never use
+  std::map<int64_t, Row> base;
+  uint64_t at = 0;
+  {
+    auto opened = Database::Open(TrackedOptions(dir.Sub("pm"), &fs, &pm));
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    std::unique_ptr<Database> db = std::move(*opened);
+    auto t = db->CreateTable(test::SampleTable());
+    ASSERT_TRUE(t.ok());
+    auto setup = db->Begin();
+    for (int64_t i = 0; i < 600; ++i) {
+      const Row r = test::SampleRow(kBase + i, i % 5, std::nullopt, "base" + std::to_string(i));
+      ASSERT_OK(setup->Insert(*t, r));
+      base[kBase + i] = r;
+    }
+    ASSERT_OK(setup->Commit());
+    auto loser = db->Begin();
+    for (const auto& [id, r] : base) {
+      ASSERT_OK(loser->Update(
+          *t, r,
+          test::SampleRow(id, 7, "L" + std::to_string(id), "loser" + std::string(100, 'l'))));
+    }
+    for (int64_t i = 0; i < 600; ++i) {
+      ASSERT_OK(loser->Insert(*t, test::SampleRow(kBase + 10000 + i, 3, std::nullopt, "loser")));
+    }
+    // A later commit makes the loser's records durable.
+    auto other = db->Begin();
+    const Row r = test::SampleRow(kBase + 50000, 1, std::nullopt, "other");
+    ASSERT_OK(other->Insert(*t, r));
+    ASSERT_OK(other->Commit());
+    base[kBase + 50000] = r;
+    at = clock->Now();
+  }
+  // The rows at and above kBase are `base`, exactly, to a snapshot read.
+  auto expect_no_loser = [&](Database* db) {
+    auto txn = db->Begin();
+    std::map<int64_t, Row> got;
+    for (const Row& r : test::ScanAll(txn.get(), db->FindTable("t"))) {
+      if (std::get<int64_t>(r[0]) >= kBase) got[std::get<int64_t>(r[0])] = r;
+    }
+    ASSERT_OK(txn->Commit());
+    ASSERT_TRUE(got == base) << got.size() << " rows at and above " << kBase << ", " << base.size()
+                             << " expected: a loser's change is visible";
+  };
+
+  auto clock2 = std::make_shared<CrashClock>();
+  pmem::TrackingPersistence pm2(clock2);
+  TrackingFileSystem fs2(clock2);
+  const std::string c = dir.Sub("crash");
+  WriteImage(c, dir.Sub("pm"), pm.ImageAtTime(at, &rng), {});
+  fs2.Load(fs.ImageAtTime(at, rng(), true));
+  std::vector<test::ThreadWorkload> second;
+  for (int w = kThreads; w < kThreads + 2; ++w) second.emplace_back(w, seed + 17, false, false);
+  Times second_times;
+  std::atomic<bool> started{false};
+  const uint64_t t0 = clock2->Now();
+  std::atomic<uint64_t> undo_begun{0};
+  uint64_t undo_done = 0;
+  {
+    Options o = TrackedOptions(c + "/pm", &fs2, &pm2);
+    // The rollback waits for the writers, so that they overlap.
+    o.before_background_undo = [&] {
+      for (int i = 0; i < 5000 && !started.load(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      undo_begun.store(clock2->Now());
+    };
+    auto rdb = Database::Open(o);
+    ASSERT_TRUE(rdb.ok()) << rdb.status().ToString();
+    Database* db = rdb->get();
+    ASSERT_EQ(db->recovery().losers_in_background, 1u) << "the loser is not left to the background";
+    expect_no_loser(db);
+    RunWorkload(db, second, 30, clock2.get(), &second_times, [&] {
+      started.store(true);
+      expect_no_loser(db);
+      if (undo_done == 0 && db->Stats().recovery_losers_pending == 0) undo_done = clock2->Now();
+    });
+    ASSERT_TRUE(test::AwaitBackgroundUndo(db));
+    if (undo_done == 0) undo_done = clock2->Now();
+    expect_no_loser(db);
+  }
+  const uint64_t t1 = clock2->Now();
+  ASSERT_GT(undo_done, undo_begun.load()) << "the rollback wrote nothing: the test lost its reach";
+  int during_undo = 0;
+  for (int i = 0; i < 9; ++i) {
+    // A third of the cuts fall anywhere, a third while the rollback runs,
+    // a third in the open or before the rollback began.
+    const uint64_t from = i % 3 == 1 ? undo_begun.load() : t0;
+    const uint64_t until = i % 3 == 0 ? t1 : i % 3 == 1 ? undo_done : undo_begun.load();
+    const uint64_t at2 = from + rng() % std::max<uint64_t>(1, until - from);
+    during_undo += at2 >= undo_begun.load() && at2 < undo_done;
+    SCOPED_TRACE(::testing::Message()
+                 << "cut at " << at2 << " of " << t0 << ".." << t1 << ", rollback done by "
+                 << undo_done << " (seed " << seed << ")");
+    std::vector<size_t> min2, max2;
+    second_times.Bounds(at2, &min2, &max2);
+    WriteImage(c + "2", c + "/pm", pm2.ImageAtTime(at2, &rng), fs2.ImageAtTime(at2, rng(), true));
+    FailedImageKeeper keeper(c + "2", seed, i);
+    auto again = Database::Open(PlainOptions(c + "2"));
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    expect_no_loser(again->get());
+    test::CheckRecovered(again->get(), Plans(second), min2, max2);
+    expect_no_loser(again->get());
+  }
+  EXPECT_GT(during_undo, 0) << "no cut fell during the rollback: the test lost its reach";
+}
+
 // A table dropped while its pages wait takes their redo with it: nothing is
 // left pending, the drain ends, and a clean close follows.
 TEST_F(LazyRecovery, ADroppedTableTakesItsPendingRedo) {

@@ -376,17 +376,31 @@ def restart_section(data, png):
            "PM tier (/dev/shm). Caches: "
            + "; ".join(f"{e}: {first[e]['caching']}" for e in engines) + ". The clean start is "
            "the same server and data after a clean shutdown (the server's own start-up); "
-           "Subito's engine open is its error-log line.", "",
+           "Subito's engine open is its error-log line. "
+           + ("Both pools are warmed after each start from the page list the engine wrote "
+              "(Subito: at the last clean shutdown or at most 60 s before the kill; InnoDB: at the "
+              "last clean shutdown)" if s.get("warm_up", False) else
+              "Both pools start cold (no page list loaded)" if "warm_up" in s else
+              "Subito had no pool warm-up yet; InnoDB loaded its page list of the last clean "
+              "shutdown")
+           + ". Steady state: the mean of the last 30 s before the kill"
+           + ("" if "warm_up" in s else " (10 s in runs before the warm-up)")
+           + "; back to 90%: the first second whose 3-second mean reaches 90% of it.", "",
            f"![restart]({png})", "",
            "| data | log | Subito: first answer s | Subito: engine open s (redo records) | "
            "Subito: pages left to redo lazily, all redone after s | "
+           "Subito: warm-up pages, s | "
            "InnoDB: first answer s | clean start s, Subito / InnoDB | s to 90% tps, Subito / InnoDB |",
-           "|---|---|---:|---:|---:|---:|---:|---:|"]
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     def back(p):  # seconds to 90% of the steady tps, or not within the series
         if not p:
             return "-"
         t = p.get("seconds_to_90pct")
         return t if t is not None else f"> {len(p.get('tps_after', []))}"
+
+    def warm(p):
+        w = p.get("warm_up") if p else None
+        return f"{w['pages']:,}, {w['seconds']}" if w and "pages" in w else "-"
 
     for gb in s["sizes_gb"]:
         for i, log_size in enumerate(s["logs"]):
@@ -397,7 +411,7 @@ def restart_section(data, png):
                        f"{sub.get('restart_seconds', '-')} | {sub.get('open_seconds', '-')} "
                        f"({sub.get('redo_records', 0):,}) | "
                        f"{sub.get('pages_pending', '-')}, {sub.get('background_redo_seconds', '-')} | "
-                       f"{inn.get('restart_seconds', '-')} | "
+                       f"{warm(sub)} | {inn.get('restart_seconds', '-')} | "
                        f"{sub.get('clean_start_seconds', '-')} / {inn.get('clean_start_seconds', '-')} | "
                        f"{back(sub)} / {back(inn)} |")
     return "\n".join(out)

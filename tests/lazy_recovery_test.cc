@@ -283,7 +283,16 @@ TEST_F(LazyRecovery, TheBackgroundDrainFinishesAlone) {
 // The warm-up's load (buffer/pool_warmer.h) reads pages that wait for
 // redo: each gets its records as any read gives them, so a list naming
 // every page leaves none pending, and the rows are an eager redo's.
-TEST_F(LazyRecovery, TheWarmUpLoadRedoesThePendingPagesItLoads) {
+// With the parameter, small changes go to per-page logs too: the pages
+// loaded must get their entries as well (a load that skipped them would
+// serve pages older than their redo).
+class WarmUpOverPendingRedo : public LazyRecovery, public ::testing::WithParamInterface<bool> {
+ protected:
+  void SetUp() override { g_ppl = GetParam(); }
+  void TearDown() override { g_ppl = false; }
+};
+
+TEST_P(WarmUpOverPendingRedo, TheLoadRedoesThePendingPagesItLoads) {
   FirstRun(150);
   uint64_t at = 0;
   const std::string lazy = PendingImage("warm", &at);
@@ -333,6 +342,9 @@ TEST_F(LazyRecovery, TheWarmUpLoadRedoesThePendingPagesItLoads) {
   ASSERT_OK(a->Commit());
   ASSERT_OK(b->Commit());
 }
+
+INSTANTIATE_TEST_SUITE_P(Ppl, WarmUpOverPendingRedo, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "PerPageLogs" : "Plain"; });
 
 // Power cuts while the background undo rolls back a large loser, with
 // writers and a reader running: every cut's restart keeps the writers'

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <mutex>
@@ -14,6 +15,7 @@
 
 #include "crash_images.h"
 #include "engine_util.h"
+#include "page/page_format.h"
 #include "storage_stack.h"
 #include "test_util.h"
 #include "util/aligned_buffer.h"
@@ -117,9 +119,9 @@ TEST(Preload, LoadsAbsentPagesIntoFreeFramesOnlyAndTheyAreHitsAfter) {
   ASSERT_TRUE(scratch.ok());
   const std::vector<uint32_t> first{1, 2, 3, 5, 9};
   bool full = true;
-  auto n = pool->Preload(1, first.data(), 5, scratch->get(), &full);
-  ASSERT_TRUE(n.ok()) << n.status().ToString();
-  EXPECT_EQ(*n, 4u);  // page 3 was in the pool
+  uint32_t n = 0;
+  ASSERT_OK(pool->Preload(1, first.data(), 5, scratch->get(), &n, &full));
+  EXPECT_EQ(n, 4u);  // page 3 was in the pool
   EXPECT_FALSE(full);
   const uint64_t misses = pool->stats().misses;
   for (uint32_t p : first) {
@@ -136,23 +138,24 @@ TEST(Preload, LoadsAbsentPagesIntoFreeFramesOnlyAndTheyAreHitsAfter) {
   // evicting none of the 5 loaded pages.
   std::vector<uint32_t> more;
   for (uint32_t p = 10; p < 30; ++p) more.push_back(p);
-  n = pool->Preload(1, more.data(), static_cast<uint32_t>(more.size()), scratch->get(), &full);
-  ASSERT_TRUE(n.ok());
-  EXPECT_EQ(*n, 11u);
+  ASSERT_OK(
+      pool->Preload(1, more.data(), static_cast<uint32_t>(more.size()), scratch->get(), &n, &full));
+  EXPECT_EQ(n, 11u);
   EXPECT_TRUE(full);
   EXPECT_EQ(pool->stats().evictions, 0u);
   EXPECT_EQ(pool->ResidentPages().size(), 16u);
   // Pages past the end are not loaded; an unknown space loads nothing.
   const std::vector<uint32_t> past{60, 61};
-  n = pool->Preload(1, past.data(), 2, scratch->get(), &full);
-  ASSERT_TRUE(n.ok());
-  EXPECT_EQ(*n, 0u);
-  n = pool->Preload(9, first.data(), 5, scratch->get(), &full);
-  ASSERT_TRUE(n.ok());
-  EXPECT_EQ(*n, 0u);
+  ASSERT_OK(pool->Preload(1, past.data(), 2, scratch->get(), &n, &full));
+  EXPECT_EQ(n, 0u);
+  ASSERT_OK(pool->Preload(9, first.data(), 5, scratch->get(), &n, &full));
+  EXPECT_EQ(n, 0u);
   // A span wider than one read is refused.
   const std::vector<uint32_t> wide{0, buffer::BufferPool::kMaxPreloadSpan};
-  EXPECT_TRUE(pool->Preload(1, wide.data(), 2, scratch->get(), &full).status().IsInvalidArgument());
+  EXPECT_TRUE(pool->Preload(1, wide.data(), 2, scratch->get(), &n, &full).IsInvalidArgument());
+  // Its reads are the pool's, not the space's (not its table's work).
+  EXPECT_EQ(st->space->stats().pages_read, 1u);  // the fetch of page 3
+  EXPECT_EQ(pool->stats().preload_pages_read, 9u + 11u);
   st->Close(false);
 }
 
@@ -172,14 +175,62 @@ TEST(Preload, ADamagedPageIsLeftOutAndItsFetchStillFails) {
   ASSERT_TRUE(scratch.ok());
   const std::vector<uint32_t> pages{4, 5, 6, 7, 8};
   bool full = false;
-  auto n = pool->Preload(1, pages.data(), 5, scratch->get(), &full);
-  EXPECT_TRUE(n.status().IsCorruption()) << n.status().ToString();
-  EXPECT_NE(n.status().ToString().find("page 6"), std::string::npos) << n.status().ToString();
+  uint32_t n = 0;
+  const Status st6 = pool->Preload(1, pages.data(), 5, scratch->get(), &n, &full);
+  EXPECT_TRUE(st6.IsCorruption()) << st6.ToString();
+  EXPECT_NE(st6.ToString().find("page 6"), std::string::npos) << st6.ToString();
+  EXPECT_EQ(n, 4u);
   EXPECT_EQ(pool->stats().pages_preloaded, 4u);
   EXPECT_EQ(pool->ResidentPages().size(), 4u);
   EXPECT_TRUE(pool->Fetch({1, 6}, buffer::Latch::kShared).status().IsCorruption());
   for (uint32_t p : {4u, 5u, 7u, 8u}) {
     auto h = pool->Fetch({1, p}, buffer::Latch::kShared);
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ(DecodeFixed32(h->data() + 64), p * 3 + 1);
+  }
+  st->Close(false);
+}
+
+// Fetches of pages a preload is loading wait for it and get the page;
+// pages are loaded once either way, and no pin or loading flag is left.
+TEST(Preload, FetchesOfPagesBeingLoadedWaitAndGetThem) {
+  test::ScratchDir dir;
+  std::unique_ptr<test::StorageStack> st;
+  MakeSpace(dir.path(), 200, 256, &st);
+  buffer::BufferPool* pool = st->pool.get();
+  std::atomic<bool> done{false};
+  std::atomic<int> bad{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 3; ++r) {
+    readers.emplace_back([&, r] {
+      uint32_t p = static_cast<uint32_t>(r * 37);
+      while (!done.load()) {
+        p = (p * 7 + 13) % 200 + 1;  // the test pages are 1-200
+        auto h = pool->Fetch({1, p}, buffer::Latch::kShared);
+        if (!h.ok() || DecodeFixed32(h->data() + 64) != p * 3 + 1) ++bad;
+      }
+    });
+  }
+  auto scratch = AlignedBuffer::Allocate(buffer::BufferPool::kMaxPreloadSpan * kPs);
+  ASSERT_TRUE(scratch.ok());
+  uint32_t total = 0;
+  for (uint32_t first = 1; first <= 200; first += 40) {
+    std::vector<uint32_t> span;
+    for (uint32_t p = first; p < first + 40; ++p) span.push_back(p);
+    uint32_t n = 0;
+    bool full = false;
+    ASSERT_OK(pool->Preload(1, span.data(), 40, scratch->get(), &n, &full));
+    EXPECT_FALSE(full);
+    total += n;
+  }
+  done.store(true);
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  // Every page is in the pool once: loaded by the preload or by a reader.
+  EXPECT_EQ(pool->ResidentPages().size(), 200u);
+  EXPECT_EQ(total + pool->stats().misses, 200u);
+  for (uint32_t p = 1; p <= 200; ++p) {
+    auto h = pool->Fetch({1, p}, buffer::Latch::kExclusive);  // no pin or latch left behind
     ASSERT_TRUE(h.ok());
     EXPECT_EQ(DecodeFixed32(h->data() + 64), p * 3 + 1);
   }
@@ -251,6 +302,10 @@ TEST_F(Warmup, ACleanCloseListsThePoolAndTheNextOpenLoadsItBack) {
   EXPECT_GT(s.pool_load_pages, list->size() - 20);
   EXPECT_LE(s.pool_load_pages, list->size());
   EXPECT_NE(Notes().find("buffer pool load completed"), std::string::npos) << Notes();
+  // The load's reads are not the table's work.
+  for (const IndexStats& is : (*db)->FindTable("t")->Stats().indexes) {
+    EXPECT_EQ(is.file_bytes_read, 0u) << is.name;
+  }
   // Every index scanned whole: no page is read from its file any more.
   const uint64_t misses = s.buffer_misses;
   auto txn = (*db)->Begin();
@@ -300,6 +355,45 @@ TEST_F(Warmup, ADamagedListLoadsNothingAndTheOpenGoesOn) {
   EXPECT_TRUE(buffer::ReadPageList(PosixFileSystem(), ListPath(), 4096).ok());
 }
 
+TEST_F(Warmup, ADamagedPageIsLeftOutAndTheLoadGoesOn) {
+  Fill(3000);
+  std::string primary;
+  for (const auto& e : std::filesystem::directory_iterator(dir_.path() + "/db")) {
+    if (e.path().filename().string().find("PRIMARY") != std::string::npos) primary = e.path();
+  }
+  ASSERT_FALSE(primary.empty());
+  std::vector<uint8_t> file = test::ReadFile(primary);
+  // The middle one of the leaves with keys (the list is read in spans of
+  // many pages: it lies inside one).
+  std::vector<uint32_t> leaves;
+  for (uint32_t p = 1; p < file.size() / 4096; ++p) {
+    const uint8_t* page = file.data() + uint64_t{p} * 4096;
+    if (page::TypeOf(page) == page::kPageBtreeLeaf && DecodeFixed16(page + 34) > 0) {
+      leaves.push_back(p);
+    }
+  }
+  ASSERT_GT(leaves.size(), 10u);
+  const uint32_t leaf = leaves[leaves.size() / 2];
+  file[uint64_t{leaf} * 4096 + 200] ^= 0x08;
+  test::WriteFile(primary, file);
+  auto db = Database::Open(Opts());
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  AwaitLoad(db->get());
+  const DatabaseStats s = (*db)->Stats();
+  const std::string notes = Notes();
+  EXPECT_NE(notes.find("buffer pool load completed"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("1 damaged page(s) left out"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("page " + std::to_string(leaf)), std::string::npos) << notes;
+  EXPECT_GT(s.pool_load_pages, s.pool_load_listed - 20);
+  // The page's reader gets the damage, as without the load.
+  auto txn = (*db)->Begin();
+  auto c = txn->OpenCursor((*db)->FindTable("t"), 0);
+  ASSERT_TRUE(c.ok());
+  Status st = (*c)->Seek(SeekOp::kFirst);
+  while (st.ok() && (*c)->Valid()) st = (*c)->Next();
+  EXPECT_TRUE(st.IsCorruption()) << st.ToString();
+}
+
 TEST_F(Warmup, PagesOfSpacesNoLongerThereAreLeftOutAndAFullPoolEndsTheLoad) {
   Fill(3000);
   auto list = buffer::ReadPageList(PosixFileSystem(), ListPath(), 4096);
@@ -344,17 +438,22 @@ TEST_F(Warmup, ThePoolIsListedEveryIntervalWhileTheEngineRuns) {
   auto list = buffer::ReadPageList(PosixFileSystem(), ListPath(), 4096);
   ASSERT_TRUE(list.ok()) << list.status().ToString();
   EXPECT_GT(list->size(), 60u);  // 300 KB of rows in 4 KiB pages, and their indexes
-  // Without the list nothing is written.
+  // With pool_dump off the list is loaded, and never written.
   ASSERT_OK((*db)->Close());
   db->reset();
-  std::filesystem::remove(ListPath());
+  const std::vector<uint8_t> before = Bytes(ListPath());
   o.pool_dump = false;
-  o.pool_load_at_open = false;
   auto quiet = Database::Open(o);
   ASSERT_TRUE(quiet.ok());
+  AwaitLoad(quiet->get());
+  EXPECT_GT((*quiet)->Stats().pool_load_pages, 0u);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  auto txn2 = (*quiet)->Begin();
+  ASSERT_OK(txn2->Insert((*quiet)->FindTable("t"), test::SampleRow(1000, 1, std::nullopt, "z")));
+  ASSERT_OK(txn2->Commit());
   ASSERT_OK((*quiet)->Close());
-  EXPECT_FALSE(std::filesystem::exists(ListPath()));
+  EXPECT_EQ((*quiet)->Stats().pool_dumps, 0u);
+  EXPECT_EQ(Bytes(ListPath()), before);
 }
 
 // Power cuts while the close writes the list (after each write, before its

@@ -999,6 +999,7 @@ BufferPoolStats BufferPool::stats() const {
   s.pages_delogged = pages_delogged_.load(std::memory_order_relaxed);
   s.page_log_reclaimed = page_log_reclaimed_.load(std::memory_order_relaxed);
   s.pages_preloaded = pages_preloaded_.load(std::memory_order_relaxed);
+  s.preload_pages_read = preload_pages_read_.load(std::memory_order_relaxed);
   s.writes_failing = writes_failing_.load(std::memory_order_relaxed);
   std::shared_lock lock(spaces_mu_);
   for (auto& [id, sp] : spaces_) s.pages_read += sp->stats().pages_read;

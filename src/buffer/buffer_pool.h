@@ -105,9 +105,11 @@ struct BufferPoolStats {
   // Pages written (and their page-log blocks freed) after having entries,
   // and those the background cleaner read back to be written so.
   uint64_t pages_delogged = 0, page_log_reclaimed = 0;
-  uint64_t pages_preloaded = 0;  // loaded by Preload (warm-up), not by fetches
-  uint64_t write_failures = 0;   // page-write batches that failed (PageWriter P4)
-  bool writes_failing = false;   // the last batch failed; retried until one succeeds
+  // Loaded by Preload (warm-up), not by fetches; and the pages its reads
+  // took from the files (those between listed pages included).
+  uint64_t pages_preloaded = 0, preload_pages_read = 0;
+  uint64_t write_failures = 0;  // page-write batches that failed (PageWriter P4)
+  bool writes_failing = false;  // the last batch failed; retried until one succeeds
 };
 
 class BufferPool;
@@ -264,15 +266,19 @@ class BufferPool {
   // Loads the pages `pages` (n page numbers of one space, ascending, at
   // most kMaxPreloadSpan apart from first to last) that are not in the pool
   // into free frames, with one read of the span from the first to the last
-  // of them into `scratch` (aligned, room for kMaxPreloadSpan pages). A page
-  // loaded so is read and checked as a fetch would (its page-log entries
-  // and pending redo applied) and is the first to be evicted until used.
-  // Never evicts: with no free frame left it stops and sets *pool_full.
-  // A space not open (dropped) loads nothing. Returns the pages loaded; on
-  // a read or check failure, the error (the pages it concerns stay out).
+  // of them into `scratch` (aligned, room for kMaxPreloadSpan pages); if
+  // that read fails, each page is read alone, so that a page gets its own
+  // read's outcome. A page loaded so is read and checked as a fetch would
+  // (its page-log entries and pending redo applied) and is not marked
+  // referenced: the CLOCK may take it at its first pass unless a query used
+  // it. Never evicts: with no free frame left it stops and sets *pool_full.
+  // A space not open (dropped) loads nothing. *loaded: the pages loaded;
+  // returns the first page's error (the pages that fail stay out; the
+  // others are loaded). These reads are not counted as the space's reads
+  // (SpaceFile::stats): they are not its table's work.
   static constexpr uint32_t kMaxPreloadSpan = 64;
-  Result<uint32_t> Preload(uint32_t space_id, const uint32_t* pages, uint32_t n, uint8_t* scratch,
-                           bool* pool_full);
+  Status Preload(uint32_t space_id, const uint32_t* pages, uint32_t n, uint8_t* scratch,
+                 uint32_t* loaded, bool* pool_full);
 
   BufferPoolStats stats() const;
   uint32_t page_size() const { return options_.page_size; }
@@ -392,7 +398,7 @@ class BufferPool {
       checkpoints_{0};
   std::atomic<uint64_t> pages_logged_{0}, page_log_bytes_{0}, page_log_full_{0};
   std::atomic<uint64_t> pages_delogged_{0}, page_log_reclaimed_{0};
-  std::atomic<uint64_t> pages_preloaded_{0};
+  std::atomic<uint64_t> pages_preloaded_{0}, preload_pages_read_{0};
   std::atomic<bool> no_appends_{false};  // WriteLoggedPages: every flush writes
 };
 

@@ -25,10 +25,11 @@ std::vector<PageId> BufferPool::ResidentPages() const {
   return pages;
 }
 
-Result<uint32_t> BufferPool::Preload(uint32_t space_id, const uint32_t* pages, uint32_t n,
-                                     uint8_t* scratch, bool* pool_full) {
+Status BufferPool::Preload(uint32_t space_id, const uint32_t* pages, uint32_t n, uint8_t* scratch,
+                           uint32_t* loaded, bool* pool_full) {
+  *loaded = 0;
   *pool_full = false;
-  if (n == 0) return 0;
+  if (n == 0) return Status::OK();
   if (pages[n - 1] - pages[0] >= kMaxPreloadSpan) {
     return Status::InvalidArgument(
         StrFormat("preload of space %u: pages %u to %u span more than %u", space_id, pages[0],
@@ -38,7 +39,7 @@ Result<uint32_t> BufferPool::Preload(uint32_t space_id, const uint32_t* pages, u
   // load or not found by it.
   std::shared_lock unasked(unasked_fetch_mu_);
   page::SpaceFile* space = Space(space_id);
-  if (space == nullptr) return 0;
+  if (space == nullptr) return Status::OK();
   const uint32_t count = space->page_count();
   // Frames taken, as the miss path takes them (T3): loading, pinned, in
   // the table, so that a fetch of one of these pages waits for this read.
@@ -66,20 +67,24 @@ Result<uint32_t> BufferPool::Preload(uint32_t space_id, const uint32_t* pages, u
       taken.emplace_back(pages[i], idx);
     }
   }
-  if (taken.empty()) return 0;
+  if (taken.empty()) return Status::OK();
   const uint32_t first = taken.front().first;
+  const uint32_t span = taken.back().first - first + 1;
   const uint32_t ps = options_.page_size;
-  const Status read = space->ReadPages(first, taken.back().first - first + 1, scratch);
+  const bool span_read = space->ReadPages(first, span, scratch, /*count=*/false).ok();
+  preload_pages_read_.fetch_add(span_read ? span : 0, std::memory_order_relaxed);
   Status failed;
-  uint32_t loaded = 0;
   for (const auto& [page_no, idx] : taken) {
     Frame& f = *frames_[idx];
     const PageId id{space_id, page_no};
-    Status st = read;
-    if (st.ok()) {
+    Status st;
+    if (span_read) {
       std::memcpy(f.data, scratch + uint64_t{page_no - first} * ps, ps);
-      st = space->CheckRead(page_no, f.data);
+    } else {
+      st = space->ReadPages(page_no, 1, f.data, /*count=*/false);
+      if (st.ok()) preload_pages_read_.fetch_add(1, std::memory_order_relaxed);
     }
+    if (st.ok()) st = space->CheckRead(page_no, f.data);
     if (st.ok()) st = ApplyPageLog(f, id);
     if (st.ok() && !pending_redo_.empty()) st = ApplyPendingRedo(f, idx, id, false);
     std::lock_guard lock(mu_);
@@ -92,13 +97,12 @@ Result<uint32_t> BufferPool::Preload(uint32_t space_id, const uint32_t* pages, u
     } else {
       f.loading.store(false, std::memory_order_release);
       f.pins.fetch_sub(1, std::memory_order_release);
-      ++loaded;
+      ++*loaded;
     }
     load_cv_.notify_all();
   }
-  pages_preloaded_.fetch_add(loaded, std::memory_order_relaxed);
-  if (!failed.ok()) return failed;
-  return loaded;
+  pages_preloaded_.fetch_add(*loaded, std::memory_order_relaxed);
+  return failed;
 }
 
 }  // namespace subito::buffer

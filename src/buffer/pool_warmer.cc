@@ -50,7 +50,8 @@ Status WritePageList(FileSystem* fs, const std::string& path, uint32_t page_size
   SUBITO_RETURN_IF_ERROR((*f)->Write(0, bytes.data(), bytes.size()));
   SUBITO_RETURN_IF_ERROR((*f)->Sync());
   f->reset();
-  return fs->Rename(tmp, path);
+  SUBITO_RETURN_IF_ERROR(fs->Rename(tmp, path));
+  return fs->SyncDirOf(path);
 }
 
 Result<std::vector<PageId>> ReadPageList(FileSystem* fs, const std::string& path,
@@ -63,9 +64,9 @@ Result<std::vector<PageId>> ReadPageList(FileSystem* fs, const std::string& path
   };
   const uint64_t size = (*f)->Size();
   if (size < kPageListHeaderSize) return bad("shorter than its header");
-  std::vector<uint8_t> bytes(size);
-  SUBITO_RETURN_IF_ERROR((*f)->Read(0, bytes.data(), size));
-  const uint8_t* h = bytes.data();
+  // The header is checked before anything is allocated for the entries.
+  uint8_t h[kPageListHeaderSize];
+  SUBITO_RETURN_IF_ERROR((*f)->Read(0, h, sizeof h));
   if (DecodeFixed32(h) != kPageListMagic) return bad("not a page list (magic)");
   if (crc32c::Value(h, 20) != DecodeFixed32(h + 20)) return bad("header checksum mismatch");
   if (DecodeFixed16(h + 4) != kPageListVersion) {
@@ -81,12 +82,14 @@ Result<std::vector<PageId>> ReadPageList(FileSystem* fs, const std::string& path
     return bad(StrFormat("%llu bytes for %llu entries", static_cast<unsigned long long>(size),
                          static_cast<unsigned long long>(count)));
   }
-  if (crc32c::Value(h + kPageListHeaderSize, count * 8) != DecodeFixed32(h + 16)) {
+  std::vector<uint8_t> entries(count * 8);
+  SUBITO_RETURN_IF_ERROR((*f)->Read(kPageListHeaderSize, entries.data(), entries.size()));
+  if (crc32c::Value(entries.data(), entries.size()) != DecodeFixed32(h + 16)) {
     return bad("entries' checksum mismatch");
   }
   std::vector<PageId> pages(count);
   for (uint64_t i = 0; i < count; ++i) {
-    const uint8_t* e = h + kPageListHeaderSize + i * 8;
+    const uint8_t* e = entries.data() + i * 8;
     pages[i] = {DecodeFixed32(e), DecodeFixed32(e + 4)};
     if (i > 0 && !Before(pages[i - 1], pages[i])) return bad("entries out of order");
   }
@@ -207,11 +210,15 @@ void PoolWarmer::Load() {
   if (options_.note) {
     const uint64_t loaded = loaded_.load(std::memory_order_relaxed);
     options_.note(StrFormat(
-        "buffer pool load %s: %llu of %llu listed page(s) loaded in %.2f s (%.0f MB/s)%s%s",
+        "buffer pool load %s: %llu of %llu listed page(s) loaded in %.2f s (%.0f MB/s)%s%s%s",
         stopped_because_.empty() ? "completed" : "ended early",
         static_cast<unsigned long long>(loaded), static_cast<unsigned long long>(pages.size()),
         seconds, seconds > 0 ? loaded * pool_->page_size() / seconds / 1e6 : 0.0,
-        stopped_because_.empty() ? "" : "; ", stopped_because_.c_str()));
+        stopped_because_.empty() ? "" : "; ", stopped_because_.c_str(),
+        damaged_ == 0 ? ""
+                      : StrFormat("; %llu damaged page(s) left out",
+                                  static_cast<unsigned long long>(damaged_))
+                            .c_str()));
   }
 }
 
@@ -222,14 +229,21 @@ bool PoolWarmer::LoadSpan(uint32_t space, const std::vector<uint32_t>& pages, ui
     return false;
   }
   bool full = false;
-  Result<uint32_t> n =
-      pool_->Preload(space, pages.data(), static_cast<uint32_t>(pages.size()), scratch, &full);
-  if (!n.ok()) {
-    // The pages it concerns are read (and fail) again when a query needs them.
-    stopped_because_ = "stopped at a page that could not be loaded: " + n.status().ToString();
-    return false;
+  uint32_t n = 0;
+  const Status st =
+      pool_->Preload(space, pages.data(), static_cast<uint32_t>(pages.size()), scratch, &n, &full);
+  loaded_.fetch_add(n, std::memory_order_relaxed);
+  if (!st.ok()) {
+    // A damaged page is left out (a query that needs it gets the same
+    // error) and the load goes on; any other failure (the device) ends it.
+    if (!st.IsCorruption()) {
+      stopped_because_ = "a read failed: " + st.ToString();
+      return false;
+    }
+    if (++damaged_ <= 3 && options_.note) {
+      options_.note("buffer pool load: a page is left out: " + st.ToString());
+    }
   }
-  loaded_.fetch_add(*n, std::memory_order_relaxed);
   if (full) {
     stopped_because_ = "the pool is full";
     return false;

@@ -12,7 +12,7 @@
 // applied. A list that is missing, damaged (checksums), of another page
 // size, or that names pages or spaces no longer there loads less or
 // nothing; the open never fails because of it. Format:
-// docs/formats/page_list.md.
+// docs/formats/page-list.md.
 #pragma once
 
 #include <atomic>
@@ -81,7 +81,8 @@ class PoolWarmer {
   void Run();
   void Load();
   // Loads a run of one space's pages (ascending, within one read's span).
-  // Returns false when the load should end.
+  // Returns false when the load should end: the engine closes, the pool is
+  // full, or a read failed other than with a damaged page.
   bool LoadSpan(uint32_t space, const std::vector<uint32_t>& pages, uint8_t* scratch);
 
   BufferPool* const pool_;
@@ -97,6 +98,7 @@ class PoolWarmer {
   std::atomic<bool> loading_{false}, cut_short_{false};
   std::atomic<double> load_seconds_{0};
   std::string stopped_because_;  // the load's thread only
+  uint64_t damaged_ = 0;         // pages left out as damaged; the load's thread only
 };
 
 }  // namespace subito::buffer

@@ -103,7 +103,7 @@ Status SpaceFile::ReadPage(uint32_t page_no, uint8_t* buf) {
   return CheckRead(page_no, buf);
 }
 
-Status SpaceFile::ReadPages(uint32_t first, uint32_t n, uint8_t* buf) {
+Status SpaceFile::ReadPages(uint32_t first, uint32_t n, uint8_t* buf, bool count) {
   if (n == 0 || uint64_t{first} + n > page_count()) {
     return Status::NotFound(StrFormat("%s: page %u is past the end of the space (%u pages)",
                                       path().c_str(), first + n - 1, page_count()));
@@ -112,10 +112,11 @@ Status SpaceFile::ReadPages(uint32_t first, uint32_t n, uint8_t* buf) {
   const uint64_t want = uint64_t{n} * page_size_;
   const uint64_t size = file_->Size();
   // Allocated in memory, the file not grown that far yet: never written.
-  const uint64_t in_file = size <= off ? 0 : std::min(want, size - off);
+  // Whole pages only: a page the file holds part of was never written.
+  const uint64_t in_file = size <= off ? 0 : std::min(want, size - off) / page_size_ * page_size_;
   if (in_file > 0) SUBITO_RETURN_IF_ERROR(file_->Read(off, buf, in_file));
   if (in_file < want) std::memset(buf + in_file, 0, want - in_file);
-  pages_read_.fetch_add(in_file / page_size_, std::memory_order_relaxed);
+  if (count) pages_read_.fetch_add(in_file / page_size_, std::memory_order_relaxed);
   return Status::OK();
 }
 

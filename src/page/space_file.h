@@ -66,8 +66,9 @@ class SpaceFile {
   Status ReadPage(uint32_t page_no, uint8_t* buf);
   // Reads pages [first, first + n) (all below page_count()) into buf in one
   // read, unchecked; pages not yet in the file are zeros. Each page is
-  // checked by CheckRead before use.
-  Status ReadPages(uint32_t first, uint32_t n, uint8_t* buf);
+  // checked by CheckRead before use. count = false: not counted in stats()
+  // (the pool's warm-up: reads that are not the table's work).
+  Status ReadPages(uint32_t first, uint32_t n, uint8_t* buf, bool count = true);
   Status CheckRead(uint32_t page_no, const uint8_t* buf) const;
   // Writes a sealed page image. Only the buffer pool's page writer calls it.
   Status WritePage(uint32_t page_no, const uint8_t* buf);

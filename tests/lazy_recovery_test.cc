@@ -134,11 +134,12 @@ class LazyRecovery : public ::testing::Test, public TrackedRun {
 // so that nothing reads the lazy one's pages before the workload does.
 // With the parameter, small changes go to per-page logs in a region small
 // enough that its cleaner loads pages too.
-class LazyRecoveryCuts : public LazyRecovery, public ::testing::WithParamInterface<bool> {
+class LazyRecoveryPpl : public LazyRecovery, public ::testing::WithParamInterface<bool> {
  protected:
   void SetUp() override { g_ppl = GetParam(); }
   void TearDown() override { g_ppl = false; }
 };
+class LazyRecoveryCuts : public LazyRecoveryPpl {};
 
 TEST_P(LazyRecoveryCuts, PowerCutsWhileReadersAndWritersRedoPagesKeepEverything) {
   FirstRun(120);
@@ -286,11 +287,7 @@ TEST_F(LazyRecovery, TheBackgroundDrainFinishesAlone) {
 // With the parameter, small changes go to per-page logs too: the pages
 // loaded must get their entries as well (a load that skipped them would
 // serve pages older than their redo).
-class WarmUpOverPendingRedo : public LazyRecovery, public ::testing::WithParamInterface<bool> {
- protected:
-  void SetUp() override { g_ppl = GetParam(); }
-  void TearDown() override { g_ppl = false; }
-};
+class WarmUpOverPendingRedo : public LazyRecoveryPpl {};
 
 TEST_P(WarmUpOverPendingRedo, TheLoadRedoesThePendingPagesItLoads) {
   FirstRun(150);

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "subito/status.h"
 #include "util/coding.h"
@@ -22,6 +24,23 @@ TEST(Crc32c, ExtendEqualsWhole) {
   size_t n = std::strlen(s);
   for (size_t cut = 0; cut <= n; ++cut) {
     EXPECT_EQ(crc32c::Extend(crc32c::Value(s, cut), s + cut, n - cut), crc32c::Value(s, n));
+  }
+}
+
+// Short inputs take the SSE4.2 instruction, long ones ISA-L: a long
+// input's CRC built from short pieces (one byte, then 7-byte steps) equals
+// its CRC in one call, at every length around the switch.
+TEST(Crc32c, ShortAndLongPathsAgree) {
+  std::vector<uint8_t> bytes(1000);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 131 + 7);
+  for (size_t n = 0; n <= bytes.size(); n += n < 300 ? 1 : 61) {
+    uint32_t bytewise = 0, steps = 0;
+    for (size_t i = 0; i < n; ++i) bytewise = crc32c::Extend(bytewise, &bytes[i], 1);
+    for (size_t i = 0; i < n; i += 7)
+      steps = crc32c::Extend(steps, &bytes[i], std::min<size_t>(7, n - i));
+    const uint32_t whole = crc32c::Value(bytes.data(), n);
+    ASSERT_EQ(bytewise, whole) << n << " bytes";
+    ASSERT_EQ(steps, whole) << n << " bytes";
   }
 }
 

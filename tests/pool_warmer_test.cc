@@ -46,6 +46,11 @@ TEST(PageList, RoundTripsSortedWithoutDuplicates) {
   list = buffer::ReadPageList(PosixFileSystem(), path, 4096);
   ASSERT_TRUE(list.ok());
   EXPECT_EQ(*list, (std::vector<PageId>{{7, 7}}));
+  // An empty pool lists nothing, and that reads back.
+  ASSERT_OK(buffer::WritePageList(PosixFileSystem(), path, 4096, {}));
+  list = buffer::ReadPageList(PosixFileSystem(), path, 4096);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_TRUE(list->empty());
   EXPECT_TRUE(
       buffer::ReadPageList(PosixFileSystem(), dir.path() + "/none", 4096).status().IsNotFound());
 }

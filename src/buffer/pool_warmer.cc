@@ -83,7 +83,9 @@ Result<std::vector<PageId>> ReadPageList(FileSystem* fs, const std::string& path
                          static_cast<unsigned long long>(count)));
   }
   std::vector<uint8_t> entries(count * 8);
-  SUBITO_RETURN_IF_ERROR((*f)->Read(kPageListHeaderSize, entries.data(), entries.size()));
+  if (count > 0) {
+    SUBITO_RETURN_IF_ERROR((*f)->Read(kPageListHeaderSize, entries.data(), entries.size()));
+  }
   if (crc32c::Value(entries.data(), entries.size()) != DecodeFixed32(h + 16)) {
     return bad("entries' checksum mismatch");
   }

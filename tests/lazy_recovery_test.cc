@@ -87,6 +87,15 @@ void ExpectRows(Database* db, const std::vector<test::ThreadWorkload>& work,
   }
 }
 
+// Both databases' table "t" holds the same rows, to a snapshot read.
+void ExpectSameRows(Database* x, Database* y) {
+  auto a = x->Begin();
+  auto b = y->Begin();
+  EXPECT_EQ(test::ScanAll(a.get(), x->FindTable("t")), test::ScanAll(b.get(), y->FindTable("t")));
+  ASSERT_OK(a->Commit());
+  ASSERT_OK(b->Commit());
+}
+
 class LazyRecovery : public ::testing::Test, public TrackedRun {
  protected:
   // Runs the first workload (threads 0-2) on a tracked database and closes
@@ -243,12 +252,7 @@ TEST_F(LazyRecovery, PagesWaitForTheirFirstReadAndMatchAnEagerRedo) {
 
   test::CheckRecovered(ldb->get(), Plans(first), min_k, max_k);
   test::CheckRecovered(edb->get(), Plans(first), min_k, max_k);
-  auto a = (*ldb)->Begin();
-  auto b = (*edb)->Begin();
-  EXPECT_EQ(test::ScanAll(a.get(), (*ldb)->FindTable("t")),
-            test::ScanAll(b.get(), (*edb)->FindTable("t")));
-  ASSERT_OK(a->Commit());
-  ASSERT_OK(b->Commit());
+  ExpectSameRows(ldb->get(), edb->get());
   EXPECT_LT((*ldb)->Stats().recovery_pages_pending, pending);
   EXPECT_GT((*ldb)->Stats().recovery_pages_redone, 0u);
 
@@ -332,12 +336,7 @@ TEST_P(WarmUpOverPendingRedo, TheLoadRedoesThePendingPagesItLoads) {
   std::vector<size_t> min_k, max_k;
   first_times.Bounds(at, &min_k, &max_k);
   test::CheckRecovered(ldb->get(), Plans(first), min_k, max_k);
-  auto a = (*ldb)->Begin();
-  auto b = (*edb)->Begin();
-  EXPECT_EQ(test::ScanAll(a.get(), (*ldb)->FindTable("t")),
-            test::ScanAll(b.get(), (*edb)->FindTable("t")));
-  ASSERT_OK(a->Commit());
-  ASSERT_OK(b->Commit());
+  ExpectSameRows(ldb->get(), edb->get());
 }
 
 INSTANTIATE_TEST_SUITE_P(Ppl, WarmUpOverPendingRedo, ::testing::Bool(),

@@ -353,6 +353,7 @@ Status DatabaseImpl::OpenAll() {
                                           options_.double_write_pages);
   if (!d.ok()) return d.status();
   dwb_ = std::move(*d);
+  phase("double-write");
 
   // A region left by an earlier run is opened whatever the setting: its
   // entries hold changes the checkpoint has passed. With ppl_bytes 0 it is
@@ -375,7 +376,7 @@ Status DatabaseImpl::OpenAll() {
              "shutdown has written them back");
     }
   }
-  phase("double-write and per-page logs");
+  phase("per-page logs");
 
   buffer::BufferPoolOptions po;
   po.capacity_bytes = options_.buffer_pool_bytes;

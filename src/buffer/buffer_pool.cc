@@ -292,33 +292,48 @@ Result<PageHandle> BufferPool::FetchFrame(PageId id, Latch latch) {
   }
   const uint32_t idx = *victim;
   Frame& f = *frames_[idx];
+  BeginLoad(idx, id, /*referenced=*/true);
+  lk.unlock();
+  Status st = space->ReadPage(id.page_no, f.data);
+  if (st.ok()) st = AfterRead(f, idx, id);
+  lk.lock();
+  EndLoad(idx, id, st);
+  if (!st.ok()) return st;
+  lk.unlock();
+  misses_.fetch_add(1, std::memory_order_relaxed);
+  space->CountLookup(false);
+  return LatchedHandle(idx, id, latch);
+}
+
+void BufferPool::BeginLoad(uint32_t idx, PageId id, bool referenced) {
+  Frame& f = *frames_[idx];
   f.id = id;
   f.in_use = true;
   f.loading.store(true, std::memory_order_relaxed);  // before the entry: T3
-  f.referenced.store(true, std::memory_order_relaxed);
+  f.referenced.store(referenced, std::memory_order_relaxed);
   f.pins.store(1, std::memory_order_relaxed);
   f.dirty = false;
   f.verified.store(false, std::memory_order_relaxed);
   AddEntry(id, idx);
-  lk.unlock();
-  Status st = space->ReadPage(id.page_no, f.data);
-  if (st.ok()) st = ApplyPageLog(f, id);
-  if (st.ok() && !pending_redo_.empty()) st = ApplyPendingRedo(f, idx, id, false);
-  lk.lock();
+}
+
+Status BufferPool::AfterRead(Frame& f, uint32_t idx, PageId id) {
+  SUBITO_RETURN_IF_ERROR(ApplyPageLog(f, id));
+  if (pending_redo_.empty()) return Status::OK();
+  return ApplyPendingRedo(f, idx, id, false);
+}
+
+void BufferPool::EndLoad(uint32_t idx, PageId id, const Status& st) {
+  Frame& f = *frames_[idx];
   if (!st.ok()) {
     RemoveEntry(id);  // before loading clears: T3
     f.load_error = st;
     f.loading.store(false, std::memory_order_release);
     DropFailedLoadPin(idx);
-    load_cv_.notify_all();
-    return st;
+  } else {
+    f.loading.store(false, std::memory_order_release);
   }
-  f.loading.store(false, std::memory_order_release);
   load_cv_.notify_all();
-  lk.unlock();
-  misses_.fetch_add(1, std::memory_order_relaxed);
-  space->CountLookup(false);
-  return LatchedHandle(idx, id, latch);
 }
 
 Result<uint32_t> BufferPool::FindVictim(std::unique_lock<std::mutex>& lk) {

@@ -304,6 +304,16 @@ class BufferPool {
   void BuildBeforeWrite(const std::vector<PageImage>& writes);
   Result<uint32_t> FindVictim(std::unique_lock<std::mutex>& lk);
   Status FlushFrames(const std::vector<uint32_t>& candidates, bool skip_busy);
+  // A page's load, in the miss path and Preload alike (T3). BeginLoad,
+  // under mu_: the free frame idx will hold `id`: loading, pinned once by
+  // the loader, in the table. AfterRead, outside mu_, once the page's
+  // checked image is in the frame: its page-log entries and pending redo.
+  // EndLoad, under mu_: the outcome; a failed load leaves the table and
+  // drops the loader's pin (waiters get the error); waiters wake either
+  // way, and a loaded page keeps the loader's pin.
+  void BeginLoad(uint32_t idx, PageId id, bool referenced);
+  Status AfterRead(Frame& f, uint32_t idx, PageId id);
+  void EndLoad(uint32_t idx, PageId id, const Status& st);
   // After a page's image is read from its file: applies its page-log entries
   // newer than the image and sets up the frame's page-log state.
   Status ApplyPageLog(Frame& f, PageId id);

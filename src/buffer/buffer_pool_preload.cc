@@ -41,8 +41,8 @@ Status BufferPool::Preload(uint32_t space_id, const uint32_t* pages, uint32_t n,
   page::SpaceFile* space = Space(space_id);
   if (space == nullptr) return Status::OK();
   const uint32_t count = space->page_count();
-  // Frames taken, as the miss path takes them (T3): loading, pinned, in
-  // the table, so that a fetch of one of these pages waits for this read.
+  // Frames taken as the miss path takes them (BeginLoad, T3), so that a
+  // fetch of one of these pages waits for this read.
   std::vector<std::pair<uint32_t, uint32_t>> taken;  // (page_no, frame)
   {
     std::lock_guard lock(mu_);
@@ -55,15 +55,7 @@ Status BufferPool::Preload(uint32_t space_id, const uint32_t* pages, uint32_t n,
       }
       const uint32_t idx = free_.back();
       free_.pop_back();
-      Frame& f = *frames_[idx];
-      f.id = id;
-      f.in_use = true;
-      f.loading.store(true, std::memory_order_relaxed);
-      f.referenced.store(false, std::memory_order_relaxed);
-      f.pins.store(1, std::memory_order_relaxed);
-      f.dirty = false;
-      f.verified.store(false, std::memory_order_relaxed);
-      AddEntry(id, idx);
+      BeginLoad(idx, id, /*referenced=*/false);
       taken.emplace_back(pages[i], idx);
     }
   }
@@ -85,21 +77,15 @@ Status BufferPool::Preload(uint32_t space_id, const uint32_t* pages, uint32_t n,
       if (st.ok()) preload_pages_read_.fetch_add(1, std::memory_order_relaxed);
     }
     if (st.ok()) st = space->CheckRead(page_no, f.data);
-    if (st.ok()) st = ApplyPageLog(f, id);
-    if (st.ok() && !pending_redo_.empty()) st = ApplyPendingRedo(f, idx, id, false);
+    if (st.ok()) st = AfterRead(f, idx, id);
     std::lock_guard lock(mu_);
+    EndLoad(idx, id, st);
     if (!st.ok()) {
-      RemoveEntry(id);  // before loading clears: T3
-      f.load_error = st;
-      f.loading.store(false, std::memory_order_release);
-      DropFailedLoadPin(idx);
       if (failed.ok()) failed = st;
     } else {
-      f.loading.store(false, std::memory_order_release);
-      f.pins.fetch_sub(1, std::memory_order_release);
+      f.pins.fetch_sub(1, std::memory_order_release);  // no one asked for it
       ++*loaded;
     }
-    load_cv_.notify_all();
   }
   pages_preloaded_.fetch_add(*loaded, std::memory_order_relaxed);
   return failed;

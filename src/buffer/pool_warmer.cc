@@ -43,15 +43,7 @@ Status WritePageList(FileSystem* fs, const std::string& path, uint32_t page_size
   EncodeFixed32(h + 12, static_cast<uint32_t>(pages.size()));
   EncodeFixed32(h + 16, crc32c::Value(h + kPageListHeaderSize, pages.size() * 8));
   EncodeFixed32(h + 20, crc32c::Value(h, 20));
-  const std::string tmp = path + ".tmp";
-  SUBITO_RETURN_IF_ERROR(fs->Remove(tmp));
-  Result<std::unique_ptr<File>> f = fs->Create(tmp);
-  if (!f.ok()) return f.status();
-  SUBITO_RETURN_IF_ERROR((*f)->Write(0, bytes.data(), bytes.size()));
-  SUBITO_RETURN_IF_ERROR((*f)->Sync());
-  f->reset();
-  SUBITO_RETURN_IF_ERROR(fs->Rename(tmp, path));
-  return fs->SyncDirOf(path);
+  return ReplaceFile(fs, path, bytes.data(), bytes.size());
 }
 
 Result<std::vector<PageId>> ReadPageList(FileSystem* fs, const std::string& path,
@@ -108,10 +100,9 @@ void PoolWarmer::Start() {
 
 void PoolWarmer::Stop() {
   {
-    std::lock_guard lock(mu_);
-    stop_ = true;
+    std::lock_guard lock(mu_);  // not between the thread's check and its wait
+    stop_.store(true);
   }
-  stopping_.store(true);
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
@@ -146,13 +137,13 @@ void PoolWarmer::Run() {
   loading_.store(false, std::memory_order_release);
   bool failing = false;
   std::unique_lock lock(mu_);
-  while (!stop_) {
+  while (!stop_.load()) {
     if (options_.dump_interval_seconds == 0) {
-      cv_.wait(lock, [&] { return stop_; });
+      cv_.wait(lock, [&] { return stop_.load(); });
       break;
     }
     if (cv_.wait_for(lock, std::chrono::seconds(options_.dump_interval_seconds),
-                     [&] { return stop_; })) {
+                     [&] { return stop_.load(); })) {
       break;
     }
     lock.unlock();
@@ -225,7 +216,7 @@ void PoolWarmer::Load() {
 }
 
 bool PoolWarmer::LoadSpan(uint32_t space, const std::vector<uint32_t>& pages, uint8_t* scratch) {
-  if (stopping_.load(std::memory_order_relaxed)) {
+  if (stop_.load(std::memory_order_relaxed)) {
     stopped_because_ = "the engine is closing";
     cut_short_.store(true);
     return false;

@@ -90,10 +90,9 @@ class PoolWarmer {
   const PoolWarmerOptions options_;
   std::thread thread_;
   std::mutex dump_mu_;  // one list written at a time
-  std::mutex mu_;       // stop_ and the wake-up
+  std::mutex mu_;       // the wake-up
   std::condition_variable cv_;
-  bool stop_ = false;
-  std::atomic<bool> stopping_{false};
+  std::atomic<bool> stop_{false};  // set under mu_; read by the load between spans
   std::atomic<uint64_t> listed_{0}, loaded_{0}, dumps_{0};
   std::atomic<bool> loading_{false}, cut_short_{false};
   std::atomic<double> load_seconds_{0};

@@ -246,15 +246,7 @@ Status WriteCatalog(FileSystem* fs, const std::string& dir, const Catalog& catal
   EncodeFixed32(image.data() + 12, static_cast<uint32_t>(body.size()));
   EncodeFixed32(image.data() + 16, crc32c::Value(body.data(), body.size()));
   image += body;
-  const std::string path = CatalogPath(dir), tmp = path + ".tmp";
-  SUBITO_RETURN_IF_ERROR(fs->Remove(tmp));
-  Result<std::unique_ptr<File>> f = fs->Create(tmp);
-  if (!f.ok()) return f.status();
-  SUBITO_RETURN_IF_ERROR((*f)->Write(0, image.data(), image.size()));
-  SUBITO_RETURN_IF_ERROR((*f)->Sync());
-  f->reset();
-  SUBITO_RETURN_IF_ERROR(fs->Rename(tmp, path));
-  return fs->SyncDirOf(path);
+  return ReplaceFile(fs, CatalogPath(dir), image.data(), image.size());
 }
 
 Result<std::optional<Catalog>> ReadCatalog(FileSystem* fs, const std::string& dir) {

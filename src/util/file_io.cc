@@ -34,6 +34,18 @@ Status StatusFromErrno(int err, const std::string& what, const std::string& path
   return Status::IOError(std::move(msg));
 }
 
+Status ReplaceFile(FileSystem* fs, const std::string& path, const void* data, size_t n) {
+  const std::string tmp = path + ".tmp";
+  SUBITO_RETURN_IF_ERROR(fs->Remove(tmp));
+  Result<std::unique_ptr<File>> f = fs->Create(tmp);
+  if (!f.ok()) return f.status();
+  SUBITO_RETURN_IF_ERROR((*f)->Write(0, data, n));
+  SUBITO_RETURN_IF_ERROR((*f)->Sync());
+  f->reset();
+  SUBITO_RETURN_IF_ERROR(fs->Rename(tmp, path));
+  return fs->SyncDirOf(path);
+}
+
 Status CreatePrivateDirectories(const std::string& dir) {
   std::filesystem::path at;
   for (const auto& part : std::filesystem::absolute(dir).lexically_normal()) {

@@ -64,6 +64,12 @@ void RemoveFilesNamed(const std::string& dir, const std::string& prefix,
 // umask aside: a server's umask may leave directories group-writable).
 Status CreatePrivateDirectories(const std::string& dir);
 
+// Replaces `path` with `n` bytes, whole or not at all across a crash: they
+// go to path.tmp, synced, which is renamed over path, and the directory is
+// synced. For small files written whole (the catalog, the page list), on a
+// file system without O_DIRECT alignment rules.
+Status ReplaceFile(FileSystem* fs, const std::string& path, const void* data, size_t n);
+
 // pread/pwrite/fdatasync. With direct_io, O_DIRECT is asked for and dropped
 // where the file system refuses it (tmpfs before Linux 6.6; cached_files
 // counts such files and those on tmpfs); buffers, offsets and lengths must

@@ -386,8 +386,34 @@ int ShowStatus(THD*, SHOW_VAR* var, void* buff, struct system_status_var*, enum 
   return 0;
 }
 
-SHOW_VAR status_variables[] = {{"Subito", reinterpret_cast<char*>(&ShowStatus), SHOW_FUNC},
-                               {NullS, NullS, SHOW_LONG}};
+// Subito_backup_*: whether a backup pauses file writes now
+// (Database::PauseFileWrites), and pauses since the start. Apart from the
+// rest, whose values fill the server's buffer for a SHOW_FUNC.
+int ShowBackupStatus(THD*, SHOW_VAR* var, void* buff, struct system_status_var*,
+                     enum enum_var_type) {
+  struct Values {
+    ulonglong file_writes_paused, pauses;
+  };
+  auto* values = new (buff) Values{};
+  if (g_db) {
+    const DatabaseStats s = g_db->Stats();
+    values->file_writes_paused = s.file_writes_paused;
+    values->pauses = s.file_write_pauses;
+  }
+  auto* vars = reinterpret_cast<SHOW_VAR*>(static_cast<char*>(buff) + sizeof(Values));
+  vars[0] = {"file_writes_paused", reinterpret_cast<char*>(&values->file_writes_paused),
+             SHOW_ULONGLONG};
+  vars[1] = {"pauses", reinterpret_cast<char*>(&values->pauses), SHOW_ULONGLONG};
+  vars[2] = {NullS, NullS, SHOW_LONG};
+  var->type = SHOW_ARRAY;
+  var->value = reinterpret_cast<char*>(vars);
+  return 0;
+}
+
+SHOW_VAR status_variables[] = {
+    {"Subito", reinterpret_cast<char*>(&ShowStatus), SHOW_FUNC},
+    {"Subito_backup", reinterpret_cast<char*>(&ShowBackupStatus), SHOW_FUNC},
+    {NullS, NullS, SHOW_LONG}};
 
 // ---- lock waits and parallel replication ----
 
@@ -720,7 +746,30 @@ bool ShowEngineStatusText(THD* thd, stat_print_fn* print) {
   text += line;
   text += s.writes_stopped ? "writes: STOPPED (" + s.stop_reason + "); restart the server\n"
                            : std::string("writes: accepted\n");
+  snprintf(line, sizeof line, "file writes: %s; %llu backup pause(s) since start\n",
+           s.file_writes_paused ? "PAUSED for a backup (BACKUP STAGE), until BACKUP STAGE END"
+                                : "running",
+           (unsigned long long)s.file_write_pauses);
+  text += line;
   return print(thd, "SUBITO", 6, "", 0, text.data(), text.size());
+}
+
+// BACKUP STAGE START .. END (docs/mariadb.md, "Backups"): meanwhile Subito
+// changes none of its files but the redo log (Database::PauseFileWrites).
+void PrepareForBackup() {
+  try {
+    if (g_db) g_db->PauseFileWrites();
+  } catch (const std::exception& e) {
+    sql_print_error("Subito: cannot pause file writes for the backup: %s", e.what());
+  }
+}
+
+void EndBackup() {
+  try {
+    if (g_db) g_db->ResumeFileWrites();
+  } catch (const std::exception& e) {
+    sql_print_error("Subito: cannot resume file writes after the backup: %s", e.what());
+  }
 }
 
 handler* CreateHandler(handlerton* hton, TABLE_SHARE* table, MEM_ROOT* mem_root) {
@@ -842,6 +891,8 @@ int InitEngine(void* p) {
   h->kill_query = KillQuery;
   h->start_consistent_snapshot = StartConsistentSnapshot;
   h->show_status = ShowEngineStatus;
+  h->prepare_for_backup = PrepareForBackup;
+  h->end_backup = EndBackup;
   h->tablefile_extensions = ha_subito_exts;
   h->table_options = subito_table_options;
   return 0;

@@ -323,6 +323,9 @@ struct DatabaseStats {
   // one succeeds), and whether the last one failed.
   uint64_t page_write_failures = 0;
   bool page_writes_failing = false;
+  // PauseFileWrites: in effect now, and pauses since Open.
+  bool file_writes_paused = false;
+  uint64_t file_write_pauses = 0;
   // The engine stopped accepting writes (a rollback that could not finish,
   // a commit whose outcome is unknown, a log that failed): every write fails
   // with ReadOnly and the reason; reads go on; a restart recovers.
@@ -412,6 +415,20 @@ class Database {
   // engine. A server's commit-order check for parallel replication. Set it
   // before any transaction begins.
   virtual void SetLockWaitHook(std::function<void(uint64_t waiter, uint64_t holder)> hook) = 0;
+  // Backups (MariaDB's BACKUP STAGE; docs/mariadb.md, "Replication and
+  // backups"). From PauseFileWrites' return until ResumeFileWrites (or
+  // Close), the engine changes none of its files but the redo log: no page,
+  // double-write copy, per-page log entry or undo file is written, and the
+  // log's checkpoint stays where it was. Work goes on in memory and in the
+  // log. A copy of `dir`, then of `pm_dir` with its `log` directory last,
+  // made meanwhile while no transaction commits, opens as after a crash at
+  // the moment the log was copied: every transaction committed before has
+  // its changes, the others are rolled back, prepared ones stay prepared.
+  // A writer that needs a page written meanwhile (every free frame dirty, the
+  // log 3/4 full) or an undo file to grow waits for the resume, up to
+  // Options::log_full_timeout_ms, then fails with Busy.
+  virtual void PauseFileWrites() = 0;
+  virtual void ResumeFileWrites() = 0;
   virtual DatabaseStats Stats() const = 0;
   // Every table's TableStats and IndexStats counters start again from zero
   // now (DatabaseStats' totals do not).

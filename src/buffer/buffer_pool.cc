@@ -338,6 +338,7 @@ void BufferPool::EndLoad(uint32_t idx, PageId id, const Status& st) {
 
 Result<uint32_t> BufferPool::FindVictim(std::unique_lock<std::mutex>& lk) {
   const uint32_t n = static_cast<uint32_t>(frames_.size());
+  std::optional<std::chrono::steady_clock::time_point> paused_since;
   for (int attempt = 0;; ++attempt) {
     if (!free_.empty()) {
       uint32_t idx = free_.back();
@@ -370,6 +371,22 @@ Result<uint32_t> BufferPool::FindVictim(std::unique_lock<std::mutex>& lk) {
       }
       lk.unlock();
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      lk.lock();
+      continue;
+    }
+    if (dirty_candidate >= 0 && write_pause_.paused()) {
+      // A backup pauses page writes: wait for a clean frame or the resume.
+      const auto now = std::chrono::steady_clock::now();
+      if (!paused_since) {
+        paused_since = now;
+      } else if (now - *paused_since > std::chrono::milliseconds(options_.log_full_timeout_ms)) {
+        return Status::Busy(StrFormat(
+            "buffer pool: every frame free to take holds a change not yet written, and a backup "
+            "(BACKUP STAGE) has paused page writes for %u ms",
+            options_.log_full_timeout_ms));
+      }
+      lk.unlock();
+      write_pause_.AwaitResume(std::chrono::milliseconds(1));
       lk.lock();
       continue;
     }
@@ -617,7 +634,7 @@ Status BufferPool::LogFreeCheck() {
   auto since = std::chrono::steady_clock::now();
   for (int spins = 0; CheckpointAge() > limit; ++spins) {
     OnLogFull();
-    if (relief_) relief_();
+    if (relief_ && !write_pause_.paused()) relief_();  // paused: the checkpoint is held
     // Write the oldest pages here too: there may be no cleaner thread, and
     // this thread holds no latch. A failed write (a full disk) fails the
     // caller now: it is retried by the next caller and by the cleaners.
@@ -628,7 +645,10 @@ Status BufferPool::LogFreeCheck() {
       if (!drained.ok()) return drained.status();
       redoing = *drained != 0;
     }
-    SUBITO_RETURN_IF_ERROR(CleanBatch().status());
+    // While a backup pauses page writes, wait as for any checkpoint that
+    // cannot move.
+    Status cleaned = CleanBatch().status();
+    if (!cleaned.ok() && !write_pause_.paused()) return cleaned;
     SUBITO_RETURN_IF_ERROR(Checkpoint());
     if (CheckpointAge() <= limit) break;
     if (InterruptScope::Interrupted()) {
@@ -641,8 +661,11 @@ Status BufferPool::LogFreeCheck() {
     } else if (now - since > std::chrono::milliseconds(options_.log_full_timeout_ms)) {
       return Status::Busy(
           StrFormat("the redo log has been 3/4 full for %u ms and its checkpoint cannot advance "
-                    "(a transaction open since before it, or pages that cannot be written)",
-                    options_.log_full_timeout_ms));
+                    "(%s)",
+                    options_.log_full_timeout_ms,
+                    write_pause_.paused()
+                        ? "a backup (BACKUP STAGE) has paused page writes"
+                        : "a transaction open since before it, or pages that cannot be written"));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(spins < 100 ? 50 : 1000));
   }
@@ -664,6 +687,10 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
   // skip_busy, a frame whose latch is held is left for a later round: a
   // cleaner holding pins must never wait for a latch whose holder may be
   // waiting for a free frame.
+  WritePause::Scope writing(&write_pause_, write_pause_.TryEnter());
+  if (!writing.entered()) {
+    return Status::Busy("page writes are paused for a backup (BACKUP STAGE)");
+  }
   const uint32_t ps = options_.page_size;
   PageLogStore* const store = options_.page_log;
   Result<AlignedBuffer> copies = AlignedBuffer::Allocate(candidates.size() * ps);
@@ -966,9 +993,38 @@ void BufferPool::CleanerLoop() {
   }
 }
 
+void BufferPool::PauseFileWrites() {
+  std::lock_guard once(pause_mu_);
+  if (write_pause_.paused()) return;
+  HoldCheckpoint();
+  { std::lock_guard serial(flush_mu_); }  // a checkpoint that began before the hold
+  write_pause_.Pause();
+}
+
+void BufferPool::ResumeFileWrites() {
+  std::lock_guard once(pause_mu_);
+  if (!write_pause_.paused()) return;
+  write_pause_.Resume();
+  ReleaseCheckpoint();
+  {
+    std::lock_guard lock(cleaner_mu_);
+    urgent_ = true;
+  }
+  cleaner_cv_.notify_all();
+}
+
+Status BufferPool::BeginFileWrite(bool wait) {
+  if (wait ? write_pause_.Enter(std::chrono::milliseconds(options_.log_full_timeout_ms))
+           : write_pause_.TryEnter()) {
+    return Status::OK();
+  }
+  return Status::Busy(StrFormat("a backup (BACKUP STAGE) has paused file writes for %u ms",
+                                options_.log_full_timeout_ms));
+}
+
 void BufferPool::ReclaimPageLog() {
   PageLogStore* const store = options_.page_log;
-  if (store == nullptr || no_appends_.load() ||
+  if (store == nullptr || no_appends_.load() || write_pause_.paused() ||
       store->PagesUsed() * 4 < store->PageCapacity() * 3) {
     return;
   }
@@ -1008,6 +1064,8 @@ BufferPoolStats BufferPool::stats() const {
   s.pages_written = writer_.pages_written();
   s.write_batches = writer_.batches();
   s.write_failures = writer_.failures();
+  s.file_writes_paused = write_pause_.paused();
+  s.file_write_pauses = write_pause_.pauses();
   s.pages_logged = pages_logged_.load(std::memory_order_relaxed);
   s.page_log_bytes = page_log_bytes_.load(std::memory_order_relaxed);
   s.page_log_full = page_log_full_.load(std::memory_order_relaxed);

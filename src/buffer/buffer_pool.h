@@ -54,6 +54,7 @@
 #include "buffer/page_versions.h"
 #include "buffer/page_writer.h"
 #include "buffer/pending_redo.h"
+#include "buffer/write_pause.h"
 #include "log/redo_log.h"
 #include "page/space_file.h"
 
@@ -110,6 +111,9 @@ struct BufferPoolStats {
   uint64_t pages_preloaded = 0, preload_pages_read = 0;
   uint64_t write_failures = 0;  // page-write batches that failed (PageWriter P4)
   bool writes_failing = false;  // the last batch failed; retried until one succeeds
+  // PauseFileWrites: whether paused now, and pauses since Create.
+  bool file_writes_paused = false;
+  uint64_t file_write_pauses = 0;
 };
 
 class BufferPool;
@@ -243,6 +247,21 @@ class BufferPool {
   void ReleaseStartHold() {
     if (start_hold_.exchange(false)) ReleaseCheckpoint();
   }
+
+  // Backups (write_pause.h). From PauseFileWrites' return until
+  // ResumeFileWrites, no page image, double-write copy or page-log entry is
+  // written or freed, and the checkpoint does not move (nor does anything
+  // else write the log's checkpoint); changes go on in the frames and the
+  // redo log. A fetch that finds only dirty frames to evict waits for the
+  // resume (up to log_full_timeout_ms, then Busy); LogFreeCheck waits as
+  // for any checkpoint that cannot move; FlushAll fails with Busy.
+  void PauseFileWrites();
+  void ResumeFileWrites();
+  // For files the pool does not write (undo files): waits (if `wait`) up
+  // to log_full_timeout_ms while writes are paused, then holds off a pause
+  // until EndFileWrite. Busy if the pause lasted.
+  Status BeginFileWrite(bool wait = true);
+  void EndFileWrite() { write_pause_.Exit(); }
 
   // Lazy redo (pending_redo.h). StartLazyRedo holds the checkpoint (R1)
   // and takes the built index whole; from then on every page loaded from its
@@ -410,6 +429,8 @@ class BufferPool {
   std::atomic<uint64_t> pages_delogged_{0}, page_log_reclaimed_{0};
   std::atomic<uint64_t> pages_preloaded_{0}, preload_pages_read_{0};
   std::atomic<bool> no_appends_{false};  // WriteLoggedPages: every flush writes
+  WritePause write_pause_;               // FlushFrames' writes and appends, BeginFileWrite
+  std::mutex pause_mu_;                  // one Pause/ResumeFileWrites at a time
 };
 
 }  // namespace subito::buffer

@@ -692,9 +692,25 @@ void DatabaseImpl::PurgeLoop() {
   }
 }
 
+void DatabaseImpl::PauseFileWrites() {
+  if (pool_ == nullptr || pool_->stats().file_writes_paused) return;
+  pool_->PauseFileWrites();
+  Note(
+      "file writes paused for a backup: the page files, the double-write area, the per-page "
+      "log region and undo files stay as they are, and the checkpoint at LSN " +
+      std::to_string(log_->checkpoint_lsn()) + ", until the backup ends");
+}
+
+void DatabaseImpl::ResumeFileWrites() {
+  if (pool_ == nullptr || !pool_->stats().file_writes_paused) return;
+  pool_->ResumeFileWrites();
+  Note("file writes resumed after the backup");
+}
+
 Status DatabaseImpl::Close() {
   if (closed_) return Status::OK();
   closed_ = true;
+  ResumeFileWrites();
   // The losers are rolled back first: a clean shutdown leaves none.
   if (undo_thread_.joinable()) undo_thread_.join();
   StopPurge();
@@ -1143,6 +1159,8 @@ DatabaseStats DatabaseImpl::Stats() const {
     s.ppl_blocks = r.blocks;
   }
   s.page_writes_failing = ps.writes_failing;
+  s.file_writes_paused = ps.file_writes_paused;
+  s.file_write_pauses = ps.file_write_pauses;
   if (writes_stopped_.load() || log_->failed()) {
     s.writes_stopped = true;
     std::lock_guard lock(stop_mu_);

@@ -141,6 +141,8 @@ class DatabaseImpl final : public Database {
   void SetLockWaitHook(std::function<void(uint64_t, uint64_t)> hook) override {
     locks_.SetWaitHook(std::move(hook));
   }
+  void PauseFileWrites() override;
+  void ResumeFileWrites() override;
   DatabaseStats Stats() const override;
   void ResetIoStats() override;
   std::vector<TableStats> AllTableStats() const override;

@@ -152,11 +152,11 @@ Status TransactionImpl::PushUndo(IndexImpl* ix, Undo u, const std::string& rec) 
   return Status::OK();
 }
 
-Status TransactionImpl::RelocateIfOld(uint64_t limit) {
+Status TransactionImpl::RelocateIfOld(uint64_t limit, bool wait) {
   log::RedoLog* log = db_->log();
   if (!pinned_ || log->reserved_lsn() - pin_token_ <= limit) return Status::OK();
   // A long list is cheaper to append to the undo file than to copy.
-  if (undo_file_ || undo_bytes_ > log->capacity() / 64) return ReAnchor();
+  if (undo_file_ || undo_bytes_ > log->capacity() / 64) return ReAnchor(wait);
   const uint64_t new_pin = db_->pool()->BeginChange();
   Status st;
   for (const Undo& u : undo_) {
@@ -187,7 +187,13 @@ Status TransactionImpl::RelocateIfOld(uint64_t limit) {
   return Status::OK();
 }
 
-Status TransactionImpl::ReAnchor() {
+Status TransactionImpl::ReAnchor(bool wait) {
+  // Undo files stay as they are while a backup copies them.
+  SUBITO_RETURN_IF_ERROR(db_->pool()->BeginFileWrite(wait));
+  struct EndWrite {
+    buffer::BufferPool* pool;
+    ~EndWrite() { pool->EndFileWrite(); }
+  } end_write{db_->pool()};
   if (!undo_file_) {
     Result<std::unique_ptr<txn::UndoFile>> f =
         txn::UndoFile::Create(db_->undo_fs(), db_->undo_dir(), state_->id);

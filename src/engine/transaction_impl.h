@@ -71,7 +71,7 @@ class TransactionImpl final : public Transaction, public UndoOwner {
     std::unique_lock lock(mu_, std::try_to_lock);
     if (!lock.owns_lock() || ended_ || end_logging_ || !pinned_) return false;
     const uint64_t before = pin_token_;
-    (void)RelocateIfOld(limit);
+    (void)RelocateIfOld(limit, /*wait=*/false);
     return pin_token_ != before;
   }
   // Shared with cursors: false once the transaction has ended.
@@ -244,12 +244,15 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   };
   Result<LockedRow> LockRowToWrite(TableImpl* t, const Row& input, const char* whole_row_error);
   Status End(bool commit);
-  // Caller holds mu_. See txn_records.h (relocation, spilling).
-  Status RelocateIfOld(uint64_t limit);
+  // Caller holds mu_. See txn_records.h (relocation, spilling). `wait`:
+  // for a backup's pause of file writes to end (ReAnchor).
+  Status RelocateIfOld(uint64_t limit, bool wait = true);
   // Caller holds mu_. Writes undo_ to the undo file (created on first use),
   // then the anchor naming all of the file, durable, and moves the pin to
-  // it; undo_ is then empty (txn/undo_file.h U1-U3).
-  Status ReAnchor();
+  // it; undo_ is then empty (txn/undo_file.h U1-U3). While a backup pauses
+  // file writes it waits for the resume (if `wait`; up to
+  // Options::log_full_timeout_ms), else fails with Busy.
+  Status ReAnchor(bool wait = true);
   // Caller holds mu_, undo_ is empty: moves up to kReloadEntries of the
   // undo file's last entries above `savepoint` back into undo_.
   Status Reload(uint64_t savepoint);

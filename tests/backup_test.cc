@@ -1,0 +1,366 @@
+// Online physical backups (Database::PauseFileWrites, MariaDB's BACKUP
+// STAGE): while file writes are paused under a write load, a copy of the
+// data directory and of the PM directory, the log last, taken while no
+// transaction commits, opens to exactly the transactions committed before
+// the copy, with the open ones rolled back and a prepared one still
+// prepared.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+#include <shared_mutex>
+#include <thread>
+
+#include "engine_util.h"
+#include "test_util.h"
+
+namespace subito {
+namespace {
+
+namespace fs = std::filesystem;
+using test::ScanAll;
+
+TableDef Accounts() {
+  TableDef def;
+  def.name = "acct";
+  def.columns = {{"id", ColumnType::kInt, 8},
+                 {"k", ColumnType::kUInt, 4},
+                 {"v", ColumnType::kString, 8, false, 1u << 20}};
+  def.primary_key = {0};
+  def.indexes = {{"k", {1}, false}};
+  return def;
+}
+
+Row AccountRow(int64_t id, uint64_t k, size_t pad) {
+  return {id, k, std::string(pad, static_cast<char>('a' + k % 26))};
+}
+
+// Every regular file under `dir` and its bytes.
+std::map<std::string, std::vector<uint8_t>> FileBytes(const std::string& dir) {
+  std::map<std::string, std::vector<uint8_t>> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) files[e.path().string()] = test::ReadFile(e.path().string());
+  }
+  return files;
+}
+
+// The names of files that differ between two FileBytes, but for growth by
+// zero bytes (a page file extended for new pages, which read as zeros).
+std::string Changed(const std::map<std::string, std::vector<uint8_t>>& a,
+                    const std::map<std::string, std::vector<uint8_t>>& b) {
+  std::string out;
+  for (const auto& [name, bytes] : a) {
+    auto it = b.find(name);
+    if (it == b.end()) {
+      out += " " + name + " (gone)";
+    } else if (it->second.size() < bytes.size() ||
+               !std::equal(bytes.begin(), bytes.end(), it->second.begin()) ||
+               std::any_of(it->second.begin() + static_cast<ptrdiff_t>(bytes.size()),
+                           it->second.end(), [](uint8_t c) { return c != 0; })) {
+      out += " " + name + " (" + std::to_string(bytes.size()) + " -> " +
+             std::to_string(it->second.size()) + " bytes)";
+    }
+  }
+  for (const auto& [name, bytes] : b) {
+    if (!a.count(name)) out += " " + name + " (new)";
+  }
+  return out;
+}
+
+// Rows whose value differs between two models, as text.
+std::string Differences(const std::map<int64_t, uint64_t>& found,
+                        const std::map<int64_t, uint64_t>& expected) {
+  std::string out;
+  int n = 0;
+  for (const auto& [id, k] : expected) {
+    auto it = found.find(id);
+    if (it == found.end()) {
+      out += " " + std::to_string(id) + ": missing (want " + std::to_string(k) + ")";
+    } else if (it->second != k) {
+      out += " " + std::to_string(id) + ": " + std::to_string(it->second) + " (want " +
+             std::to_string(k) + ")";
+    } else {
+      continue;
+    }
+    if (++n == 20) return out + " ...";
+  }
+  for (const auto& [id, k] : found) {
+    if (!expected.count(id) && ++n < 20) out += " " + std::to_string(id) + ": unexpected";
+  }
+  return out;
+}
+
+// Copies `from` into `to`, leaving out the subdirectory `but` (if any).
+void CopyTree(const std::string& from, const std::string& to, const std::string& but = "") {
+  fs::create_directories(to);
+  for (const auto& e : fs::directory_iterator(from)) {
+    if (!but.empty() && e.path().filename() == but) continue;
+    fs::copy(e.path(), to + "/" + e.path().filename().string(), fs::copy_options::recursive);
+  }
+}
+
+Options BackupOptions(const std::string& dir) {
+  Options o = test::SmallOptions(dir);
+  o.buffer_pool_bytes = 2 << 20;  // 512 frames: the cleaners write all the time
+  o.max_checkpoint_age_bytes = 256 << 10;
+  o.ppl_bytes = 4 << 20;
+  o.ppl_threshold = 256;
+  return o;
+}
+
+class Backup : public ::testing::TestWithParam<bool> {};  // per-page logs on
+
+TEST_P(Backup, ACopyTakenWhileFileWritesArePausedOpensAtItsMoment) {
+  test::ScratchDir dir, copy;
+  Options o = BackupOptions(dir.path());
+  if (!GetParam()) o.ppl_bytes = 0;
+  auto opened = Database::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<Database> db = std::move(*opened);
+  auto created = db->CreateTable(Accounts());
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  Table* t = *created;
+  constexpr int64_t kRows = 3000;
+  std::map<int64_t, uint64_t> committed;  // id -> k, as of the last commit
+  {
+    auto txn = db->Begin();
+    for (int64_t id = 0; id < kRows; ++id) {
+      ASSERT_OK(txn->Insert(t, AccountRow(id, 0, 200)));
+      committed[id] = 0;
+    }
+    ASSERT_OK(txn->Commit());
+  }
+  // An XA transaction prepared before the backup stays prepared in the copy.
+  {
+    auto txn = db->Begin();
+    ASSERT_OK(txn->Update(t, AccountRow(0, 0, 200), AccountRow(0, 777, 200)));
+    ASSERT_OK(txn->Prepare("xid-before-backup"));
+    ASSERT_OK(db->KeepPrepared(std::move(txn)));
+  }
+
+  // Writers update rows and insert new ones; each commit takes `commits`
+  // shared, as MariaDB's commits take the backup lock that BLOCK_COMMIT
+  // waits for.
+  std::shared_mutex commits;
+  std::mutex model_mu;
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> commits_done{0}, changes_while_blocked{0};
+  std::atomic<bool> blocked{false};
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 2; ++w) {
+    writers.emplace_back([&, w] {
+      std::mt19937_64 rng(test::TestSeed() + w);
+      int64_t next_insert = kRows + 1000000 * (w + 1);
+      while (!stop.load()) {
+        auto txn = db->Begin();
+        std::map<int64_t, uint64_t> mine;
+        Status st;
+        for (int i = 0; i < 8 && st.ok(); ++i) {
+          // Each writer its own rows: the model is updated after Commit
+          // returns, so two writers' commits of one row could land in it
+          // out of order.
+          const int64_t id = 1 + w + 2 * static_cast<int64_t>(rng() % ((kRows - 2) / 2));
+          const uint64_t k = rng() % 1000;
+          st = txn->Update(t, AccountRow(id, 0, 200), AccountRow(id, k, 200));
+          if (st.ok()) mine[id] = k;
+        }
+        if (st.ok()) {
+          const int64_t id = next_insert++;
+          st = txn->Insert(t, AccountRow(id, 1, 300));
+          if (st.ok()) mine[id] = 1;
+        }
+        if (!st.ok()) continue;  // a deadlock or lock timeout: rolled back
+        if (blocked.load()) changes_while_blocked.fetch_add(1);
+        std::shared_lock may_commit(commits);
+        if (txn->Commit().ok()) {
+          std::lock_guard lock(model_mu);
+          for (auto& [id, k] : mine) committed[id] = k;
+          commits_done.fetch_add(1);
+        }
+      }
+    });
+  }
+  // A large transaction open across the backup: the copy rolls it back.
+  auto open_txn = db->Begin();
+  for (int64_t id = kRows + 5000000; id < kRows + 5000400; ++id) {
+    ASSERT_OK(open_txn->Insert(t, AccountRow(id, 2, 500)));
+  }
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  db->PauseFileWrites();  // BACKUP STAGE START
+  EXPECT_TRUE(db->Stats().file_writes_paused);
+  const uint64_t written_at_pause = db->Stats().page_file_bytes_written;
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // commits go on
+  std::map<int64_t, uint64_t> expected;
+  {
+    std::unique_lock no_commits(commits);  // BACKUP STAGE BLOCK_COMMIT
+    blocked.store(true);
+    {
+      std::lock_guard lock(model_mu);
+      expected = committed;
+    }
+    const auto before = FileBytes(o.dir);
+    std::map<std::string, std::vector<uint8_t>> pm_before = FileBytes(o.pm_dir);
+    for (auto it = pm_before.begin(); it != pm_before.end();) {
+      it = it->first.rfind(o.pm_dir + "/log", 0) == 0 ? pm_before.erase(it) : std::next(it);
+    }
+    // The open transaction goes on writing while the copy is made.
+    for (int64_t id = kRows + 5000400; id < kRows + 5000800; ++id) {
+      ASSERT_OK(open_txn->Insert(t, AccountRow(id, 2, 500)));
+    }
+    CopyTree(o.dir, copy.path() + "/db");
+    CopyTree(o.pm_dir, copy.path() + "/pm", "log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CopyTree(o.pm_dir + "/log", copy.path() + "/pm/log");
+    // Nothing but the log changed meanwhile (undo files, page files, the
+    // double-write area, the per-page log region), though the writers and
+    // the open transaction kept changing pages.
+    std::map<std::string, std::vector<uint8_t>> pm_after = FileBytes(o.pm_dir);
+    for (auto it = pm_after.begin(); it != pm_after.end();) {
+      it = it->first.rfind(o.pm_dir + "/log", 0) == 0 ? pm_after.erase(it) : std::next(it);
+    }
+    auto after = FileBytes(o.dir);
+    after.erase(o.dir + "/pool_pages");
+    auto before_files = before;
+    before_files.erase(o.dir + "/pool_pages");
+    EXPECT_EQ(Changed(before_files, after), "") << "data directory files changed while paused";
+    EXPECT_EQ(Changed(pm_before, pm_after), "") << "PM directory files changed while paused";
+    EXPECT_EQ(db->Stats().page_file_bytes_written, written_at_pause)
+        << "pages written while paused";
+  }
+  blocked.store(false);
+  db->ResumeFileWrites();  // BACKUP STAGE END
+  EXPECT_FALSE(db->Stats().file_writes_paused);
+  EXPECT_EQ(db->Stats().file_write_pauses, 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  stop.store(true);
+  for (auto& th : writers) th.join();
+  EXPECT_GT(commits_done.load(), 20u);
+  EXPECT_GT(changes_while_blocked.load(), 0u) << "the writers changed nothing during the copy";
+  EXPECT_GT(db->Stats().page_file_bytes_written, written_at_pause) << "writes did not resume";
+  ASSERT_OK(open_txn->Rollback());
+  ASSERT_OK(db->Close());
+  db.reset();
+
+  Options co = BackupOptions(copy.path());
+  if (!GetParam()) co.ppl_bytes = 0;
+  auto restored = Database::Open(co);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  db = std::move(*restored);
+  ASSERT_TRUE(test::AwaitBackgroundUndo(db.get()));
+  EXPECT_GE(db->recovery().transactions_rolled_back, 1u) << "the open transaction";
+  EXPECT_EQ(db->PreparedXids(), std::vector<std::string>{"xid-before-backup"});
+  Table* ct = db->FindTable("acct");
+  ASSERT_NE(ct, nullptr);
+  auto reader = db->Begin();
+  std::map<int64_t, uint64_t> found;
+  for (const Row& r : ScanAll(reader.get(), ct)) {
+    found[std::get<int64_t>(r[0])] = std::get<uint64_t>(r[1]);
+  }
+  // Row 0 is the prepared transaction's: readers see its value before.
+  EXPECT_EQ(found.size(), expected.size());
+  EXPECT_EQ(Differences(found, expected), "");
+  EXPECT_EQ(ScanAll(reader.get(), ct, 1).size(), expected.size()) << "the k index";
+  reader.reset();
+  auto held = db->TakePrepared("xid-before-backup");
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  ASSERT_OK((*held)->Commit());
+  auto after = db->Begin();
+  auto row0 = after->Get(ct, {int64_t{0}});
+  ASSERT_TRUE(row0.ok() && row0->has_value());
+  EXPECT_EQ(std::get<uint64_t>((**row0)[1]), 777u);
+  after.reset();
+  ASSERT_OK(db->Close());
+}
+
+INSTANTIATE_TEST_SUITE_P(PerPageLogs, Backup, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "WithPpl" : "WithoutPpl"; });
+
+// A writer that needs a frame while every free one is dirty waits for the
+// resume rather than failing; and Close ends a pause.
+TEST(BackupPause, AFetchWaitsForTheResumeAndCloseEndsAPause) {
+  test::ScratchDir dir;
+  Options o = test::SmallOptions(dir.path());
+  o.buffer_pool_bytes = 256 << 10;  // 64 frames
+  auto opened = Database::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<Database> db = std::move(*opened);
+  auto created = db->CreateTable(Accounts());
+  ASSERT_TRUE(created.ok());
+  Table* t = *created;
+  {
+    auto txn = db->Begin();
+    for (int64_t id = 0; id < 4000; ++id) ASSERT_OK(txn->Insert(t, AccountRow(id, 0, 100)));
+    ASSERT_OK(txn->Commit());
+  }
+  db->PauseFileWrites();
+  std::atomic<bool> resumed{false};
+  std::thread resumer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    resumed.store(true);
+    db->ResumeFileWrites();
+  });
+  // Far more pages than frames: the pool fills with dirty pages, then the
+  // next fetch waits for the resume.
+  auto txn = db->Begin();
+  Status st;
+  for (int64_t id = 0; id < 4000 && st.ok(); id += 7) {
+    st = txn->Update(t, AccountRow(id, 0, 100), AccountRow(id, 5, 100));
+  }
+  EXPECT_OK(st);
+  EXPECT_TRUE(resumed.load()) << "every update fitted in the pool: nothing had to wait";
+  ASSERT_OK(txn->Commit());
+  resumer.join();
+  db->PauseFileWrites();
+  ASSERT_OK(db->Close());  // resumes, then writes every page
+  db.reset();
+  auto reopened = Database::Open(o);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  EXPECT_EQ((*reopened)->recovery().records_redone, 0u) << "Close was not clean";
+  ASSERT_OK((*reopened)->Close());
+}
+
+// A transaction whose undo must go to its undo file while writes are
+// paused waits for the resume; past log_full_timeout_ms it fails with Busy
+// (the statement only), and after the resume it goes on.
+TEST(BackupPause, AnUndoFileWaitsForTheResume) {
+  test::ScratchDir dir;
+  Options o = test::SmallOptions(dir.path());
+  o.log_file_size = 4096 + (4 << 20);  // undo past 256 KiB goes to the undo file
+  o.log_full_timeout_ms = 300;
+  auto opened = Database::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<Database> db = std::move(*opened);
+  auto created = db->CreateTable(Accounts());
+  ASSERT_TRUE(created.ok());
+  Table* t = *created;
+  auto txn = db->Begin();
+  db->PauseFileWrites();
+  Status st;
+  int64_t id = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (; id < 2000 && st.ok(); ++id) {
+    const uint64_t sp = txn->Savepoint();
+    st = txn->Insert(t, AccountRow(id, 1, 1000));
+    if (!st.ok()) ASSERT_OK(txn->RollbackTo(sp));
+  }
+  EXPECT_TRUE(st.IsBusy()) << st.ToString();
+  EXPECT_NE(st.ToString().find("BACKUP STAGE"), std::string::npos) << st.ToString();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(300));
+  EXPECT_EQ(db->Stats().undo_spills, 0u);
+  db->ResumeFileWrites();
+  for (--id; id < 2000; ++id) ASSERT_OK(txn->Insert(t, AccountRow(id, 1, 1000)));
+  EXPECT_GT(db->Stats().undo_spills, 0u);
+  ASSERT_OK(txn->Commit());
+  auto reader = db->Begin();
+  EXPECT_EQ(ScanAll(reader.get(), t).size(), 2000u);
+  reader.reset();
+  ASSERT_OK(db->Close());
+}
+
+}  // namespace
+}  // namespace subito

@@ -219,7 +219,10 @@ ulonglong ha_subito::table_flags() const {
                        table_share->tmp_table == NO_TMP_TABLE;  // a temporary one has no rival
   const ulonglong stmt =
       thd && !autoinc && thd_tx_isolation(thd) > ISO_READ_COMMITTED ? HA_BINLOG_STMT_CAPABLE : 0;
-  return stmt | HA_REC_NOT_IN_SEQ | HA_NULL_IN_KEY | HA_CAN_INDEX_BLOBS |
+  // HA_CAN_ONLINE_BACKUPS: writes go on through BACKUP STAGE FLUSH and
+  // BLOCK_DDL, as InnoDB's, since Subito's files stay as they are from
+  // BACKUP STAGE START (Database::PauseFileWrites).
+  return stmt | HA_CAN_ONLINE_BACKUPS | HA_REC_NOT_IN_SEQ | HA_NULL_IN_KEY | HA_CAN_INDEX_BLOBS |
          HA_PRIMARY_KEY_IN_READ_INDEX | HA_PRIMARY_KEY_REQUIRED_FOR_POSITION |
          HA_PRIMARY_KEY_REQUIRED_FOR_DELETE | HA_TABLE_SCAN_ON_INDEX | HA_CAN_SQL_HANDLER |
          HA_BINLOG_ROW_CAPABLE | HA_REQUIRES_KEY_COLUMNS_FOR_DELETE | HA_CAN_SKIP_LOCKED |

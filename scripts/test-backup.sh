@@ -4,6 +4,12 @@
 #            and sysbench writes; the dump restored into a fresh server holds
 #            a consistent state (balances sum to the start, CHECK TABLE) and
 #            dumps again to the same bytes;
+#   physical (online): BACKUP STAGE START .. BLOCK_COMMIT under the same
+#            load, the data and PM directories copied (the log last), END
+#            (tests/binlog/online_backup.py); the copy started as a server:
+#            checksums equal the original's under BLOCK_COMMIT, one moment
+#            across tables, every commit acknowledged before it there, an
+#            XA transaction prepared before it still prepared;
 #   physical (cold): a clean shutdown, the data directory and the PM
 #            directory copied, the copy started as a second server: every
 #            table's CHECKSUM equals the original's, and an XA transaction
@@ -19,8 +25,9 @@ work="$(mktemp -d /var/tmp/subito-backup.XXXXXX)"
 A="$work/a"
 B="$work/b"
 C="$work/c"
+D="$work/d"
 pm="/dev/shm/subito-backup-$$"
-trap 'for d in "$A" "$B" "$C"; do bash scripts/server-stop.sh --dir "$d" >/dev/null 2>&1 || true; done;
+trap 'for d in "$A" "$B" "$C" "$D"; do bash scripts/server-stop.sh --dir "$d" >/dev/null 2>&1 || true; done;
       rm -rf "$work" "$pm"-*' EXIT
 OPTS=(-- --default-storage-engine=SUBITO --subito-lock-wait-timeout=10)
 sqla() { mariadb --no-defaults --socket="$A/mysqld.sock" -uroot -N -e "$1"; }
@@ -74,6 +81,50 @@ outcome "logical: CHECK TABLE of the restored tables" tables_ok sqlb
 mariadb-dump --no-defaults --socket="$B/mysqld.sock" -uroot --single-transaction --skip-dump-date \
   --databases sbtest >"$work/dump2.sql"
 outcome "logical: the restored tables dump to the same bytes" cmp -s "$work/dump.sql" "$work/dump2.sql"
+
+echo "== physical (online): BACKUP STAGE under the same write load, the files copied meanwhile"
+sqla "XA START 'online'; UPDATE sbtest.acct SET bal = bal - 5 WHERE id = 1;
+      UPDATE sbtest.acct SET bal = bal + 5 WHERE id = 2; XA END 'online'; XA PREPARE 'online'"
+mkdir -p "$D"
+before="$(sqla "SELECT COUNT(*) FROM sbtest.ledger")"
+/usr/bin/python3 tests/binlog/online_backup.py --socket "$A/mysqld.sock" --data-dir "$A/data" \
+  --pm-dir "$pm-a" --to "$D" --tables "$TABLES" --checksums "$work/online.sums" \
+  --acked-glob "$work/acked.*"
+after="$(sqla "SELECT COUNT(*) FROM sbtest.ledger")"
+echo "the ledger grew from $before to $after rows around the backup"
+outcome "online: writes went on around the backup" test "$after" -gt "$before"
+sqla "XA ROLLBACK 'online'"
+bash scripts/server-start.sh --dir "$D" --port 3400 --pm-dir "$D/pm" "${OPTS[@]}" >/dev/null
+grep -h 'Subito: opened' "$D/error.log" | tail -1 | cut -c1-240
+sqld() { mariadb --no-defaults --socket="$D/mysqld.sock" -uroot -N -e "$1"; }
+sqld "CHECKSUM TABLE $TABLES" | awk '{ printf "  %s %s\n", $1, $2 }'
+outcome "online: every table's checksum in the copy equals the original's under BLOCK_COMMIT" \
+  test "$(sqld "CHECKSUM TABLE $TABLES" | tr '\t' ' ')" = "$(tr '\t' ' ' <"$work/online.sums")"
+outcome "online: balances sum to the start in the copy" \
+  test "$(sqld "SELECT SUM(bal) FROM sbtest.acct")" = 100000
+outcome "online: counts equal ledger rows in the copy (one moment across tables)" \
+  test "$(sqld "SELECT COUNT(*) FROM sbtest.counts c
+                WHERE c.n <> (SELECT COUNT(*) FROM sbtest.ledger l WHERE l.client = c.client)")" = 0
+acked_in_copy() {
+  local c n=0 lost=0
+  for c in 1 2 3 4; do
+    [ -f "$D/acked.$c" ] || continue
+    n=$((n + $(wc -l <"$D/acked.$c")))
+    sqld "SELECT seq FROM sbtest.ledger WHERE client = $c" | sort -n >"$work/online.found.$c"
+    lost=$((lost + $(sort -n "$D/acked.$c" | comm -23 - "$work/online.found.$c" | wc -l)))
+  done
+  echo "  $n commits acknowledged before BLOCK_COMMIT, $lost of them missing in the copy"
+  [ "$n" -gt 0 ] && [ "$lost" -eq 0 ]
+}
+outcome "online: every commit acknowledged before BLOCK_COMMIT is in the copy" acked_in_copy
+outcome "online: the XA transaction prepared before the backup is prepared in the copy" \
+  test "$(sqld "XA RECOVER" | awk '{ print $4 }')" = online
+sqld "XA COMMIT 'online'"
+outcome "online: and its XA COMMIT there keeps the sum" \
+  test "$(sqld "SELECT SUM(bal) FROM sbtest.acct")" = 100000
+outcome "online: CHECK TABLE in the copy" tables_ok sqld
+bash scripts/server-stop.sh --dir "$D" >/dev/null
+
 kill "$sb" "${clients[@]}" 2>/dev/null || true
 wait "$sb" "${clients[@]}" 2>/dev/null || true
 for _ in $(seq 1 300); do  # a COMMIT sent before its client stopped may still run

@@ -112,12 +112,40 @@ Options BackupOptions(const std::string& dir) {
   return o;
 }
 
-class Backup : public ::testing::TestWithParam<bool> {};  // per-page logs on
+struct BackupCase {
+  bool ppl;
+  std::string log_mode;
+  uint32_t streams;
+};
+
+Options CaseOptions(const std::string& dir, const BackupCase& c) {
+  Options o = BackupOptions(dir);
+  o.log_file_size = 4096 + (32 << 20) / c.streams;  // 32 MiB in all
+  if (!c.ppl) o.ppl_bytes = 0;
+  o.log_write_mode = c.log_mode;
+  o.log_streams = c.streams;
+  return o;
+}
+
+// Copies the log directory one file (stream) at a time, `gap` apart, as a
+// copier that reaches each stream at another moment while records are
+// appended.
+void CopyLogSlowly(const std::string& from, const std::string& to, std::chrono::milliseconds gap) {
+  fs::create_directories(to);
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(from)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const fs::path& f : files) {
+    fs::copy(f, to + "/" + f.filename().string(), fs::copy_options::recursive);
+    std::this_thread::sleep_for(gap);
+  }
+}
+
+class Backup : public ::testing::TestWithParam<BackupCase> {};
 
 TEST_P(Backup, ACopyTakenWhileFileWritesArePausedOpensAtItsMoment) {
   test::ScratchDir dir, copy;
-  Options o = BackupOptions(dir.path());
-  if (!GetParam()) o.ppl_bytes = 0;
+  const Options o = CaseOptions(dir.path(), GetParam());
   auto opened = Database::Open(o);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   std::unique_ptr<Database> db = std::move(*opened);
@@ -148,8 +176,7 @@ TEST_P(Backup, ACopyTakenWhileFileWritesArePausedOpensAtItsMoment) {
   std::shared_mutex commits;
   std::mutex model_mu;
   std::atomic<bool> stop{false};
-  std::atomic<uint64_t> commits_done{0}, changes_while_blocked{0};
-  std::atomic<bool> blocked{false};
+  std::atomic<uint64_t> commits_done{0};
   std::vector<std::thread> writers;
   for (int w = 0; w < 2; ++w) {
     writers.emplace_back([&, w] {
@@ -174,8 +201,8 @@ TEST_P(Backup, ACopyTakenWhileFileWritesArePausedOpensAtItsMoment) {
           if (st.ok()) mine[id] = 1;
         }
         if (!st.ok()) continue;  // a deadlock or lock timeout: rolled back
-        if (blocked.load()) changes_while_blocked.fetch_add(1);
         std::shared_lock may_commit(commits);
+        std::this_thread::sleep_for(std::chrono::microseconds(500));  // as above
         if (txn->Commit().ok()) {
           std::lock_guard lock(model_mu);
           for (auto& [id, k] : mine) committed[id] = k;
@@ -184,21 +211,60 @@ TEST_P(Backup, ACopyTakenWhileFileWritesArePausedOpensAtItsMoment) {
       }
     });
   }
-  // A large transaction open across the backup: the copy rolls it back.
+  // A large transaction open across the backup, its undo already in its
+  // undo file (past 1/16 of the 32 MiB log): the copy rolls it back.
+  constexpr int64_t kBig = 2600;
+  TableDef big_def = Accounts();
+  big_def.name = "big";
+  big_def.indexes.clear();
+  auto big_created = db->CreateTable(big_def);
+  ASSERT_TRUE(big_created.ok()) << big_created.status().ToString();
+  Table* big = *big_created;
+  {
+    auto txn = db->Begin();
+    for (int64_t id = 0; id < kBig; ++id) ASSERT_OK(txn->Insert(big, AccountRow(id, 0, 900)));
+    ASSERT_OK(txn->Commit());
+  }
   auto open_txn = db->Begin();
+  for (int64_t id = 0; id < kBig; ++id) {
+    ASSERT_OK(open_txn->Update(big, AccountRow(id, 0, 900), AccountRow(id, 9, 900)));
+  }
   for (int64_t id = kRows + 5000000; id < kRows + 5000400; ++id) {
     ASSERT_OK(open_txn->Insert(t, AccountRow(id, 2, 500)));
   }
+  EXPECT_GT(db->Stats().undo_spills, 0u) << "the open transaction has no undo file";
 
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   db->PauseFileWrites();  // BACKUP STAGE START
   EXPECT_TRUE(db->Stats().file_writes_paused);
   const uint64_t written_at_pause = db->Stats().page_file_bytes_written;
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // commits go on
+  // A temporary table made now waits for the end of the backup (BACKUP
+  // STAGE does not block temporary tables; the copy's catalog would miss it).
+  std::atomic<bool> temporary_made{false};
+  std::thread temporary([&] {
+    TableDef tmp = Accounts();
+    tmp.name = "tmp";
+    tmp.temporary = true;
+    EXPECT_TRUE(db->CreateTable(tmp).ok());
+    temporary_made.store(true);
+  });
+  // Rollbacks make the log durable without a commit, so records land in
+  // the log files while the copier goes through them.
+  std::atomic<bool> stop_rollbacks{false};
+  std::atomic<uint64_t> rollbacks{0};
+  std::thread rollbacker([&] {
+    for (int64_t id = kRows + 7000000; !stop_rollbacks.load(); id += 10) {
+      auto txn = db->Begin();
+      for (int64_t i = 0; i < 10; ++i) (void)txn->Insert(t, AccountRow(id + i, 3, 300));
+      if (txn->Rollback().ok()) rollbacks.fetch_add(1);
+      // The checkpoint is held: the log must hold what is written meanwhile.
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
   std::map<int64_t, uint64_t> expected;
   {
     std::unique_lock no_commits(commits);  // BACKUP STAGE BLOCK_COMMIT
-    blocked.store(true);
     {
       std::lock_guard lock(model_mu);
       expected = committed;
@@ -214,8 +280,10 @@ TEST_P(Backup, ACopyTakenWhileFileWritesArePausedOpensAtItsMoment) {
     }
     CopyTree(o.dir, copy.path() + "/db");
     CopyTree(o.pm_dir, copy.path() + "/pm", "log");
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    CopyTree(o.pm_dir + "/log", copy.path() + "/pm/log");
+    const uint64_t rollbacks_before_log = rollbacks.load();
+    CopyLogSlowly(o.pm_dir + "/log", copy.path() + "/pm/log", std::chrono::milliseconds(100));
+    EXPECT_GT(rollbacks.load(), rollbacks_before_log) << "nothing was logged while copying the log";
+    EXPECT_FALSE(temporary_made.load()) << "a temporary table was made while paused";
     // Nothing but the log changed meanwhile (undo files, page files, the
     // double-write area, the per-page log region), though the writers and
     // the open transaction kept changing pages.
@@ -232,22 +300,23 @@ TEST_P(Backup, ACopyTakenWhileFileWritesArePausedOpensAtItsMoment) {
     EXPECT_EQ(db->Stats().page_file_bytes_written, written_at_pause)
         << "pages written while paused";
   }
-  blocked.store(false);
   db->ResumeFileWrites();  // BACKUP STAGE END
+  temporary.join();
+  EXPECT_TRUE(temporary_made.load());
+  stop_rollbacks.store(true);
+  rollbacker.join();
   EXPECT_FALSE(db->Stats().file_writes_paused);
   EXPECT_EQ(db->Stats().file_write_pauses, 1u);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   stop.store(true);
   for (auto& th : writers) th.join();
   EXPECT_GT(commits_done.load(), 20u);
-  EXPECT_GT(changes_while_blocked.load(), 0u) << "the writers changed nothing during the copy";
   EXPECT_GT(db->Stats().page_file_bytes_written, written_at_pause) << "writes did not resume";
   ASSERT_OK(open_txn->Rollback());
   ASSERT_OK(db->Close());
   db.reset();
 
-  Options co = BackupOptions(copy.path());
-  if (!GetParam()) co.ppl_bytes = 0;
+  const Options co = CaseOptions(copy.path(), GetParam());
   auto restored = Database::Open(co);
   ASSERT_TRUE(restored.ok()) << restored.status().ToString();
   db = std::move(*restored);
@@ -265,6 +334,16 @@ TEST_P(Backup, ACopyTakenWhileFileWritesArePausedOpensAtItsMoment) {
   EXPECT_EQ(found.size(), expected.size());
   EXPECT_EQ(Differences(found, expected), "");
   EXPECT_EQ(ScanAll(reader.get(), ct, 1).size(), expected.size()) << "the k index";
+  // The open transaction's updates, undone from its undo file.
+  EXPECT_GE(db->recovery().losers_with_undo_files, 1u);
+  Table* cbig = db->FindTable("big");
+  ASSERT_NE(cbig, nullptr);
+  const std::vector<Row> big_rows = ScanAll(reader.get(), cbig);
+  EXPECT_EQ(big_rows.size(), static_cast<size_t>(kBig));
+  for (const Row& r : big_rows) {
+    ASSERT_EQ(std::get<uint64_t>(r[1]), 0u) << "big row " << std::get<int64_t>(r[0]);
+  }
+  EXPECT_EQ(db->FindTable("tmp"), nullptr) << "temporary tables do not outlive an open";
   reader.reset();
   auto held = db->TakePrepared("xid-before-backup");
   ASSERT_TRUE(held.ok()) << held.status().ToString();
@@ -277,8 +356,15 @@ TEST_P(Backup, ACopyTakenWhileFileWritesArePausedOpensAtItsMoment) {
   ASSERT_OK(db->Close());
 }
 
-INSTANTIATE_TEST_SUITE_P(PerPageLogs, Backup, ::testing::Bool(),
-                         [](const auto& info) { return info.param ? "WithPpl" : "WithoutPpl"; });
+INSTANTIATE_TEST_SUITE_P(Logs, Backup,
+                         ::testing::Values(BackupCase{true, "nf", 1}, BackupCase{false, "nf", 1},
+                                           BackupCase{true, "nf", 2},
+                                           BackupCase{true, "classic", 2}),
+                         [](const auto& info) {
+                           return std::string(info.param.ppl ? "Ppl" : "NoPpl") + "_" +
+                                  info.param.log_mode + "_" + std::to_string(info.param.streams) +
+                                  "streams";
+                         });
 
 // A writer that needs a frame while every free one is dirty waits for the
 // resume rather than failing; and Close ends a pause.
@@ -324,14 +410,17 @@ TEST(BackupPause, AFetchWaitsForTheResumeAndCloseEndsAPause) {
   ASSERT_OK((*reopened)->Close());
 }
 
-// A transaction whose undo must go to its undo file while writes are
-// paused waits for the resume; past log_full_timeout_ms it fails with Busy
-// (the statement only), and after the resume it goes on.
-TEST(BackupPause, AnUndoFileWaitsForTheResume) {
+// While writes are paused a growing transaction keeps its undo in the log
+// (the checkpoint is held anyway) instead of writing its undo file; only a
+// new entry at a position a rollback freed below its undo file's anchor
+// (txn/undo_file.h U2) must rewrite the file: it waits for the resume, and
+// past log_full_timeout_ms the statement fails with Busy.
+TEST(BackupPause, UndoFilesWaitOnlyWhenTheyMust) {
   test::ScratchDir dir;
   Options o = test::SmallOptions(dir.path());
   o.log_file_size = 4096 + (4 << 20);  // undo past 256 KiB goes to the undo file
   o.log_full_timeout_ms = 300;
+  o.buffer_pool_bytes = 32 << 20;  // the changes made while paused stay in it
   auto opened = Database::Open(o);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   std::unique_ptr<Database> db = std::move(*opened);
@@ -339,25 +428,44 @@ TEST(BackupPause, AnUndoFileWaitsForTheResume) {
   ASSERT_TRUE(created.ok());
   Table* t = *created;
   auto txn = db->Begin();
-  db->PauseFileWrites();
-  Status st;
   int64_t id = 0;
-  const auto start = std::chrono::steady_clock::now();
-  for (; id < 2000 && st.ok(); ++id) {
-    const uint64_t sp = txn->Savepoint();
-    st = txn->Insert(t, AccountRow(id, 1, 1000));
-    if (!st.ok()) ASSERT_OK(txn->RollbackTo(sp));
+  uint64_t early = 0;  // a savepoint whose position the first spill anchors
+  int64_t rows_at_early = 0;
+  for (; id < 4000 && db->Stats().undo_spills == 0; ++id) {
+    if (id == 10) {
+      early = txn->Savepoint();
+      rows_at_early = id;
+    }
+    ASSERT_OK(txn->Insert(t, AccountRow(id, 1, 1000)));
   }
+  ASSERT_GT(db->Stats().undo_spills, 0u);
+  const int64_t per_spill = id;  // rows past which the undo goes to the file
+  for (int64_t n = 0; n < 50; ++n, ++id) ASSERT_OK(txn->Insert(t, AccountRow(id, 1, 1000)));
+
+  db->PauseFileWrites();
+  const uint64_t spills = db->Stats().undo_spills;
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t n = 0; n < per_spill + 20; ++n, ++id) {
+    ASSERT_OK(txn->Insert(t, AccountRow(id, 1, 1000)));
+  }
+  EXPECT_EQ(db->Stats().undo_spills, spills) << "the undo file was written while paused";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(300))
+      << "inserts waited although their undo could stay in the log";
+  // Back to a position below the file's anchor: the next entry must rewrite
+  // the file.
+  ASSERT_OK(txn->RollbackTo(early));
+  id = rows_at_early;
+  const uint64_t sp = txn->Savepoint();
+  Status st = txn->Insert(t, AccountRow(id, 1, 1000));
   EXPECT_TRUE(st.IsBusy()) << st.ToString();
   EXPECT_NE(st.ToString().find("BACKUP STAGE"), std::string::npos) << st.ToString();
-  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(300));
-  EXPECT_EQ(db->Stats().undo_spills, 0u);
+  if (!st.ok()) ASSERT_OK(txn->RollbackTo(sp));
   db->ResumeFileWrites();
-  for (--id; id < 2000; ++id) ASSERT_OK(txn->Insert(t, AccountRow(id, 1, 1000)));
-  EXPECT_GT(db->Stats().undo_spills, 0u);
+  ASSERT_OK(txn->Insert(t, AccountRow(id, 1, 1000)));
+  EXPECT_GT(db->Stats().undo_spills, spills);
   ASSERT_OK(txn->Commit());
   auto reader = db->Begin();
-  EXPECT_EQ(ScanAll(reader.get(), t).size(), 2000u);
+  EXPECT_EQ(ScanAll(reader.get(), t).size(), static_cast<size_t>(id + 1));
   reader.reset();
   ASSERT_OK(db->Close());
 }

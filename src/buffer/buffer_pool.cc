@@ -16,6 +16,14 @@
 namespace subito::buffer {
 
 namespace {
+constexpr const char* kWritesPausedMessage = "page writes are paused for a backup (BACKUP STAGE)";
+// FlushFrames' refusal while a backup pauses writes (not a write failure).
+bool IsWritesPaused(const Status& st) {
+  return st.IsBusy() && st.message() == kWritesPausedMessage;
+}
+}  // namespace
+
+namespace {
 
 // Drops the pending page-log entries up to `done`.
 void TrimPending(std::vector<uint8_t>& pending, log::Lsn done) {
@@ -408,6 +416,7 @@ Result<uint32_t> BufferPool::FindVictim(std::unique_lock<std::mutex>& lk) {
       frames_[idx]->pins.fetch_sub(1, std::memory_order_release);
       frames_[idx]->flushing = false;
       foreground_flushes_.fetch_add(1, std::memory_order_relaxed);
+      if (IsWritesPaused(st)) continue;  // paused since the check above: wait as there
       if (!st.ok()) return st;
     }
   }
@@ -648,7 +657,7 @@ Status BufferPool::LogFreeCheck() {
     // While a backup pauses page writes, wait as for any checkpoint that
     // cannot move.
     Status cleaned = CleanBatch().status();
-    if (!cleaned.ok() && !write_pause_.paused()) return cleaned;
+    if (!cleaned.ok() && !IsWritesPaused(cleaned)) return cleaned;
     SUBITO_RETURN_IF_ERROR(Checkpoint());
     if (CheckpointAge() <= limit) break;
     if (InterruptScope::Interrupted()) {
@@ -688,9 +697,7 @@ Status BufferPool::FlushFrames(const std::vector<uint32_t>& candidates, bool ski
   // cleaner holding pins must never wait for a latch whose holder may be
   // waiting for a free frame.
   WritePause::Scope writing(&write_pause_, write_pause_.TryEnter());
-  if (!writing.entered()) {
-    return Status::Busy("page writes are paused for a backup (BACKUP STAGE)");
-  }
+  if (!writing.entered()) return Status::Busy(kWritesPausedMessage);
   const uint32_t ps = options_.page_size;
   PageLogStore* const store = options_.page_log;
   Result<AlignedBuffer> copies = AlignedBuffer::Allocate(candidates.size() * ps);
@@ -996,14 +1003,18 @@ void BufferPool::CleanerLoop() {
 void BufferPool::PauseFileWrites() {
   std::lock_guard once(pause_mu_);
   if (write_pause_.paused()) return;
+  // Writers in flight end first (one may be waiting for log space, which a
+  // checkpoint held already would never give), then the checkpoint stays.
+  write_pause_.Pause();
   HoldCheckpoint();
   { std::lock_guard serial(flush_mu_); }  // a checkpoint that began before the hold
-  write_pause_.Pause();
+  log_->BeginBackupCopy();
 }
 
 void BufferPool::ResumeFileWrites() {
   std::lock_guard once(pause_mu_);
   if (!write_pause_.paused()) return;
+  log_->EndBackupCopy();
   write_pause_.Resume();
   ReleaseCheckpoint();
   {

@@ -261,6 +261,7 @@ class BufferPool {
   // to log_full_timeout_ms while writes are paused, then holds off a pause
   // until EndFileWrite. Busy if the pause lasted.
   Status BeginFileWrite(bool wait = true);
+  bool file_writes_paused() const { return write_pause_.paused(); }
   void EndFileWrite() { write_pause_.Exit(); }
 
   // Lazy redo (pending_redo.h). StartLazyRedo holds the checkpoint (R1)

@@ -693,7 +693,8 @@ void DatabaseImpl::PurgeLoop() {
 }
 
 void DatabaseImpl::PauseFileWrites() {
-  if (pool_ == nullptr || pool_->stats().file_writes_paused) return;
+  std::lock_guard lock(pause_mu_);
+  if (closed_ || pool_ == nullptr || pool_->stats().file_writes_paused) return;
   pool_->PauseFileWrites();
   Note(
       "file writes paused for a backup: the page files, the double-write area, the per-page "
@@ -702,14 +703,18 @@ void DatabaseImpl::PauseFileWrites() {
 }
 
 void DatabaseImpl::ResumeFileWrites() {
+  std::lock_guard lock(pause_mu_);
   if (pool_ == nullptr || !pool_->stats().file_writes_paused) return;
   pool_->ResumeFileWrites();
   Note("file writes resumed after the backup");
 }
 
 Status DatabaseImpl::Close() {
-  if (closed_) return Status::OK();
-  closed_ = true;
+  {
+    std::lock_guard lock(pause_mu_);  // no backup pauses writes after this
+    if (closed_) return Status::OK();
+    closed_ = true;
+  }
   ResumeFileWrites();
   // The losers are rolled back first: a clean shutdown leaves none.
   if (undo_thread_.joinable()) undo_thread_.join();
@@ -788,6 +793,11 @@ DatabaseImpl::~DatabaseImpl() {
 
 Result<Table*> DatabaseImpl::CreateTable(const TableDef& def) {
   SUBITO_RETURN_IF_ERROR(ValidateTableDef(def));
+  // MariaDB's BACKUP STAGE BLOCK_DDL does not block temporary tables: one
+  // made while a backup copies the files would be in the copied log but not
+  // in its catalog. It waits for the backup's end (buffer/write_pause.h).
+  TemporaryDdlScope backup_wait(this, def.temporary);
+  SUBITO_RETURN_IF_ERROR(backup_wait.status());
   std::unique_lock ddl(ddl_mu_);
   SUBITO_RETURN_IF_ERROR(Writable());
   if (tables_.count(def.name)) return Status::AlreadyExists("table " + def.name + " exists");
@@ -852,6 +862,14 @@ Status DatabaseImpl::RemoveIndexFiles(IndexImpl* ix) {
 
 Status DatabaseImpl::DropTable(std::string_view name) {
   SUBITO_RETURN_IF_ERROR(AwaitRecoveredLosers());
+  bool temporary = false;
+  {
+    std::shared_lock ddl(ddl_mu_);
+    auto it = tables_.find(name);
+    temporary = it != tables_.end() && it->second->def().temporary;
+  }
+  TemporaryDdlScope backup_wait(this, temporary);  // as in CreateTable
+  SUBITO_RETURN_IF_ERROR(backup_wait.status());
   std::unique_lock ddl(ddl_mu_);
   SUBITO_RETURN_IF_ERROR(Writable());
   auto it = tables_.find(name);

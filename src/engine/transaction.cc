@@ -138,8 +138,12 @@ Status TransactionImpl::PushUndo(IndexImpl* ix, Undo u, const std::string& rec) 
   // Past 1/16 of the log, the undo goes to the undo file; so does it
   // before a new entry would take a position a rollback freed below the
   // newest anchor (U2).
+  // While a backup pauses file writes the checkpoint is held anyway: the
+  // undo stays in the log (but U2's case, which waits for the backup).
   const uint64_t span = log::RecordSpan(rec.size());
-  if (undo_bytes_ + span > log->capacity() / 16 || (undo_file_ && ListSize() < anchored_count_)) {
+  const bool spill =
+      undo_bytes_ + span > log->capacity() / 16 && !db_->pool()->file_writes_paused();
+  if (spill || (undo_file_ && ListSize() < anchored_count_)) {
     SUBITO_RETURN_IF_ERROR(ReAnchor());
   }
   Result<log::AppendResult> a =
@@ -155,6 +159,8 @@ Status TransactionImpl::PushUndo(IndexImpl* ix, Undo u, const std::string& rec) 
 Status TransactionImpl::RelocateIfOld(uint64_t limit, bool wait) {
   log::RedoLog* log = db_->log();
   if (!pinned_ || log->reserved_lsn() - pin_token_ <= limit) return Status::OK();
+  // A held checkpoint (a backup's pause) gains nothing from a moved pin.
+  if (db_->pool()->file_writes_paused()) return Status::OK();
   // A long list is cheaper to append to the undo file than to copy.
   if (undo_file_ || undo_bytes_ > log->capacity() / 64) return ReAnchor(wait);
   const uint64_t new_pin = db_->pool()->BeginChange();

@@ -37,7 +37,9 @@
 //  I3. All bytes below any valid record's durable_hint, and below the
 //      checkpoint slot's durable_lsn, were durable. So an invalid record at p
 //      followed anywhere by a valid record with durable_hint > p is damage,
-//      not a torn tail: recovery refuses it.
+//      not a torn tail: recovery refuses it. (While a backup copies the
+//      log, hints are capped at the durable LSN of its start:
+//      RedoLog::BeginBackupCopy.)
 //  I4. After recovery, valid-looking records past the end (written but never
 //      acknowledged before the crash) are zeroed and persisted before any new
 //      record is written, so they cannot rejoin the chain later.

@@ -186,7 +186,8 @@ Result<AppendResult> RedoLog::Append(uint16_t type, const void* payload, uint32_
   EncodeFixed16(h + 4, type);
   EncodeFixed32(h + 8, length);
   EncodeFixed64(h + 16, start);
-  EncodeFixed64(h + 24, durable_.load(std::memory_order_acquire));
+  EncodeFixed64(h + 24, std::min(durable_.load(std::memory_order_acquire),
+                                 hint_cap_.load(std::memory_order_acquire)));
   const auto* src = static_cast<const uint8_t*>(payload);
   EncodeFixed32(h, RecordCrc(salt_, h, src, length));
 
@@ -209,6 +210,16 @@ Result<AppendResult> RedoLog::Append(uint16_t type, const void* payload, uint32_
     work_requests_.notify_all();
   }
   return AppendResult{start, end};
+}
+
+void RedoLog::BeginBackupCopy() {
+  hint_cap_.store(durable_.load(std::memory_order_acquire), std::memory_order_release);
+  backup_.store(true, std::memory_order_release);
+}
+
+void RedoLog::EndBackupCopy() {
+  backup_.store(false, std::memory_order_release);
+  hint_cap_.store(~Lsn{0}, std::memory_order_release);
 }
 
 Status RedoLog::WaitForSpace(Lsn start, Lsn end) {
@@ -234,6 +245,8 @@ Status RedoLog::WaitForSpace(Lsn start, Lsn end) {
     if (ckpt != last_ckpt) {
       last_ckpt = ckpt;
       since = std::chrono::steady_clock::now();
+    } else if (backup_.load(std::memory_order_acquire)) {
+      since = std::chrono::steady_clock::now();  // the checkpoint moves once the backup ends
     } else if (std::chrono::steady_clock::now() - since >
                std::chrono::milliseconds(options_.full_timeout_ms)) {
       // The range is reserved and can never be filled now: the log fails

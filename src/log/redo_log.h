@@ -93,6 +93,19 @@ class RedoLog {
   // Makes every filled record durable, records a clean shutdown and stops the
   // threads. Appends waiting on a full log fail with Shutdown.
   Status Close();
+  // A backup copies the log files while records are appended (BACKUP STAGE,
+  // buffer/write_pause.h), so the copy may hold a gap (a record written
+  // after the copier passed its place) followed by later records. From
+  // BeginBackupCopy to EndBackupCopy, records carry as durable hint at most
+  // the durable LSN of the moment it was called (format.h I3): every byte
+  // below it was in the files before the copy began, so no hint in a copy
+  // points past a gap, and the copy opens as a torn tail there, not as
+  // damage. (The price: damage in records appended meanwhile is told from
+  // a torn tail only by the records' own checks.) Meanwhile a full log
+  // waits for its checkpoint however long, rather than failing: the
+  // checkpoint is held until the backup ends.
+  void BeginBackupCopy();
+  void EndBackupCopy();
 
   // The log as Open found it, and its records from the checkpoint to the end
   // (log_reader.h ForEachRecord: during recovery, the checkpoint held).
@@ -177,6 +190,8 @@ class RedoLog {
   std::mutex error_mu_;
   Status error_;  // first I/O failure; guarded by error_mu_
   std::atomic<bool> failed_{false};
+  std::atomic<Lsn> hint_cap_{~Lsn{0}};  // BeginBackupCopy
+  std::atomic<bool> backup_{false};     // BeginBackupCopy: a full log waits
 
   struct Counters {
     std::atomic<uint64_t> appends{0}, append_bytes{0}, durable_waits{0}, buffer_full_waits{0},

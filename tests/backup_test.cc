@@ -112,6 +112,18 @@ Options BackupOptions(const std::string& dir) {
   return o;
 }
 
+// Opens a database with options `o` and creates the table Accounts();
+// null (the failure reported) if either fails.
+Table* OpenWithAccounts(const Options& o, std::unique_ptr<Database>* db) {
+  auto opened = Database::Open(o);
+  EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+  if (!opened.ok()) return nullptr;
+  *db = std::move(*opened);
+  auto created = (*db)->CreateTable(Accounts());
+  EXPECT_TRUE(created.ok()) << created.status().ToString();
+  return created.ok() ? *created : nullptr;
+}
+
 struct BackupCase {
   bool ppl;
   std::string log_mode;
@@ -146,12 +158,9 @@ class Backup : public ::testing::TestWithParam<BackupCase> {};
 TEST_P(Backup, ACopyTakenWhileFileWritesArePausedOpensAtItsMoment) {
   test::ScratchDir dir, copy;
   const Options o = CaseOptions(dir.path(), GetParam());
-  auto opened = Database::Open(o);
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-  std::unique_ptr<Database> db = std::move(*opened);
-  auto created = db->CreateTable(Accounts());
-  ASSERT_TRUE(created.ok()) << created.status().ToString();
-  Table* t = *created;
+  std::unique_ptr<Database> db;
+  Table* t = OpenWithAccounts(o, &db);
+  ASSERT_NE(t, nullptr);
   constexpr int64_t kRows = 3000;
   std::map<int64_t, uint64_t> committed;  // id -> k, as of the last commit
   {
@@ -372,12 +381,9 @@ TEST(BackupPause, AFetchWaitsForTheResumeAndCloseEndsAPause) {
   test::ScratchDir dir;
   Options o = test::SmallOptions(dir.path());
   o.buffer_pool_bytes = 256 << 10;  // 64 frames
-  auto opened = Database::Open(o);
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-  std::unique_ptr<Database> db = std::move(*opened);
-  auto created = db->CreateTable(Accounts());
-  ASSERT_TRUE(created.ok());
-  Table* t = *created;
+  std::unique_ptr<Database> db;
+  Table* t = OpenWithAccounts(o, &db);
+  ASSERT_NE(t, nullptr);
   {
     auto txn = db->Begin();
     for (int64_t id = 0; id < 4000; ++id) ASSERT_OK(txn->Insert(t, AccountRow(id, 0, 100)));
@@ -421,12 +427,9 @@ TEST(BackupPause, UndoFilesWaitOnlyWhenTheyMust) {
   o.log_file_size = 4096 + (4 << 20);  // undo past 256 KiB goes to the undo file
   o.log_full_timeout_ms = 300;
   o.buffer_pool_bytes = 32 << 20;  // the changes made while paused stay in it
-  auto opened = Database::Open(o);
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
-  std::unique_ptr<Database> db = std::move(*opened);
-  auto created = db->CreateTable(Accounts());
-  ASSERT_TRUE(created.ok());
-  Table* t = *created;
+  std::unique_ptr<Database> db;
+  Table* t = OpenWithAccounts(o, &db);
+  ASSERT_NE(t, nullptr);
   auto txn = db->Begin();
   int64_t id = 0;
   uint64_t early = 0;  // a savepoint whose position the first spill anchors

@@ -17,7 +17,8 @@
 #      (scripts/test-binlog.sh);
 #   9. a primary and a replica with Subito tables, one SIGKILL of each
 #      (scripts/test-replication.sh; --cycles 40 for the long run);
-#  10. logical and cold physical backups (scripts/test-backup.sh).
+#  10. logical, online (BACKUP STAGE) and cold physical backups
+#      (scripts/test-backup.sh).
 # Prints "plugin tests: N passed, M failed" and fails if any failed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"

@@ -29,7 +29,7 @@ dpkg-query -W -f='${Status}' sysbench 2>/dev/null | grep -q "install ok installe
   apt-get install -y -qq --no-upgrade sysbench >/dev/null
 
 source scripts/test-lib.sh
-step() { printf '\n=== %s\n' "$*"; }
+step() { printf '\n=== %s  (at %d min %02d s)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
 step "mtr suite subito"
 ln -sfn "$ROOT/mariadb/mysql-test/subito" /usr/share/mysql/mysql-test/suite/subito

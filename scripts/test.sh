@@ -12,7 +12,7 @@ failures=0
 passed=0
 failed=0
 
-step() { printf '\n=== %s\n' "$*"; }
+step() { printf '\n=== %s  (at %d min %02d s)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
 step "clang-format"
 if ! git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror; then
@@ -62,5 +62,5 @@ failed=$((failed + ${pf:-0}))
 rm -f "$plog"
 
 echo
-echo "tests: $passed passed, $failed failed"
+echo "tests: $passed passed, $failed failed ($((SECONDS / 60)) min $((SECONDS % 60)) s)"
 [ "$failures" -eq 0 ]

@@ -447,13 +447,12 @@ TEST(BackupPause, UndoFilesWaitOnlyWhenTheyMust) {
 
   db->PauseFileWrites();
   const uint64_t spills = db->Stats().undo_spills;
-  const auto start = std::chrono::steady_clock::now();
+  // Nothing resumes the writes here: an insert that waited for the resume
+  // would fail with Busy after log_full_timeout_ms.
   for (int64_t n = 0; n < per_spill + 20; ++n, ++id) {
     ASSERT_OK(txn->Insert(t, AccountRow(id, 1, 1000)));
   }
   EXPECT_EQ(db->Stats().undo_spills, spills) << "the undo file was written while paused";
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(300))
-      << "inserts waited although their undo could stay in the log";
   // Back to a position below the file's anchor: the next entry must rewrite
   // the file.
   ASSERT_OK(txn->RollbackTo(early));

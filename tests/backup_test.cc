@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "engine_util.h"
+#include "subito/interrupt.h"
 #include "test_util.h"
 
 namespace subito {
@@ -470,6 +471,84 @@ TEST(BackupPause, UndoFilesWaitOnlyWhenTheyMust) {
   EXPECT_EQ(ScanAll(reader.get(), t).size(), static_cast<size_t>(id + 1));
   reader.reset();
   ASSERT_OK(db->Close());
+}
+
+// While writes are paused the checkpoint cannot move. A rollback that
+// needs more log than is left (here of a transaction whose undo is in its
+// file, most of it written before the pause) goes on until 7/8 of the log
+// is in use, then waits, holding nothing, for the backup's end: filling the
+// log would leave it holding its transaction, whose pin only a relocation
+// moves, and the log would fail.
+TEST(BackupPause, ARollbackWaitsForTheResumeNearAFullLog) {
+  test::ScratchDir dir;
+  Options o = test::SmallOptions(dir.path());
+  o.log_file_size = 4096 + (4 << 20);
+  o.log_full_timeout_ms = 300;
+  o.buffer_pool_bytes = 32 << 20;
+  o.max_checkpoint_age_bytes = 256 << 10;  // the checkpoint follows the writes
+  const uint64_t capacity = o.log_file_size - 4096;
+  std::unique_ptr<Database> db;
+  Table* t = OpenWithAccounts(o, &db);
+  ASSERT_NE(t, nullptr);
+  auto txn = db->Begin();
+  int64_t id = 0;
+  for (; id < 6000; ++id) ASSERT_OK(txn->Insert(t, AccountRow(id, 1, 1000)));
+  ASSERT_GT(db->Stats().undo_spills, 0u);
+  for (int i = 0; i < 500 && db->Stats().checkpoint_age > capacity / 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_LE(db->Stats().checkpoint_age, capacity / 4);
+  db->PauseFileWrites();
+  auto small = db->Begin();
+  for (int64_t n = 0; n < 20; ++n) ASSERT_OK(small->Insert(t, AccountRow(1000000 + n, 1, 1000)));
+  // Writers stop at 3/4 of the log (Busy after log_full_timeout_ms).
+  Status st;
+  for (int64_t n = 0; n < 6000 && st.ok(); ++n, ++id) st = txn->Insert(t, AccountRow(id, 1, 1000));
+  EXPECT_TRUE(st.IsBusy()) << st.ToString();
+  EXPECT_GT(db->Stats().checkpoint_age, capacity / 4 * 3);
+
+  std::atomic<bool> rolled_back{false};
+  std::thread rollback([&] {
+    EXPECT_OK(txn->Rollback());
+    rolled_back.store(true);
+  });
+  for (int i = 0; i < 3000 && db->Stats().checkpoint_age <= capacity / 8 * 7; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(rolled_back.load()) << "the rollback fitted: the test shows nothing";
+  EXPECT_GT(db->Stats().checkpoint_age, capacity / 8 * 7);
+  EXPECT_LT(db->Stats().checkpoint_age, capacity / 8 * 7 + (64 << 10));
+  // A rollback in a thread that holds what the backup waits for (MariaDB's
+  // commit lock) does not wait: it goes on in the log's reserve.
+  std::atomic<bool> small_done{false};
+  std::thread small_rollback([&] {
+    BackupLockScope commit_lock_held(true);
+    EXPECT_OK(small->Rollback());
+    small_done.store(true);
+  });
+  for (int i = 0; i < 3000 && !small_done.load(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(small_done.load()) << "a rollback holding the commit lock waited for the backup";
+  EXPECT_FALSE(rolled_back.load());
+  db->ResumeFileWrites();
+  small_rollback.join();
+  rollback.join();
+  EXPECT_TRUE(rolled_back.load());
+  auto reader = db->Begin();
+  EXPECT_EQ(ScanAll(reader.get(), t).size(), 0u);
+  reader.reset();
+  ASSERT_OK(db->Close());
+  db.reset();
+  auto reopened = Database::Open(o);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  Table* rt = (*reopened)->FindTable("acct");
+  ASSERT_NE(rt, nullptr);
+  auto r2 = (*reopened)->Begin();
+  EXPECT_EQ(ScanAll(r2.get(), rt).size(), 0u);
+  r2.reset();
+  ASSERT_OK((*reopened)->Close());
 }
 
 }  // namespace

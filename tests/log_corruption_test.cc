@@ -12,7 +12,6 @@
 #include "log/redo_log.h"
 #include "pmem/tracking_persistence.h"
 #include "test_util.h"
-#include "util/crc32c.h"
 
 namespace subito::log {
 namespace {
@@ -99,19 +98,6 @@ class Corruption : public ::testing::TestWithParam<uint32_t> {
     });
     EXPECT_TRUE(st.ok()) << st.ToString();
     EXPECT_EQ(i, count);
-  }
-
-  // Sets every valid checkpoint slot's write_reach to `reach` (0: as slots
-  // of builds before I7 were), sealed again.
-  static void SetReach(std::vector<uint8_t>& stream0, uint64_t reach) {
-    for (size_t off : kCheckpointSlotOffset) {
-      CheckpointSlot slot{};
-      std::memcpy(&slot, stream0.data() + off, sizeof slot);
-      if (crc32c::Value(&slot, offsetof(CheckpointSlot, crc)) != slot.crc) continue;
-      slot.write_reach = reach;
-      SealCheckpointSlot(&slot);
-      std::memcpy(stream0.data() + off, &slot, sizeof slot);
-    }
   }
 
   uint64_t file_size_ = 4096 + 128 * 1024;
@@ -388,7 +374,7 @@ TEST_P(Corruption, DamageWiderThanTheReachIsOnlySeenByAFullScan) {
   windowed.value().reset();
   auto full = OpenDamagedAll([&](uint32_t s, std::vector<uint8_t>& b) {
     wipe(s, b);
-    if (s == 0) SetReach(b, 0);
+    if (s == 0) test::SetCheckpointReach(b, 0);
   });
   ASSERT_FALSE(full.ok());
   EXPECT_NE(full.status().message().find("not a torn tail"), std::string::npos);

@@ -15,9 +15,14 @@ extern char** environ;
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+
+#include "log/format.h"
+#include "log/log_reader.h"
+#include "util/crc32c.h"
 
 namespace subito::test {
 
@@ -112,6 +117,17 @@ std::vector<uint64_t> CutTimes(uint64_t start, uint64_t end,
 std::vector<uint8_t> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+void SetCheckpointReach(std::vector<uint8_t>& stream0, uint64_t reach) {
+  for (size_t off : log::kCheckpointSlotOffset) {
+    log::CheckpointSlot slot{};
+    std::memcpy(&slot, stream0.data() + off, sizeof slot);
+    if (crc32c::Value(&slot, offsetof(log::CheckpointSlot, crc)) != slot.crc) continue;
+    slot.write_reach = reach;
+    log::SealCheckpointSlot(&slot);
+    std::memcpy(stream0.data() + off, &slot, sizeof slot);
+  }
 }
 
 void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes) {

@@ -55,6 +55,11 @@ std::vector<uint64_t> CutTimes(uint64_t start, uint64_t end,
 
 std::vector<uint8_t> ReadFile(const std::string& path);
 
+// Sets every valid checkpoint slot's write_reach (log/format.h I7) in the
+// bytes of a log's stream 0 to `reach`, sealed again (0: reach unknown, as
+// in slots of builds before I7 and slots written during a backup).
+void SetCheckpointReach(std::vector<uint8_t>& stream0, uint64_t reach);
+
 // The write mode x stream count combinations log tests run under.
 struct LogCase {
   log::LogWriteMode mode;

@@ -30,4 +30,28 @@ class InterruptScope {
   static thread_local void* arg_;
 };
 
+// BackupLockScope: tells the engine that this thread holds a lock a backup
+// waits for (MariaDB's MDL_BACKUP_COMMIT, which BACKUP STAGE BLOCK_COMMIT
+// waits on; the server holds it through a commit, a rollback after a failed
+// commit, and XA ROLLBACK). Waits for the backup's end would then never
+// end: a rollback goes on into the log's reserve instead of waiting near a
+// full log. Scopes nest.
+class BackupLockScope {
+ public:
+  explicit BackupLockScope(bool held) : held_(held) {
+    if (held_) ++depth_;
+  }
+  ~BackupLockScope() {
+    if (held_) --depth_;
+  }
+  BackupLockScope(const BackupLockScope&) = delete;
+  BackupLockScope& operator=(const BackupLockScope&) = delete;
+
+  static bool active() { return depth_ > 0; }
+
+ private:
+  bool held_;
+  static thread_local int depth_;
+};
+
 }  // namespace subito

@@ -681,6 +681,14 @@ Status BufferPool::LogFreeCheck() {
   return Status::OK();
 }
 
+bool BufferPool::AwaitRoomWhilePaused() {
+  if (!write_pause_.paused() || BackupLockScope::active()) return false;
+  while (CheckpointAge() > log_->capacity() / 8 * 7 &&
+         !write_pause_.AwaitResume(std::chrono::milliseconds(100))) {
+  }
+  return write_pause_.paused();
+}
+
 void BufferPool::OnLogFull() {
   log_full_.store(true);
   {

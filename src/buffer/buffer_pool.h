@@ -204,6 +204,15 @@ class BufferPool {
   // with Interrupted when the thread's InterruptScope says so, and with Busy
   // once the checkpoint has not moved for options.log_full_timeout_ms.
   Status LogFreeCheck();
+  // Between the chunks of a rollback, in place of LogFreeCheck: while a
+  // backup pauses file writes the checkpoint cannot move, so once 7/8 of
+  // the log is in use this waits, holding nothing, for the backup's end (a
+  // rollback that filled the log would hold its transaction, which only a
+  // relocation moves past its pin). Returns whether writes are still
+  // paused (then LogFreeCheck could not help). In a thread that holds what
+  // the backup waits for (BackupLockScope) it waits for nothing and
+  // returns false.
+  bool AwaitRoomWhilePaused();
   // A rollback writes into the quarter of the log that LogFreeCheck keeps
   // free: it must not wait for a checkpoint its own transaction holds back.
   class LogFreeExemption {

@@ -139,7 +139,9 @@ Status TransactionImpl::PushUndo(IndexImpl* ix, Undo u, const std::string& rec) 
   // before a new entry would take a position a rollback freed below the
   // newest anchor (U2).
   // While a backup pauses file writes the checkpoint is held anyway: the
-  // undo stays in the log (but U2's case, which waits for the backup).
+  // undo stays in the log (but in U2's case, which waits for the backup's
+  // end); a rollback near a full log waits for that end too
+  // (RollbackTo, BufferPool::AwaitRoomWhilePaused).
   const uint64_t span = log::RecordSpan(rec.size());
   const bool spill =
       undo_bytes_ + span > log->capacity() / 16 && !db_->pool()->file_writes_paused();
@@ -196,10 +198,15 @@ Status TransactionImpl::RelocateIfOld(uint64_t limit, bool wait) {
 Status TransactionImpl::ReAnchor(bool wait) {
   // Undo files stay as they are while a backup copies them.
   SUBITO_RETURN_IF_ERROR(db_->pool()->BeginFileWrite(wait));
-  struct EndWrite {
-    buffer::BufferPool* pool;
-    ~EndWrite() { pool->EndFileWrite(); }
-  } end_write{db_->pool()};
+  struct FileWrite {
+    buffer::BufferPool* pool = nullptr;
+    bool open = true;
+    void End() {
+      if (open) pool->EndFileWrite();
+      open = false;
+    }
+    ~FileWrite() { End(); }
+  } file_write{db_->pool()};
   if (!undo_file_) {
     Result<std::unique_ptr<txn::UndoFile>> f =
         txn::UndoFile::Create(db_->undo_fs(), db_->undo_dir(), state_->id);
@@ -215,6 +222,9 @@ Status TransactionImpl::ReAnchor(bool wait) {
   }
   const uint64_t new_pin = db_->pool()->BeginChange();
   Status st = undo_file_->Append(payloads);  // U1
+  // A pause waiting for this write must not wait for the anchor's log
+  // space too (the cleaners that free it are paused by then).
+  file_write.End();
   if (!st.ok()) {
     db_->pool()->EndChange(new_pin);
     return st;
@@ -308,15 +318,30 @@ Status TransactionImpl::RollbackTo(uint64_t savepoint) {
   // A rollback is never interrupted (a KILL must not turn it into a
   // fail-stop), and a wait for log space that fails (pages that cannot be
   // written now, a checkpoint held back) does not stop it: it goes on in
-  // the quarter of the log kept for rollbacks (ApplyUndo's exemption).
-  // Only a log that stays completely full fails it.
+  // the quarter of the log kept for rollbacks (ApplyUndo's exemption); one
+  // failed wait is enough, but then this transaction's old pin is moved
+  // here (RelieveLog, which would, finds mu_ held nearly all the time).
+  // Only a log that stays completely full fails it. While a backup pauses
+  // file writes, it waits for the backup's end near a full log instead.
+  // A chunk's compensation is bounded in bytes, as UndoLoser's.
   InterruptScope uninterrupted(nullptr, nullptr);
+  log::RedoLog* log = db_->log();
+  const uint64_t chunk_bytes = std::max<uint64_t>(log->capacity() / 64, 4096);
+  bool wait_for_space = true;
   while (Position() > savepoint) {
-    (void)db_->pool()->LogFreeCheck();
+    if (!db_->pool()->AwaitRoomWhilePaused() && wait_for_space &&
+        !db_->pool()->LogFreeCheck().ok()) {
+      wait_for_space = false;
+    }
     std::lock_guard lock(mu_);
+    if (!wait_for_space) (void)RelocateIfOld(log->capacity() / 4, /*wait=*/false);
     if (undo_.empty()) SUBITO_RETURN_IF_ERROR(Reload(savepoint));
-    for (int n = 0; n < 16 && !undo_.empty() && ListSize() > savepoint; ++n) {
+    uint64_t bytes = 0;
+    for (int n = 0; n < 16 && bytes < chunk_bytes && !undo_.empty() && ListSize() > savepoint;
+         ++n) {
       const Undo& u = undo_.back();
+      bytes += txn::kUndoHeaderSize + u.key.size() + (u.before ? u.before->size() : 0);
+      if (u.empties) bytes += 2 * db_->pool()->page_size();
       SUBITO_RETURN_IF_ERROR(ApplyUndo(u));
       auto it = live_writes_.find({u.index->space(), u.key});
       if (it != live_writes_.end() && --it->second == 0) {

@@ -54,7 +54,10 @@
 //      (I4) and damage evidence (I3) only in [end, end + 3B): a torn tail
 //      has no record past end + B; damage at end with the log durable past
 //      end + 2B leaves an intact record starting in [end + B, end + 2B)
-//      whose hint passes end (unless the damage spans it too).
+//      whose hint passes end (unless the damage spans it too). A slot
+//      naming no reach (0) has recovery look over the whole lap: slots
+//      written while a backup copies the log say so, since the copy's
+//      streams are read at different moments (RedoLog::BeginBackupCopy).
 #pragma once
 
 #include <cstddef>

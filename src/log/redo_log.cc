@@ -186,8 +186,11 @@ Result<AppendResult> RedoLog::Append(uint16_t type, const void* payload, uint32_
   EncodeFixed16(h + 4, type);
   EncodeFixed32(h + 8, length);
   EncodeFixed64(h + 16, start);
-  EncodeFixed64(h + 24, std::min(durable_.load(std::memory_order_acquire),
-                                 hint_cap_.load(std::memory_order_acquire)));
+  // The durable LSN first, the cap after (both seq_cst, as BeginBackupCopy's
+  // store): a hint read before the cap was set was durable before the copy
+  // began.
+  const Lsn durable_now = durable_.load(std::memory_order_seq_cst);
+  EncodeFixed64(h + 24, std::min(durable_now, hint_cap_.load(std::memory_order_seq_cst)));
   const auto* src = static_cast<const uint8_t*>(payload);
   EncodeFixed32(h, RecordCrc(salt_, h, src, length));
 
@@ -213,8 +216,14 @@ Result<AppendResult> RedoLog::Append(uint16_t type, const void* payload, uint32_
 }
 
 void RedoLog::BeginBackupCopy() {
-  hint_cap_.store(durable_.load(std::memory_order_acquire), std::memory_order_release);
-  backup_.store(true, std::memory_order_release);
+  hint_cap_.store(durable_.load(std::memory_order_seq_cst), std::memory_order_seq_cst);
+  backup_.store(true, std::memory_order_seq_cst);
+  // The copy's streams are read at different moments, so records of one
+  // may lie far past the gap another leaves, beyond I7's reach: the slot
+  // the copy holds says "reach unknown", and its recovery looks for orphans
+  // (I4) over the whole lap. Slots written until EndBackupCopy say so too.
+  std::lock_guard lock(checkpoint_mu_);
+  if (Status st = WriteCheckpointSlot(checkpoint_.load(), false); !st.ok()) Fail(st);
 }
 
 void RedoLog::EndBackupCopy() {
@@ -475,7 +484,7 @@ Status RedoLog::WriteCheckpointSlot(Lsn checkpoint, bool clean) {
   slot.sequence = checkpoint_sequence_ + 1;
   slot.salt = salt_;
   slot.clean_shutdown = clean ? 1 : 0;
-  slot.write_reach = options_.buffer_size;
+  slot.write_reach = backup_.load(std::memory_order_seq_cst) ? 0 : options_.buffer_size;
   SealCheckpointSlot(&slot);
   // The slot not holding the newest checkpoint is overwritten (I5).
   SUBITO_RETURN_IF_ERROR(

@@ -101,9 +101,11 @@ class RedoLog {
   // below it was in the files before the copy began, so no hint in a copy
   // points past a gap, and the copy opens as a torn tail there, not as
   // damage. (The price: damage in records appended meanwhile is told from
-  // a torn tail only by the records' own checks.) Meanwhile a full log
-  // waits for its checkpoint however long, rather than failing: the
-  // checkpoint is held until the backup ends.
+  // a torn tail only by the records' own checks.) Checkpoint slots written
+  // meanwhile name no reach (format.h I7), so the copy's recovery erases
+  // the records past its gap over the whole lap (I4). A full log waits for
+  // its checkpoint however long, rather than failing: the checkpoint is
+  // held until the backup ends. A failed slot write fails the log.
   void BeginBackupCopy();
   void EndBackupCopy();
 

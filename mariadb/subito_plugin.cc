@@ -456,12 +456,21 @@ Trx* FindTrx(THD* thd) {
   return static_cast<Trx*>(thd_get_ha_data(thd, subito_hton));
 }
 
+// Whether the connection holds MDL_BACKUP_COMMIT, which BACKUP STAGE
+// BLOCK_COMMIT waits for: the engine must not wait for the backup's end
+// then (BackupLockScope).
+bool HoldsBackupCommitLock(THD* thd) {
+  return thd != nullptr &&
+         thd->mdl_context.is_lock_owner(MDL_key::BACKUP, "", "", MDL_BACKUP_COMMIT);
+}
+
 int Commit(handlerton*, THD* thd, bool all) {
   return Guard(thd, "commit", [&] {
     Trx* trx = FindTrx(thd);
     if (trx == nullptr || !trx->txn) return 0;
     if (all || !InTransactionBlock(thd)) {
       std::unique_ptr<Transaction> txn = std::move(trx->txn);
+      BackupLockScope backup_lock(HoldsBackupCommitLock(thd));
       Status st = txn->Commit();
       if (!st.ok()) return ToHaError(thd, st);
     }
@@ -543,6 +552,7 @@ int EndByXid(XID* xid, bool commit) noexcept try {
   if (!g_db) return kXaNotFound;
   Result<std::unique_ptr<Transaction>> txn = g_db->TakePrepared(XidBytes(*xid));
   if (!txn.ok()) return kXaNotFound;
+  BackupLockScope backup_lock(HoldsBackupCommitLock(current_thd));  // XA ROLLBACK holds it
   Status st = commit ? (*txn)->Commit() : (*txn)->Rollback();
   if (!st.ok()) {
     sql_print_error("Subito: XA %s of a prepared transaction failed: %s",
@@ -567,6 +577,8 @@ int Rollback(handlerton*, THD* thd, bool all) {
   return Guard(thd, "rollback", [&] {
     Trx* trx = FindTrx(thd);
     if (trx == nullptr || !trx->txn) return 0;
+    // After a failed commit the server rolls back holding the commit lock.
+    BackupLockScope backup_lock(HoldsBackupCommitLock(thd));
     if (all || !InTransactionBlock(thd)) {
       std::unique_ptr<Transaction> txn = std::move(trx->txn);
       // A deadlock victim has already ended (InvalidArgument); a rollback

@@ -43,7 +43,8 @@ run_tree() {  # name, cmake flags...
 
 run_tree release -DCMAKE_BUILD_TYPE=RelWithDebInfo
 step "clang-tidy"
-if ! git ls-files 'src/*.cc' | xargs clang-tidy -p build-release --quiet --warnings-as-errors='*' 2>/dev/null; then
+if ! git ls-files 'src/*.cc' |
+  xargs -P "$jobs" -n 8 clang-tidy -p build-release --quiet --warnings-as-errors='*' 2>/dev/null; then
   echo "clang-tidy found problems (see above)"
   failures=$((failures + 1))
 fi

@@ -326,7 +326,7 @@ Status TransactionImpl::RollbackTo(uint64_t savepoint) {
   // A chunk's compensation is bounded in bytes, as UndoLoser's.
   InterruptScope uninterrupted(nullptr, nullptr);
   log::RedoLog* log = db_->log();
-  const uint64_t chunk_bytes = std::max<uint64_t>(log->capacity() / 64, 4096);
+  const uint64_t chunk_bytes = txn::RollbackChunkBytes(log->capacity());
   bool wait_for_space = true;
   while (Position() > savepoint) {
     if (!db_->pool()->AwaitRoomWhilePaused() && wait_for_space &&
@@ -340,8 +340,7 @@ Status TransactionImpl::RollbackTo(uint64_t savepoint) {
     for (int n = 0; n < 16 && bytes < chunk_bytes && !undo_.empty() && ListSize() > savepoint;
          ++n) {
       const Undo& u = undo_.back();
-      bytes += txn::kUndoHeaderSize + u.key.size() + (u.before ? u.before->size() : 0);
-      if (u.empties) bytes += 2 * db_->pool()->page_size();
+      bytes += txn::RollbackWeight(u.key, u.before, u.empties, db_->pool()->page_size());
       SUBITO_RETURN_IF_ERROR(ApplyUndo(u));
       auto it = live_writes_.find({u.index->space(), u.key});
       if (it != live_writes_.end() && --it->second == 0) {

@@ -194,7 +194,7 @@ Status ToFiles(buffer::BufferPool* pool, const UndoFiles& files, Losers& losers,
 Status UndoLoser(buffer::BufferPool* pool, uint64_t id, std::vector<Loser*>& pending,
                  const ApplyUndo& apply, const IsDropped& dropped, RecoveryStats& stats) {
   txn::UndoFile* file = pending.front()->file.get();
-  const uint64_t chunk_bytes = std::max<uint64_t>(pool->log()->capacity() / 64, 4096);
+  const uint64_t chunk_bytes = txn::RollbackChunkBytes(pool->log()->capacity());
   while (file->count() > 0) {
     const uint64_t end = file->count();
     uint64_t first = end;
@@ -206,9 +206,8 @@ Status UndoLoser(buffer::BufferPool* pool, uint64_t id, std::vector<Loser*>& pen
         Result<std::vector<txn::UndoRecord>> records = file->Read(from, first);
         if (!records.ok()) return records.status();
         for (auto u = records->rbegin(); u != records->rend(); ++u) {
-          // The entry's encoded size (txn_records.h).
-          bytes += txn::kUndoHeaderSize + u->key.size() + (u->before ? u->before->size() : 0);
-          if (u->empties) bytes += 2 * pool->page_size();  // a root image and the header
+          bytes += txn::RollbackWeight(u->key, u->before, u->empties,
+                                       pool->page_size());  // a root image and the header
           if (dropped && dropped(u->space)) continue;
           SUBITO_RETURN_IF_ERROR(apply(*u));
           ++stats.undo_applied;

@@ -66,6 +66,7 @@
 // then bounded by the data directory's disk, as InnoDB's undo is.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -94,6 +95,19 @@ struct UndoRecord {
   bool before_chain = false;  // before is a chain reference
   bool empties = false;       // had_before 3: undo empties the index
 };
+
+// Rollbacks apply undo in chunks whose compensation fits in the quarter of
+// the log kept free for them: a chunk stops once the entries it applied
+// weigh RollbackChunkBytes (their encoded size; an entry that empties an
+// index adds a root image and a header page).
+inline uint64_t RollbackChunkBytes(uint64_t log_capacity) {
+  return std::max<uint64_t>(log_capacity / 64, 4096);
+}
+inline uint64_t RollbackWeight(std::string_view key, const std::optional<std::string>& before,
+                               bool empties, uint32_t page_size) {
+  return kUndoHeaderSize + key.size() + (before ? before->size() : 0) +
+         (empties ? 2 * uint64_t{page_size} : 0);
+}
 
 std::string EncodeUndo(uint64_t txn, uint32_t space, std::string_view key,
                        const std::optional<std::string>& before, bool before_chain = false,

@@ -12,6 +12,12 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 MTR_DIR=/usr/share/mysql/mysql-test
 ln -sfn "$ROOT/mariadb/mysql-test/overlay" "$MTR_DIR/plugin/subito"
+# A run that was killed leaves its vardir (gigabytes) in /dev/shm, the PM
+# tier's home: those of runs no longer alive go.
+for stale in /dev/shm/subito-se-*-*; do
+  [ -d "$stale" ] || continue
+  kill -0 "${stale##*-}" 2>/dev/null || rm -rf "$stale"
+done
 
 run() {  # overlay name -> "test result" lines
   local vardir="/dev/shm/subito-se-$1-$$"

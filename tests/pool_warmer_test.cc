@@ -9,8 +9,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "crash_images.h"
@@ -30,6 +32,81 @@ using buffer::PageId;
 std::vector<uint8_t> Bytes(const std::string& path) {
   return test::ReadFile(path);
 }
+
+// Page-file reads of more than one page (the warm-up's spans; a miss reads
+// one page) wait while the gate is closed, so a test can act while the
+// load is inside a read.
+class GatedFileSystem final : public FileSystem {
+ public:
+  explicit GatedFileSystem(FileSystem* base) : base_(base) {}
+  void Close() {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+  }
+  void Open() {
+    {
+      std::lock_guard lock(mu_);
+      closed_ = false;
+    }
+    cv_.notify_all();
+  }
+  // Waits (up to 10 s) until a read waits at the gate.
+  bool AwaitWaiter() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return waiting_ > 0; });
+  }
+
+  Result<std::unique_ptr<File>> Create(const std::string& path) override {
+    return Wrap(base_->Create(path));
+  }
+  Result<std::unique_ptr<File>> Open(const std::string& path) override {
+    return Wrap(base_->Open(path));
+  }
+  bool Exists(const std::string& path) override { return base_->Exists(path); }
+  Status SyncDirOf(const std::string& path) override { return base_->SyncDirOf(path); }
+  Status Rename(const std::string& from, const std::string& to) override {
+    return base_->Rename(from, to);
+  }
+  Status Remove(const std::string& path) override { return base_->Remove(path); }
+
+ private:
+  class GatedFile final : public File {
+   public:
+    GatedFile(GatedFileSystem* fs, std::unique_ptr<File> base) : fs_(fs), base_(std::move(base)) {}
+    Status Read(uint64_t offset, void* dst, size_t n) override {
+      if (n > 4096 && path().ends_with(".sbt")) fs_->Pass();
+      return base_->Read(offset, dst, n);
+    }
+    Status Write(uint64_t offset, const void* src, size_t n) override {
+      return base_->Write(offset, src, n);
+    }
+    Status Sync() override { return base_->Sync(); }
+    Status Extend(uint64_t size) override { return base_->Extend(size); }
+    uint64_t Size() const override { return base_->Size(); }
+    const std::string& path() const override { return base_->path(); }
+
+   private:
+    GatedFileSystem* const fs_;
+    std::unique_ptr<File> base_;
+  };
+  Result<std::unique_ptr<File>> Wrap(Result<std::unique_ptr<File>> f) {
+    if (!f.ok()) return f.status();
+    return std::unique_ptr<File>(std::make_unique<GatedFile>(this, std::move(*f)));
+  }
+  void Pass() {
+    std::unique_lock lock(mu_);
+    ++waiting_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return !closed_; });
+    --waiting_;
+  }
+
+  FileSystem* const base_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool closed_ = false;  // guarded by mu_
+  int waiting_ = 0;      // guarded by mu_
+};
 
 TEST(PageList, RoundTripsSortedWithoutDuplicates) {
   test::ScratchDir dir;
@@ -259,11 +336,12 @@ class Warmup : public ::testing::Test {
     for (const std::string& n : notes_) all += n + "\n";
     return all;
   }
-  // A table of `rows` rows (about 1 KB each), the database closed.
-  void Fill(int rows) {
+  // A table of `rows` rows (about 1 KB each), the database closed; the
+  // rows of table "t" are kept in rows_.
+  void Fill(int rows, const std::string& name = "t") {
     auto db = Database::Open(Opts());
     ASSERT_TRUE(db.ok()) << db.status().ToString();
-    auto t = (*db)->CreateTable(test::SampleTable());
+    auto t = (*db)->CreateTable(test::SampleTable(name));
     ASSERT_TRUE(t.ok());
     for (int i = 0; i < rows; i += 100) {
       auto txn = (*db)->Begin();
@@ -271,7 +349,7 @@ class Warmup : public ::testing::Test {
         const Row r =
             test::SampleRow(j, j % 7, "u" + std::to_string(j), std::string(1000, 'a' + j % 26));
         ASSERT_OK(txn->Insert(*t, r));
-        rows_.push_back(r);
+        if (name == "t") rows_.push_back(r);
       }
       ASSERT_OK(txn->Commit());
     }
@@ -422,6 +500,121 @@ TEST_F(Warmup, PagesOfSpacesNoLongerThereAreLeftOutAndAFullPoolEndsTheLoad) {
   auto txn = (*db)->Begin();
   EXPECT_EQ(test::ScanAll(txn.get(), (*db)->FindTable("t")), rows_);
   ASSERT_OK(txn->Commit());
+}
+
+// A close while the load is inside a read waits for that read, ends the
+// load before its next one, and keeps the list on disk (the pool holds
+// less than it names); the next open loads the whole list.
+TEST_F(Warmup, ACloseDuringTheLoadEndsItAndKeepsTheFullerList) {
+  Fill(3000);
+  const std::vector<uint8_t> before = Bytes(ListPath());
+  auto list = buffer::ReadPageList(PosixFileSystem(), ListPath(), 4096);
+  ASSERT_TRUE(list.ok());
+  ASSERT_GT(list->size(), 2u * buffer::BufferPool::kMaxPreloadSpan);  // more than one read
+  std::unique_ptr<FileSystem> posix = NewPosixFileSystem(false, 0);
+  GatedFileSystem gated(posix.get());
+  Options o = Opts();
+  o.file_system = &gated;
+  gated.Close();
+  auto db = Database::Open(o);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  ASSERT_TRUE(gated.AwaitWaiter()) << "the load made no read of many pages";
+  EXPECT_TRUE((*db)->Stats().pool_loading);
+  std::atomic<bool> closed{false};
+  Status close_status;
+  std::thread closer([&] {
+    close_status = (*db)->Close();
+    closed.store(true);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(closed.load()) << "the close did not wait for the load's read";
+  gated.Open();
+  closer.join();
+  ASSERT_OK(close_status);
+  const DatabaseStats s = (*db)->Stats();
+  EXPECT_GT(s.pool_load_pages, 0u);
+  EXPECT_LT(s.pool_load_pages, list->size());
+  const std::string notes = Notes();
+  EXPECT_NE(notes.find("buffer pool load ended early"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("the engine is closing"), std::string::npos) << notes;
+  EXPECT_EQ(Bytes(ListPath()), before) << "the close replaced the list with the partial pool";
+  db->reset();
+
+  auto again = Database::Open(Opts());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  AwaitLoad(again->get());
+  EXPECT_GT((*again)->Stats().pool_load_pages, list->size() - 20);
+  auto txn = (*again)->Begin();
+  EXPECT_EQ(test::ScanAll(txn.get(), (*again)->FindTable("t")), rows_);
+  ASSERT_OK(txn->Commit());
+}
+
+// DROP TABLE while the load reads one of the table's spans: the drop waits
+// for that read and then sweeps what it loaded, the load leaves the
+// dropped table's other pages out, and nothing of it stays in the pool
+// (the next list names none of its pages); the other table is whole.
+TEST_F(Warmup, ADropDuringTheLoadWaitsForItsReadAndLeavesNoPageOfTheTable) {
+  Fill(3000, "gone");
+  Fill(3000);
+  std::set<uint32_t> gone_spaces;
+  {
+    auto db = Database::Open(Opts());
+    ASSERT_TRUE(db.ok());
+    // Page files are named t<table>-<index>-<space>.sbt (catalog.cc).
+    for (const IndexStats& is : (*db)->FindTable("gone")->Stats().indexes) {
+      const size_t dash = is.path.rfind('-');
+      gone_spaces.insert(static_cast<uint32_t>(std::stoul(is.path.substr(dash + 1))));
+    }
+    ASSERT_OK((*db)->Close());
+  }
+  ASSERT_FALSE(gone_spaces.empty());
+  auto list = buffer::ReadPageList(PosixFileSystem(), ListPath(), 4096);
+  ASSERT_TRUE(list.ok());
+  // "gone" was created first: the load, in space order, starts with it.
+  ASSERT_TRUE(gone_spaces.count(list->front().space)) << list->front().space;
+  std::unique_ptr<FileSystem> posix = NewPosixFileSystem(false, 0);
+  GatedFileSystem gated(posix.get());
+  Options o = Opts();
+  o.file_system = &gated;
+  gated.Close();
+  auto db = Database::Open(o);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  ASSERT_TRUE(gated.AwaitWaiter()) << "the load made no read of many pages";
+  std::atomic<bool> dropped{false};
+  Status drop_status;
+  std::thread dropper([&] {
+    drop_status = (*db)->DropTable("gone");
+    dropped.store(true);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(dropped.load()) << "the drop did not wait for the load's read";
+  gated.Open();
+  dropper.join();
+  ASSERT_OK(drop_status);
+  AwaitLoad(db->get());
+  EXPECT_EQ((*db)->FindTable("gone"), nullptr);
+  auto txn = (*db)->Begin();
+  EXPECT_EQ(test::ScanAll(txn.get(), (*db)->FindTable("t")), rows_);
+  ASSERT_OK(txn->Commit());
+  ASSERT_OK((*db)->Close());
+  auto after = buffer::ReadPageList(PosixFileSystem(), ListPath(), 4096);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_GT(after->size(), 700u);
+  for (const PageId& p : *after) {
+    ASSERT_FALSE(gone_spaces.count(p.space))
+        << "page " << p.page_no << " of dropped space " << p.space << " is still in the pool";
+  }
+  db->reset();
+  // A new table of the same name starts empty.
+  auto reopened = Database::Open(Opts());
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  AwaitLoad(reopened->get());
+  auto t = (*reopened)->CreateTable(test::SampleTable("gone"));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto txn2 = (*reopened)->Begin();
+  EXPECT_TRUE(test::ScanAll(txn2.get(), *t).empty());
+  ASSERT_OK(txn2->Commit());
+  ASSERT_OK((*reopened)->Close());
 }
 
 TEST_F(Warmup, ThePoolIsListedEveryIntervalWhileTheEngineRuns) {

@@ -443,4 +443,28 @@ class BufferPool {
   std::mutex pause_mu_;                  // one Pause/ResumeFileWrites at a time
 };
 
+// Holds off a pause of file writes for a file the pool does not write (an
+// undo file, a temporary table's DDL): BeginFileWrite at construction,
+// EndFileWrite at End or destruction. A null pool holds nothing; status()
+// is Busy (and nothing is held) if the pause outlasted log_full_timeout_ms.
+class FileWriteScope {
+ public:
+  explicit FileWriteScope(BufferPool* pool, bool wait = true)
+      : pool_(pool), status_(pool != nullptr ? pool->BeginFileWrite(wait) : Status::OK()) {
+    if (!status_.ok()) pool_ = nullptr;
+  }
+  ~FileWriteScope() { End(); }
+  FileWriteScope(const FileWriteScope&) = delete;
+  FileWriteScope& operator=(const FileWriteScope&) = delete;
+  const Status& status() const { return status_; }
+  void End() {
+    if (pool_ != nullptr) pool_->EndFileWrite();
+    pool_ = nullptr;
+  }
+
+ private:
+  BufferPool* pool_;
+  Status status_;
+};
+
 }  // namespace subito::buffer

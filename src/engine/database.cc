@@ -796,7 +796,8 @@ Result<Table*> DatabaseImpl::CreateTable(const TableDef& def) {
   // MariaDB's BACKUP STAGE BLOCK_DDL does not block temporary tables: one
   // made while a backup copies the files would be in the copied log but not
   // in its catalog. It waits for the backup's end (buffer/write_pause.h).
-  TemporaryDdlScope backup_wait(this, def.temporary);
+  // Busy if the pause outlasts log_full_timeout_ms.
+  buffer::FileWriteScope backup_wait(def.temporary ? pool_.get() : nullptr);
   SUBITO_RETURN_IF_ERROR(backup_wait.status());
   std::unique_lock ddl(ddl_mu_);
   SUBITO_RETURN_IF_ERROR(Writable());
@@ -868,7 +869,7 @@ Status DatabaseImpl::DropTable(std::string_view name) {
     auto it = tables_.find(name);
     temporary = it != tables_.end() && it->second->def().temporary;
   }
-  TemporaryDdlScope backup_wait(this, temporary);  // as in CreateTable
+  buffer::FileWriteScope backup_wait(temporary ? pool_.get() : nullptr);  // as in CreateTable
   SUBITO_RETURN_IF_ERROR(backup_wait.status());
   std::unique_lock ddl(ddl_mu_);
   SUBITO_RETURN_IF_ERROR(Writable());

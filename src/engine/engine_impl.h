@@ -295,26 +295,6 @@ class DatabaseImpl final : public Database {
   std::vector<std::unique_ptr<TableImpl>> dropped_tables_;  // Table* stay valid
   std::unordered_map<uint32_t, IndexImpl*> by_space_;
   RecoveryInfo recovery_;
-  // DDL of a temporary table waits while a backup pauses file writes
-  // (CreateTable); status() Busy if the pause outlasted log_full_timeout_ms.
-  class TemporaryDdlScope {
-   public:
-    TemporaryDdlScope(DatabaseImpl* db, bool temporary)
-        : pool_(temporary ? db->pool_.get() : nullptr),
-          status_(pool_ != nullptr ? pool_->BeginFileWrite() : Status::OK()) {
-      if (!status_.ok()) pool_ = nullptr;
-    }
-    ~TemporaryDdlScope() {
-      if (pool_ != nullptr) pool_->EndFileWrite();
-    }
-    TemporaryDdlScope(const TemporaryDdlScope&) = delete;
-    TemporaryDdlScope& operator=(const TemporaryDdlScope&) = delete;
-    const Status& status() const { return status_; }
-
-   private:
-    buffer::BufferPool* pool_;
-    Status status_;
-  };
   bool closed_ = false;  // guarded by pause_mu_ (Close, Pause/ResumeFileWrites)
   std::mutex pause_mu_;
 

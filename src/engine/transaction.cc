@@ -197,16 +197,8 @@ Status TransactionImpl::RelocateIfOld(uint64_t limit, bool wait) {
 
 Status TransactionImpl::ReAnchor(bool wait) {
   // Undo files stay as they are while a backup copies them.
-  SUBITO_RETURN_IF_ERROR(db_->pool()->BeginFileWrite(wait));
-  struct FileWrite {
-    buffer::BufferPool* pool = nullptr;
-    bool open = true;
-    void End() {
-      if (open) pool->EndFileWrite();
-      open = false;
-    }
-    ~FileWrite() { End(); }
-  } file_write{db_->pool()};
+  buffer::FileWriteScope file_write(db_->pool(), wait);
+  SUBITO_RETURN_IF_ERROR(file_write.status());
   if (!undo_file_) {
     Result<std::unique_ptr<txn::UndoFile>> f =
         txn::UndoFile::Create(db_->undo_fs(), db_->undo_dir(), state_->id);

@@ -419,14 +419,24 @@ SHOW_VAR status_variables[] = {
 
 // Each connection's current transaction id and its THD, for the engine's
 // lock wait hook: at most one entry per connection (the previous id goes
-// when the next transaction begins, the last at disconnect).
+// when the next transaction begins, the last at disconnect). Only the
+// connections the server may ask about are named: thd_rpl_deadlock_check
+// looks at a waiter that needs wait reports (the binary log is open, or a
+// parallel replica applies) and at a holder's THD only then, or when the
+// holder is a replica's thread. Others skip the global mutex per
+// transaction.
 std::mutex g_thd_mu;
 std::unordered_map<uint64_t, THD*> g_thd_of_txn;
 
-void NameTransaction(THD* thd, uint64_t previous, uint64_t id) {
+// The connection's new transaction `id` (0: none) replaces `previous` in
+// the map, if either is (to be) named.
+void NameTransaction(THD* thd, Trx* trx, uint64_t previous, uint64_t id) {
+  const bool name = id != 0 && (thd_need_wait_reports(thd) || thd->rgi_slave != nullptr);
+  if (!name && !trx->named) return;
   std::lock_guard lock(g_thd_mu);
-  if (previous != 0) g_thd_of_txn.erase(previous);
-  if (id != 0) g_thd_of_txn[id] = thd;
+  if (trx->named) g_thd_of_txn.erase(previous);
+  if (name) g_thd_of_txn[id] = thd;
+  trx->named = name;
 }
 
 // The engine is about to make `waiter` wait for `holder`'s lock (L10): the
@@ -643,7 +653,7 @@ int CloseConnection(handlerton*, THD* thd) {
     if (trx != nullptr) {
       thd_set_ha_data(thd, subito_hton, nullptr);
       std::unique_ptr<Trx> owned(trx);
-      NameTransaction(thd, trx->txn_id.load(), 0);
+      NameTransaction(thd, trx, trx->txn_id.load(), 0);
       // XA PREPARE'd: the transaction outlives its connection (as InnoDB's
       // does), until XA COMMIT or XA ROLLBACK from any connection.
       if (trx->txn && trx->txn->prepared()) {
@@ -964,7 +974,7 @@ int BeginStatement(THD* thd, Trx* trx) {
                                                      : Isolation::kRepeatableRead);
     trx->txn->SetInterruptCheck([thd] { return thd->killed != NOT_KILLED; });
     const uint64_t previous = trx->txn_id.exchange(trx->txn->id());
-    NameTransaction(thd, previous, trx->txn->id());
+    NameTransaction(thd, trx, previous, trx->txn->id());
   }
   // Statements of triggers and stored functions belong to the statement
   // that fired them: its savepoint stays (the server does not end them at

@@ -35,6 +35,8 @@ struct Trx {
   bool serializable = false;  // plain reads take shared locks
   // txn's id, for KILL from another thread (which must not touch txn).
   std::atomic<uint64_t> txn_id{0};
+  // txn_id is in the lock-wait reports' map (NameTransaction).
+  bool named = false;
 };
 
 // The connection's transaction state (created on first use).

@@ -39,22 +39,37 @@ std::vector<uint8_t> Bytes(const std::string& path) {
 class GatedFileSystem final : public FileSystem {
  public:
   explicit GatedFileSystem(FileSystem* base) : base_(base) {}
-  void Close() {
+  void Shut() {
     std::lock_guard lock(mu_);
-    closed_ = true;
+    shut_ = true;
   }
-  void Open() {
+  void Lift() {
     {
       std::lock_guard lock(mu_);
-      closed_ = false;
+      shut_ = false;
     }
     cv_.notify_all();
   }
-  // Waits (up to 10 s) until a read waits at the gate.
-  bool AwaitWaiter() {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return waiting_ > 0; });
+  // Lets one read through the shut gate (now or the next to come).
+  void LetOneThrough() {
+    {
+      std::lock_guard lock(mu_);
+      ++passes_;
+    }
+    cv_.notify_all();
   }
+  // Waits (up to 10 s) until a read waits at the gate; the file it reads.
+  std::string AwaitWaiter() {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(10), [&] { return waiting_ > 0; });
+    return waiting_ > 0 ? waiting_path_ : "";
+  }
+  // Lifts the gate when the test ends, passed or not, before the database
+  // it feeds is closed (a close waits for a read held at the gate).
+  struct LiftAtEnd {
+    GatedFileSystem* gate;
+    ~LiftAtEnd() { gate->Lift(); }
+  };
 
   Result<std::unique_ptr<File>> Create(const std::string& path) override {
     return Wrap(base_->Create(path));
@@ -74,7 +89,7 @@ class GatedFileSystem final : public FileSystem {
    public:
     GatedFile(GatedFileSystem* fs, std::unique_ptr<File> base) : fs_(fs), base_(std::move(base)) {}
     Status Read(uint64_t offset, void* dst, size_t n) override {
-      if (n > 4096 && path().ends_with(".sbt")) fs_->Pass();
+      if (n > 4096 && path().ends_with(".sbt")) fs_->Pass(path());
       return base_->Read(offset, dst, n);
     }
     Status Write(uint64_t offset, const void* src, size_t n) override {
@@ -93,19 +108,23 @@ class GatedFileSystem final : public FileSystem {
     if (!f.ok()) return f.status();
     return std::unique_ptr<File>(std::make_unique<GatedFile>(this, std::move(*f)));
   }
-  void Pass() {
+  void Pass(const std::string& path) {
     std::unique_lock lock(mu_);
     ++waiting_;
+    waiting_path_ = path;
     cv_.notify_all();
-    cv_.wait(lock, [&] { return !closed_; });
+    cv_.wait(lock, [&] { return !shut_ || passes_ > 0; });
+    if (shut_) --passes_;
     --waiting_;
   }
 
   FileSystem* const base_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool closed_ = false;  // guarded by mu_
-  int waiting_ = 0;      // guarded by mu_
+  bool shut_ = false;         // guarded by mu_
+  int passes_ = 0;            // guarded by mu_
+  int waiting_ = 0;           // guarded by mu_
+  std::string waiting_path_;  // guarded by mu_
 };
 
 TEST(PageList, RoundTripsSortedWithoutDuplicates) {
@@ -321,6 +340,10 @@ TEST(Preload, FetchesOfPagesBeingLoadedWaitAndGetThem) {
 
 class Warmup : public ::testing::Test {
  protected:
+  // Page files are named t<table>-<index>-<space>.sbt (catalog.cc).
+  static uint32_t SpaceOf(const std::string& page_file) {
+    return static_cast<uint32_t>(std::stoul(page_file.substr(page_file.rfind('-') + 1)));
+  }
   Options Opts() {
     Options o = test::SmallOptions(dir_.path());
     o.buffer_pool_bytes = 16 << 20;
@@ -510,15 +533,16 @@ TEST_F(Warmup, ACloseDuringTheLoadEndsItAndKeepsTheFullerList) {
   const std::vector<uint8_t> before = Bytes(ListPath());
   auto list = buffer::ReadPageList(PosixFileSystem(), ListPath(), 4096);
   ASSERT_TRUE(list.ok());
-  ASSERT_GT(list->size(), 2u * buffer::BufferPool::kMaxPreloadSpan);  // more than one read
+  ASSERT_GT(list->size(), 10u * buffer::BufferPool::kMaxPreloadSpan);  // more than 10 reads
   std::unique_ptr<FileSystem> posix = NewPosixFileSystem(false, 0);
   GatedFileSystem gated(posix.get());
   Options o = Opts();
   o.file_system = &gated;
-  gated.Close();
+  gated.Shut();
   auto db = Database::Open(o);
+  GatedFileSystem::LiftAtEnd lift{&gated};
   ASSERT_TRUE(db.ok()) << db.status().ToString();
-  ASSERT_TRUE(gated.AwaitWaiter()) << "the load made no read of many pages";
+  ASSERT_FALSE(gated.AwaitWaiter().empty()) << "the load made no read of many pages";
   EXPECT_TRUE((*db)->Stats().pool_loading);
   std::atomic<bool> closed{false};
   Status close_status;
@@ -528,7 +552,13 @@ TEST_F(Warmup, ACloseDuringTheLoadEndsItAndKeepsTheFullerList) {
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_FALSE(closed.load()) << "the close did not wait for the load's read";
-  gated.Open();
+  // The load's reads go through one at a time until the close has ended
+  // it (the close asks first thing; the list takes more than 10 reads).
+  for (int i = 0; i < 200 && !closed.load(); ++i) {
+    gated.LetOneThrough();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  gated.Lift();
   closer.join();
   ASSERT_OK(close_status);
   const DatabaseStats s = (*db)->Stats();
@@ -560,10 +590,8 @@ TEST_F(Warmup, ADropDuringTheLoadWaitsForItsReadAndLeavesNoPageOfTheTable) {
   {
     auto db = Database::Open(Opts());
     ASSERT_TRUE(db.ok());
-    // Page files are named t<table>-<index>-<space>.sbt (catalog.cc).
     for (const IndexStats& is : (*db)->FindTable("gone")->Stats().indexes) {
-      const size_t dash = is.path.rfind('-');
-      gone_spaces.insert(static_cast<uint32_t>(std::stoul(is.path.substr(dash + 1))));
+      gone_spaces.insert(SpaceOf(is.path));
     }
     ASSERT_OK((*db)->Close());
   }
@@ -576,10 +604,13 @@ TEST_F(Warmup, ADropDuringTheLoadWaitsForItsReadAndLeavesNoPageOfTheTable) {
   GatedFileSystem gated(posix.get());
   Options o = Opts();
   o.file_system = &gated;
-  gated.Close();
+  gated.Shut();
   auto db = Database::Open(o);
+  GatedFileSystem::LiftAtEnd lift{&gated};
   ASSERT_TRUE(db.ok()) << db.status().ToString();
-  ASSERT_TRUE(gated.AwaitWaiter()) << "the load made no read of many pages";
+  const std::string read = gated.AwaitWaiter();
+  ASSERT_FALSE(read.empty()) << "the load made no read of many pages";
+  ASSERT_TRUE(gone_spaces.count(SpaceOf(read))) << read << " is not a file of the table dropped";
   std::atomic<bool> dropped{false};
   Status drop_status;
   std::thread dropper([&] {
@@ -588,7 +619,7 @@ TEST_F(Warmup, ADropDuringTheLoadWaitsForItsReadAndLeavesNoPageOfTheTable) {
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_FALSE(dropped.load()) << "the drop did not wait for the load's read";
-  gated.Open();
+  gated.Lift();
   dropper.join();
   ASSERT_OK(drop_status);
   AwaitLoad(db->get());

@@ -98,12 +98,16 @@ void PoolWarmer::Start() {
   thread_ = std::thread([this] { Run(); });
 }
 
-void PoolWarmer::Stop() {
+void PoolWarmer::RequestStop() {
   {
     std::lock_guard lock(mu_);  // not between the thread's check and its wait
     stop_.store(true);
   }
   cv_.notify_all();
+}
+
+void PoolWarmer::Stop() {
+  RequestStop();
   if (thread_.joinable()) thread_.join();
 }
 

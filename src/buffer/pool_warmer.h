@@ -71,6 +71,8 @@ class PoolWarmer {
 
   // Starts the thread: the load (if asked for), then the periodic lists.
   void Start();
+  // Asks the load to stop before its next read, without waiting.
+  void RequestStop();
   // Ends the thread (a load stops between reads). Idempotent.
   void Stop();
   // Writes the list of the pages in the pool now.

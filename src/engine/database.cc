@@ -715,6 +715,9 @@ Status DatabaseImpl::Close() {
     if (closed_) return Status::OK();
     closed_ = true;
   }
+  // The warm-up's load ends before its next read rather than after the
+  // losers' rollback and the purge (which may wait for pages it loads).
+  if (warmer_) warmer_->RequestStop();
   ResumeFileWrites();
   // The losers are rolled back first: a clean shutdown leaves none.
   if (undo_thread_.joinable()) undo_thread_.join();

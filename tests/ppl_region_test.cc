@@ -19,6 +19,7 @@
 #include "engine_util.h"
 #include "pmem/tracking_persistence.h"
 #include "test_util.h"
+#include "util/coding.h"
 
 namespace subito::ppl {
 namespace {
@@ -261,6 +262,78 @@ TEST(PplRegion, AFlippedByteIsRefusedWithTheFileAndOffset) {
   auto r = PplRegion::Open(o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ((*r)->Used(1, 1), 2 * PplRegion::EntrySizeOf(30));
+}
+
+// A region large enough to be analysed by several threads (runs of 16,384
+// blocks, one per core): every page's entries come back, a block cut
+// before its commit in the last run is completed (G2) as in the first, and
+// of two damaged blocks the first in block order is the one reported.
+TEST(PplRegion, ALargeRegionAnalysedInRunsReadsAsOneScanWould) {
+  test::ScratchDir dir;
+  constexpr uint32_t kBlocks = 65536;
+  PplOptions o{dir.Sub("ppl"), 4096 + uint64_t{kBlocks} * 128, 128, 0, nullptr};
+  constexpr uint32_t kPages = 60000;
+  State written;
+  {
+    auto r = PplRegion::Open(o);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    for (uint32_t p = 0; p < kPages; ++p) {
+      // Two entries on the first and last pages (G2 below), one elsewhere.
+      const int entries = p == 0 || p == kPages - 1 ? 2 : 1;
+      for (int e = 0; e < entries; ++e) {
+        const std::string edits = Edits(p * 2 + e, 8);
+        ASSERT_OK(Append(**r, 1 + p % 3, p, 100 + e, edits));
+        written[{1 + p % 3, p}].emplace_back(100 + e, edits);
+      }
+    }
+    ASSERT_EQ((*r)->PagesUsed(), kPages);
+  }
+  std::ifstream in(o.path, std::ios::binary);
+  const std::vector<uint8_t> good((std::istreambuf_iterator<char>(in)),
+                                  std::istreambuf_iterator<char>());
+  // Blocks are taken lowest first: page p holds block p.
+  auto block = [](uint32_t b) { return size_t{4096} + size_t{b} * 128; };
+  {
+    auto r = PplRegion::Open(o);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(ReadState(**r), written);
+  }
+  // Both two-entry blocks lose the commit of their second entry.
+  std::vector<uint8_t> cut = good;
+  for (uint32_t b : {0u, kPages - 1}) {
+    const uint32_t one = PplRegion::EntrySizeOf(8);
+    ASSERT_EQ(DecodeFixed32(cut.data() + block(b) + 56), 2 * one);
+    EncodeFixed32(cut.data() + block(b) + 56, one);
+  }
+  WriteFile(o.path, cut);
+  {
+    auto r = PplRegion::Open(o);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(ReadState(**r), written);
+  }
+  std::ifstream again(o.path, std::ios::binary);
+  const std::vector<uint8_t> repaired((std::istreambuf_iterator<char>(again)),
+                                      std::istreambuf_iterator<char>());
+  for (uint32_t b : {0u, kPages - 1}) {  // (each open also raises the header's floor)
+    EXPECT_EQ(DecodeFixed32(repaired.data() + block(b) + 56), 2 * PplRegion::EntrySizeOf(8))
+        << "block " << b << ": its cut commit was not completed in the file";
+  }
+  // Damage in the first run and in the last: the first is reported.
+  std::vector<uint8_t> bad = good;
+  bad[block(kPages - 100) + 64 + 20] ^= 0x04;
+  WriteFile(o.path, bad);
+  {
+    auto r = PplRegion::Open(o);
+    ASSERT_TRUE(r.status().IsCorruption()) << r.status().ToString();
+    EXPECT_NE(r.status().ToString().find("(block " + std::to_string(kPages - 100) + ")"),
+              std::string::npos)
+        << r.status().ToString();
+  }
+  bad[block(100) + 64 + 20] ^= 0x04;
+  WriteFile(o.path, bad);
+  auto r = PplRegion::Open(o);
+  ASSERT_TRUE(r.status().IsCorruption()) << r.status().ToString();
+  EXPECT_NE(r.status().ToString().find("(block 100)"), std::string::npos) << r.status().ToString();
 }
 
 // OpenResizing: an empty region takes new geometry (or goes, with size 0); a

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "util/coding.h"
 #include "util/crc32c.h"
@@ -146,28 +147,27 @@ Result<std::unique_ptr<PplRegion>> PplRegion::Open(const PplOptions& options) {
   return r;
 }
 
-Status PplRegion::Analyze() {
-  std::lock_guard lock(mu_);
-  uint64_t max_generation = 0;
-  for (uint32_t i = 0; i < block_count_; ++i) {
-    uint8_t* b = BlockAt(i);
+void PplRegion::ScanBlocks(uint32_t begin, uint32_t end, Scan* out) const {
+  for (uint32_t i = begin; i < end; ++i) {
+    const uint8_t* b = BlockAt(i);
     const uint32_t used = DecodeFixed32(b + kUsedOffset);
     if (used == 0) {
-      free_.push_back(i);
+      out->free.push_back(i);
       continue;
     }
     const uint64_t at = kRegionHeaderSize + uint64_t{i} * block_size_;
     if (std::memcmp(b, kBlockMagic, 4) != 0 || DecodeFixed16(b + 4) != kBlockVersion ||
         crc32c::Value(b, kUsedOffset) != DecodeFixed32(b + 60) ||
         used > block_size_ - kBlockHeaderSize) {
-      return Status::Corruption(
+      out->status = Status::Corruption(
           StrFormat("%s offset %llu: PPL block %u has a bad header (checksum, magic, version or "
                     "length %u)",
                     file_->path().c_str(), static_cast<unsigned long long>(at), i, used));
+      return;
     }
     const buffer::PageId key{DecodeFixed32(b + 8), DecodeFixed32(b + 12)};
     const uint64_t generation = DecodeFixed64(b + 16);
-    max_generation = std::max(max_generation, generation);
+    out->max_generation = std::max(out->max_generation, generation);
     uint32_t off = kBlockHeaderSize;
     uint64_t last = 0;
     while (off + kEntryHeaderSize <= block_size_) {
@@ -183,25 +183,67 @@ Status PplRegion::Analyze() {
     }
     const uint32_t valid = off - kBlockHeaderSize;
     if (valid < used) {  // G1: a committed entry fails its checks
-      return Status::Corruption(StrFormat(
+      out->status = Status::Corruption(StrFormat(
           "%s offset %llu: PPL entry of page %u:%u (block %u) fails its checksum or order",
           file_->path().c_str(), static_cast<unsigned long long>(at) + off, key.space, key.page_no,
           i));
+      return;
     }
-    if (valid > used) StoreUsed(i, valid);  // G2: a complete entry cut before its commit
-    auto [it, inserted] = table_.try_emplace(key, Block{i, generation, valid, last});
-    if (!inserted) {
+    out->used.push_back({key, Block{i, generation, valid, last}, used});
+  }
+}
+
+Status PplRegion::Analyze() {
+  std::lock_guard lock(mu_);
+  // Reading every block's header and checking every entry is the open's
+  // longest step when much of the region is in use (docs/results.md,
+  // restart at 16 GB): large regions are scanned by one thread per core,
+  // in runs of blocks, and the results merged in block order, so that what
+  // is found (the first bad block, the winner of a page's two blocks) and
+  // every store made (G2, the losers) are as in one scan.
+  constexpr uint64_t kBlocksPerThread = 16384;
+  const uint64_t threads = std::clamp<uint64_t>(
+      std::min<uint64_t>(std::thread::hardware_concurrency(), block_count_ / kBlocksPerThread), 1,
+      8);
+  const uint64_t per = (block_count_ + threads - 1) / threads;
+  std::vector<Scan> scans(threads);
+  std::vector<std::thread> workers;
+  for (uint64_t t = 1; t < threads; ++t) {
+    workers.emplace_back([this, t, per, &scans] {
+      ScanBlocks(static_cast<uint32_t>(t * per),
+                 static_cast<uint32_t>(std::min(block_count_, (t + 1) * per)), &scans[t]);
+    });
+  }
+  ScanBlocks(0, static_cast<uint32_t>(std::min(block_count_, per)), &scans[0]);
+  for (std::thread& w : workers) w.join();
+  size_t in_use = 0;
+  for (const Scan& scan : scans) {
+    if (!scan.status.ok()) return scan.status;
+    in_use += scan.used.size();
+  }
+  table_.reserve(in_use);
+  uint64_t max_generation = 0;
+  std::vector<uint32_t> losers;
+  for (const Scan& scan : scans) {
+    max_generation = std::max(max_generation, scan.max_generation);
+    free_.insert(free_.end(), scan.free.begin(), scan.free.end());
+    for (const Scan::Used& u : scan.used) {
+      // G2: a complete entry cut before its commit.
+      if (u.block.used > u.used_field) StoreUsed(u.block.index, u.block.used);
+      auto [it, inserted] = table_.try_emplace(u.page, u.block);
+      if (inserted) continue;
       // Two blocks of one page (not made by this code, which frees a page's
       // block before it can take another): the newer generation wins.
-      uint32_t loser = i;
-      if (generation > it->second.generation) {
+      uint32_t loser = u.block.index;
+      if (u.block.generation > it->second.generation) {
         loser = it->second.index;
-        it->second = Block{i, generation, valid, last};
+        it->second = u.block;
       }
       StoreUsed(loser, 0);
-      free_.push_back(loser);
+      losers.push_back(loser);
     }
   }
+  free_.insert(free_.end(), losers.begin(), losers.end());
   // G5: past every generation handed out before, found or not.
   next_generation_ = std::max(DecodeFixed64(file_->data() + kFloorOffset), max_generation + 1);
   RaiseFloor(next_generation_ + kFloorStep);

@@ -153,6 +153,19 @@ class PplRegion final : public buffer::PageLogStore {
   // Makes a fresh region file (zeroed, with its header) at options.path
   // through a rename, replacing any there.
   static Status Create(const PplOptions& options);
+  // What Analyze's scan of blocks [begin, end) found; reads only.
+  struct Scan {
+    struct Used {
+      buffer::PageId page;
+      Block block;
+      uint32_t used_field;  // the block's committed length; block.used is what the entries give
+    };
+    std::vector<Used> used;
+    std::vector<uint32_t> free;  // ascending
+    uint64_t max_generation = 0;
+    Status status;  // the first bad block's Corruption; the scan stops there
+  };
+  void ScanBlocks(uint32_t begin, uint32_t end, Scan* out) const;
   Status Analyze();
   void WriteBlockHeader(uint32_t index, buffer::PageId page, uint64_t generation);
   void StoreUsed(uint32_t index, uint32_t used);

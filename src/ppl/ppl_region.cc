@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <system_error>
 #include <thread>
 
 #include "util/coding.h"
@@ -207,14 +208,21 @@ Status PplRegion::Analyze() {
       8);
   const uint64_t per = (block_count_ + threads - 1) / threads;
   std::vector<Scan> scans(threads);
+  auto scan_run = [this, per, &scans](uint64_t t) {
+    Scan local;  // not beside another run's in memory while it grows
+    ScanBlocks(static_cast<uint32_t>(t * per),
+               static_cast<uint32_t>(std::min(block_count_, (t + 1) * per)), &local);
+    scans[t] = std::move(local);
+  };
   std::vector<std::thread> workers;
-  for (uint64_t t = 1; t < threads; ++t) {
-    workers.emplace_back([this, t, per, &scans] {
-      ScanBlocks(static_cast<uint32_t>(t * per),
-                 static_cast<uint32_t>(std::min(block_count_, (t + 1) * per)), &scans[t]);
-    });
+  uint64_t started = 1;
+  try {
+    for (; started < threads; ++started) workers.emplace_back(scan_run, started);
+  } catch (const std::system_error&) {
+    // No thread to be had: the opening thread scans the rest itself.
   }
-  ScanBlocks(0, static_cast<uint32_t>(std::min(block_count_, per)), &scans[0]);
+  for (uint64_t t = started; t < threads; ++t) scan_run(t);
+  scan_run(0);
   for (std::thread& w : workers) w.join();
   size_t in_use = 0;
   for (const Scan& scan : scans) {

@@ -386,8 +386,18 @@ class Warmup : public ::testing::Test {
     ASSERT_GT(db->Stats().pool_load_seconds, 0.0) << "the load did not finish";
   }
   std::string ListPath() { return dir_.path() + "/db/pool_pages"; }
+  // Opens the database with its page files behind gated_, shut: the
+  // warm-up's first read waits there.
+  Result<std::unique_ptr<Database>> OpenBehindShutGate() {
+    Options o = Opts();
+    o.file_system = &gated_;
+    gated_.Shut();
+    return Database::Open(o);
+  }
 
   test::ScratchDir dir_;
+  std::unique_ptr<FileSystem> posix_ = NewPosixFileSystem(false, 0);
+  GatedFileSystem gated_{posix_.get()};
   std::vector<Row> rows_;
   std::mutex mu_;
   std::vector<std::string> notes_;
@@ -534,15 +544,10 @@ TEST_F(Warmup, ACloseDuringTheLoadEndsItAndKeepsTheFullerList) {
   auto list = buffer::ReadPageList(PosixFileSystem(), ListPath(), 4096);
   ASSERT_TRUE(list.ok());
   ASSERT_GT(list->size(), 10u * buffer::BufferPool::kMaxPreloadSpan);  // more than 10 reads
-  std::unique_ptr<FileSystem> posix = NewPosixFileSystem(false, 0);
-  GatedFileSystem gated(posix.get());
-  Options o = Opts();
-  o.file_system = &gated;
-  gated.Shut();
-  auto db = Database::Open(o);
-  GatedFileSystem::LiftAtEnd lift{&gated};
+  auto db = OpenBehindShutGate();
+  GatedFileSystem::LiftAtEnd lift{&gated_};
   ASSERT_TRUE(db.ok()) << db.status().ToString();
-  ASSERT_FALSE(gated.AwaitWaiter().empty()) << "the load made no read of many pages";
+  ASSERT_FALSE(gated_.AwaitWaiter().empty()) << "the load made no read of many pages";
   EXPECT_TRUE((*db)->Stats().pool_loading);
   std::atomic<bool> closed{false};
   Status close_status;
@@ -555,10 +560,10 @@ TEST_F(Warmup, ACloseDuringTheLoadEndsItAndKeepsTheFullerList) {
   // The load's reads go through one at a time until the close has ended
   // it (the close asks first thing; the list takes more than 10 reads).
   for (int i = 0; i < 200 && !closed.load(); ++i) {
-    gated.LetOneThrough();
+    gated_.LetOneThrough();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  gated.Lift();
+  gated_.Lift();
   closer.join();
   ASSERT_OK(close_status);
   const DatabaseStats s = (*db)->Stats();
@@ -600,15 +605,10 @@ TEST_F(Warmup, ADropDuringTheLoadWaitsForItsReadAndLeavesNoPageOfTheTable) {
   ASSERT_TRUE(list.ok());
   // "gone" was created first: the load, in space order, starts with it.
   ASSERT_TRUE(gone_spaces.count(list->front().space)) << list->front().space;
-  std::unique_ptr<FileSystem> posix = NewPosixFileSystem(false, 0);
-  GatedFileSystem gated(posix.get());
-  Options o = Opts();
-  o.file_system = &gated;
-  gated.Shut();
-  auto db = Database::Open(o);
-  GatedFileSystem::LiftAtEnd lift{&gated};
+  auto db = OpenBehindShutGate();
+  GatedFileSystem::LiftAtEnd lift{&gated_};
   ASSERT_TRUE(db.ok()) << db.status().ToString();
-  const std::string read = gated.AwaitWaiter();
+  const std::string read = gated_.AwaitWaiter();
   ASSERT_FALSE(read.empty()) << "the load made no read of many pages";
   ASSERT_TRUE(gone_spaces.count(SpaceOf(read))) << read << " is not a file of the table dropped";
   std::atomic<bool> dropped{false};
@@ -619,7 +619,7 @@ TEST_F(Warmup, ADropDuringTheLoadWaitsForItsReadAndLeavesNoPageOfTheTable) {
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_FALSE(dropped.load()) << "the drop did not wait for the load's read";
-  gated.Lift();
+  gated_.Lift();
   dropper.join();
   ASSERT_OK(drop_status);
   AwaitLoad(db->get());

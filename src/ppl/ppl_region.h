@@ -157,8 +157,8 @@ class PplRegion final : public buffer::PageLogStore {
   struct Scan {
     struct Used {
       buffer::PageId page;
-      Block block;
-      uint32_t used_field;  // the block's committed length; block.used is what the entries give
+      Block block{};
+      uint32_t used_field = 0;  // the block's committed length; block.used is what the entries give
     };
     std::vector<Used> used;
     std::vector<uint32_t> free;  // ascending

@@ -181,6 +181,8 @@ def run_engine(args, engine, gb):
     if args.no_warm_up:
         srv.extra += ["--subito-buffer-pool-load-at-startup=OFF",
                       "--innodb-buffer-pool-load-at-startup=OFF"]
+    if engine == "subito" and args.dump_interval is not None:
+        srv.extra += [f"--subito-buffer-pool-dump-interval={args.dump_interval}"]
     srv.log_size = args.logs[0]
     srv.start()
     log(f"{engine} {gb:g} GB: loading {TABLES} x {rows:,} rows")
@@ -255,6 +257,8 @@ def main():
     ap.add_argument("--engines", default=",".join(ENGINES))
     ap.add_argument("--no-warm-up", action="store_true",
                     help="both engines start with a cold pool (no page list loaded)")
+    ap.add_argument("--dump-interval", type=int, default=None,
+                    help="subito_buffer_pool_dump_interval in seconds (the server's default if unset)")
     ap.add_argument("--work", default="/var/tmp/subito-restart")
     ap.add_argument("--pm-dir", default="/dev/shm/subito-restart")
     ap.add_argument("--out", default=os.path.join(ROOT, "out"))
@@ -274,6 +278,7 @@ def main():
                         "threads": args.threads, "buffer_pool": args.pool,
                         "load_seconds": args.load_seconds, "after_seconds": args.after_seconds,
                         "quick": args.quick, "warm_up": not args.no_warm_up,
+                        "subito_dump_interval": args.dump_interval,
                         "server": sh(["/usr/sbin/mariadbd", "--version"]).stdout.strip(),
                         "machine": f"{platform.machine()}, {os.cpu_count()} cores"}}
     engines = args.engines.split(",")

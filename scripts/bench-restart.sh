@@ -7,6 +7,7 @@
 #
 #   scripts/bench-restart.sh [--quick] [--record] [--sizes-gb 1,4,16] [--logs 256M,1G,4G]
 #                            [--pool 1G] [--load-seconds 60] [--after-seconds 30]
+#                            [--dump-interval S] [--engines subito,innodb] [--out DIR]
 # --record: also writes the table and the plot into docs/results.md.
 # About 3 hours at full size (the 16 GB loads dominate); --quick (0.25 GB,
 # logs of 64 and 256 MB): about 10 minutes.

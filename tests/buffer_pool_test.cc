@@ -406,6 +406,55 @@ TEST(BufferPool, DiffEditsReplayExactlyAndStaySmall) {
   st.Close(true);
 }
 
+// Two differing bytes up to 12 equal bytes apart are one edit (an edit's
+// header costs 12 bytes), further apart two: at every alignment of the
+// pair, since the comparison goes a word at a time. A long stretch of equal
+// bytes after them changes nothing.
+TEST(BufferPool, DiffJoinsDifferencesAtMostTwelveBytesApart) {
+  test::ScratchDir dir;
+  Stack st(dir.path(), 16 * kPs, 4096 + (8 << 20), /*cleaners=*/0);
+  ASSERT_TRUE(st.Open().ok());
+  const uint32_t p = MakePages(st.pool.get(), 1)[0];
+  auto h = st.pool->Fetch({1, p}, Latch::kExclusive);
+  ASSERT_TRUE(h.ok());
+  std::vector<uint8_t> img(h->data(), h->data() + kPs);
+  for (uint32_t i = 64; i < kPs; ++i) img[i] = static_cast<uint8_t>(i * 7 + 1) | 1;
+  {
+    Mtr fill(st.pool.get());
+    fill.WriteDiff(*h, img.data());
+    ASSERT_TRUE(fill.Commit().ok());
+  }
+  constexpr size_t kHeader = 12;  // an edit of literal bytes: header, then the bytes
+  for (uint32_t at = 64; at < 64 + 24; ++at) {
+    for (uint32_t gap : {1u, 7u, 8u, 11u, 12u, 14u, 15u, 20u}) {
+      std::vector<uint8_t> next(h->data(), h->data() + kPs);
+      next[at] ^= 0x80;
+      next[at + gap] ^= 0x80;
+      Mtr mtr(st.pool.get());
+      mtr.WriteDiff(*h, next.data());
+      const size_t want = gap <= 12 ? kHeader + gap + 1 : 2 * (kHeader + 1);
+      EXPECT_EQ(mtr.payload_bytes(), want) << "differences at " << at << " and " << at + gap;
+      ASSERT_EQ(0, std::memcmp(h->data() + 16, next.data() + 16, kPs - 16));
+      mtr.Abort();
+    }
+    // Each difference at most 12 bytes after the one before, several close
+    // together: one edit from the first to the last.
+    for (const std::vector<uint32_t>& offsets :
+         {std::vector<uint32_t>{0, 12, 24}, std::vector<uint32_t>{0, 3, 7, 19},
+          std::vector<uint32_t>{0, 1, 2, 9, 10, 22, 30}}) {
+      std::vector<uint8_t> next(h->data(), h->data() + kPs);
+      for (uint32_t k : offsets) next[at + k] ^= 0x80;
+      Mtr mtr(st.pool.get());
+      mtr.WriteDiff(*h, next.data());
+      EXPECT_EQ(mtr.payload_bytes(), kHeader + offsets.back() + 1)
+          << "differences from " << at << " to " << at + offsets.back();
+      mtr.Abort();
+    }
+  }
+  h->Release();
+  st.Close(/*flush=*/false);
+}
+
 // A page's verified mark (the B-tree checks a node in full once per read)
 // lives with the frame's contents: reading the page again, or redo changing
 // it, clears it.

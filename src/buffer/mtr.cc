@@ -1,6 +1,7 @@
 #include "buffer/mtr.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 
@@ -72,34 +73,63 @@ void Mtr::WriteDiff(PageHandle& page, const uint8_t* image, const ByteRange* ran
   for (int r = 0; r < n; ++r) DiffIn(page, image, ranges[r].begin, ranges[r].end);
 }
 
+namespace {
+
+uint64_t Word(const uint8_t* p) {
+  uint64_t w;
+  std::memcpy(&w, p, 8);
+  return w;
+}
+
+// The index (0-7, in memory order) of the first and the last nonzero byte
+// of a nonzero word read by Word.
+uint32_t FirstByte(uint64_t x) {
+  if constexpr (std::endian::native == std::endian::little) return std::countr_zero(x) / 8;
+  return std::countl_zero(x) / 8;
+}
+uint32_t LastByte(uint64_t x) {
+  if constexpr (std::endian::native == std::endian::little) return 7 - std::countl_zero(x) / 8;
+  return 7 - std::countr_zero(x) / 8;
+}
+
+}  // namespace
+
 void Mtr::DiffIn(PageHandle& page, const uint8_t* image, uint32_t from, uint32_t to) {
   const uint8_t* cur = page.data();
   // Bytes [0, 4) are the crc (computed at write time), [8, 16) the page_lsn
   // (set by Commit): never logged as edits.
   auto skip = [](uint32_t i) { return i < 4 || (i >= 8 && i < 16); };
-  auto word = [](const uint8_t* p) {
-    uint64_t w;
-    std::memcpy(&w, p, 8);
-    return w;
-  };
   for (uint32_t i = from; i < to;) {
     if (i % 8 == 0 && i >= 16) {  // equal stretches, a word at a time
       while (i + 32 <= to &&
-             ((word(cur + i) ^ word(image + i)) | (word(cur + i + 8) ^ word(image + i + 8)) |
-              (word(cur + i + 16) ^ word(image + i + 16)) |
-              (word(cur + i + 24) ^ word(image + i + 24))) == 0) {
+             ((Word(cur + i) ^ Word(image + i)) | (Word(cur + i + 8) ^ Word(image + i + 8)) |
+              (Word(cur + i + 16) ^ Word(image + i + 16)) |
+              (Word(cur + i + 24) ^ Word(image + i + 24))) == 0) {
         i += 32;
       }
-      while (i + 8 <= to && word(cur + i) == word(image + i)) i += 8;
+      while (i + 8 <= to && Word(cur + i) == Word(image + i)) i += 8;
       if (i >= to) break;
     }
     if (skip(i) || cur[i] == image[i]) {
       ++i;
       continue;
     }
-    // Extend over short equal gaps: one edit header costs 12 bytes.
+    // Extend over short equal gaps (one edit header costs 12 bytes): the
+    // range ends at its last difference before more than 12 equal bytes. A
+    // word at a time past the header: gaps inside a word are shorter.
     uint32_t end = i + 1, last_diff = i;
     while (end < to && !skip(end) && end - last_diff <= 12) {
+      if (end >= 16 && end + 8 <= to) {
+        const uint64_t x = Word(cur + end) ^ Word(image + end);
+        if (x == 0) {
+          if (last_diff + 13 <= end + 8) break;  // the gap reaches 13 in this word
+        } else {
+          if (end + FirstByte(x) - last_diff > 12) break;
+          last_diff = end + LastByte(x);
+        }
+        end += 8;
+        continue;
+      }
       if (cur[end] != image[end]) last_diff = end;
       ++end;
     }
@@ -127,6 +157,10 @@ void Mtr::WriteDiffRange(PageHandle& page, const uint8_t* image, uint32_t begin,
     for (int shift : {2, -2}) {
       for (uint32_t at = begin; at < begin + kStarts && at < end; ++at) {
         uint32_t x = at;
+        while (x + 8 <= end && int64_t{x} - shift >= 16 && int64_t{x} - shift + 8 <= ps &&
+               Word(image + x) == Word(cur + x - shift)) {
+          x += 8;
+        }
         while (x < end && int64_t{x} - shift >= 16 && int64_t{x} - shift < ps &&
                image[x] == cur[x - shift]) {
           ++x;
@@ -155,11 +189,11 @@ void Mtr::WriteSplittingZeros(PageHandle& page, uint32_t offset, const uint8_t* 
   constexpr uint32_t kMinRun = 16;
   uint32_t start = 0;  // first byte not yet recorded
   for (uint32_t i = 0; i < n;) {
-    if (src[i] != 0) {
-      ++i;
-      continue;
-    }
+    const void* zero = std::memchr(src + i, 0, n - i);
+    if (zero == nullptr) break;
+    i = static_cast<uint32_t>(static_cast<const uint8_t*>(zero) - src);
     uint32_t j = i;
+    while (j + 8 <= n && Word(src + j) == 0) j += 8;
     while (j < n && src[j] == 0) ++j;
     if (j - i >= kMinRun) {
       if (i > start) Write(page, offset + start, src + start, i - start);

@@ -69,6 +69,8 @@ class Mtr {
   // them. (Checked in debug builds.)
   void WriteDiff(PageHandle& page, const uint8_t* image, const ByteRange* ranges, int n);
   bool empty() const { return edits_.empty(); }
+  // The record's payload so far: the bytes Commit will log.
+  size_t payload_bytes() const { return payload_.size(); }
   // Undoes every edit since the last Commit (in reverse) and forgets them.
   void Abort();
   // Appends the record, stamps every edited page's page_lsn with its end and

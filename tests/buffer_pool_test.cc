@@ -406,10 +406,11 @@ TEST(BufferPool, DiffEditsReplayExactlyAndStaySmall) {
   st.Close(true);
 }
 
-// Two differing bytes up to 12 equal bytes apart are one edit (an edit's
-// header costs 12 bytes), further apart two: at every alignment of the
-// pair, since the comparison goes a word at a time. A long stretch of equal
-// bytes after them changes nothing.
+// Two differing bytes at most 12 positions apart (11 equal bytes between)
+// are one edit (an edit's header costs 12 bytes), further apart two (at 13
+// both cost 26 bytes), wherever the pair falls against the words the
+// comparison reads. A slot array shifted by two bytes is a move, and a run
+// of zeros a zero fill, not literal bytes.
 TEST(BufferPool, DiffJoinsDifferencesAtMostTwelveBytesApart) {
   test::ScratchDir dir;
   Stack st(dir.path(), 16 * kPs, 4096 + (8 << 20), /*cleaners=*/0);
@@ -448,7 +449,27 @@ TEST(BufferPool, DiffJoinsDifferencesAtMostTwelveBytesApart) {
       mtr.WriteDiff(*h, next.data());
       EXPECT_EQ(mtr.payload_bytes(), kHeader + offsets.back() + 1)
           << "differences from " << at << " to " << at + offsets.back();
+      ASSERT_EQ(0, std::memcmp(h->data() + 16, next.data() + 16, kPs - 16));
       mtr.Abort();
+    }
+  }
+  for (uint32_t at = 64; at < 64 + 16; ++at) {
+    for (uint32_t len : {40u, 41u, 300u, 1001u}) {
+      std::vector<uint8_t> shifted(h->data(), h->data() + kPs);
+      std::memmove(shifted.data() + at + 2, shifted.data() + at, len);
+      Mtr move(st.pool.get());
+      move.WriteDiff(*h, shifted.data());
+      // One move edit: a header and its source offset.
+      EXPECT_EQ(move.payload_bytes(), kHeader + 2) << len << " bytes shifted at " << at;
+      ASSERT_EQ(0, std::memcmp(h->data() + 16, shifted.data() + 16, kPs - 16));
+      move.Abort();
+      std::vector<uint8_t> zeroed(h->data(), h->data() + kPs);
+      std::memset(zeroed.data() + at, 0, len);
+      Mtr zero(st.pool.get());
+      zero.WriteDiff(*h, zeroed.data());
+      EXPECT_EQ(zero.payload_bytes(), kHeader) << len << " bytes zeroed at " << at;
+      ASSERT_EQ(0, std::memcmp(h->data() + 16, zeroed.data() + 16, kPs - 16));
+      zero.Abort();
     }
   }
   h->Release();

@@ -115,7 +115,7 @@ void Mtr::DiffIn(PageHandle& page, const uint8_t* image, uint32_t from, uint32_t
       continue;
     }
     // Extend over short equal gaps (one edit header costs 12 bytes): the
-    // range ends at its last difference before more than 12 equal bytes. A
+    // range ends at its last difference before 12 or more equal bytes. A
     // word at a time past the header: gaps inside a word are shorter.
     uint32_t end = i + 1, last_diff = i;
     while (end < to && !skip(end) && end - last_diff <= 12) {

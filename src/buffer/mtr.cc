@@ -75,21 +75,13 @@ void Mtr::WriteDiff(PageHandle& page, const uint8_t* image, const ByteRange* ran
 
 namespace {
 
-uint64_t Word(const uint8_t* p) {
-  uint64_t w;
-  std::memcpy(&w, p, 8);
-  return w;
-}
-
 // The index (0-7, in memory order) of the first and the last nonzero byte
-// of a nonzero word read by Word.
+// of a nonzero word read by DecodeFixed64 (little-endian: util/coding.h).
 uint32_t FirstByte(uint64_t x) {
-  if constexpr (std::endian::native == std::endian::little) return std::countr_zero(x) / 8;
-  return std::countl_zero(x) / 8;
+  return std::countr_zero(x) / 8;
 }
 uint32_t LastByte(uint64_t x) {
-  if constexpr (std::endian::native == std::endian::little) return 7 - std::countl_zero(x) / 8;
-  return 7 - std::countr_zero(x) / 8;
+  return 7 - std::countl_zero(x) / 8;
 }
 
 }  // namespace
@@ -101,13 +93,13 @@ void Mtr::DiffIn(PageHandle& page, const uint8_t* image, uint32_t from, uint32_t
   auto skip = [](uint32_t i) { return i < 4 || (i >= 8 && i < 16); };
   for (uint32_t i = from; i < to;) {
     if (i % 8 == 0 && i >= 16) {  // equal stretches, a word at a time
-      while (i + 32 <= to &&
-             ((Word(cur + i) ^ Word(image + i)) | (Word(cur + i + 8) ^ Word(image + i + 8)) |
-              (Word(cur + i + 16) ^ Word(image + i + 16)) |
-              (Word(cur + i + 24) ^ Word(image + i + 24))) == 0) {
+      while (i + 32 <= to && ((DecodeFixed64(cur + i) ^ DecodeFixed64(image + i)) |
+                              (DecodeFixed64(cur + i + 8) ^ DecodeFixed64(image + i + 8)) |
+                              (DecodeFixed64(cur + i + 16) ^ DecodeFixed64(image + i + 16)) |
+                              (DecodeFixed64(cur + i + 24) ^ DecodeFixed64(image + i + 24))) == 0) {
         i += 32;
       }
-      while (i + 8 <= to && Word(cur + i) == Word(image + i)) i += 8;
+      while (i + 8 <= to && DecodeFixed64(cur + i) == DecodeFixed64(image + i)) i += 8;
       if (i >= to) break;
     }
     if (skip(i) || cur[i] == image[i]) {
@@ -120,10 +112,8 @@ void Mtr::DiffIn(PageHandle& page, const uint8_t* image, uint32_t from, uint32_t
     uint32_t end = i + 1, last_diff = i;
     while (end < to && !skip(end) && end - last_diff <= 12) {
       if (end >= 16 && end + 8 <= to) {
-        const uint64_t x = Word(cur + end) ^ Word(image + end);
-        if (x == 0) {
-          if (last_diff + 13 <= end + 8) break;  // the gap reaches 13 in this word
-        } else {
+        const uint64_t x = DecodeFixed64(cur + end) ^ DecodeFixed64(image + end);
+        if (x != 0) {
           if (end + FirstByte(x) - last_diff > 12) break;
           last_diff = end + LastByte(x);
         }
@@ -158,7 +148,7 @@ void Mtr::WriteDiffRange(PageHandle& page, const uint8_t* image, uint32_t begin,
       for (uint32_t at = begin; at < begin + kStarts && at < end; ++at) {
         uint32_t x = at;
         while (x + 8 <= end && int64_t{x} - shift >= 16 && int64_t{x} - shift + 8 <= ps &&
-               Word(image + x) == Word(cur + x - shift)) {
+               DecodeFixed64(image + x) == DecodeFixed64(cur + x - shift)) {
           x += 8;
         }
         while (x < end && int64_t{x} - shift >= 16 && int64_t{x} - shift < ps &&
@@ -193,7 +183,7 @@ void Mtr::WriteSplittingZeros(PageHandle& page, uint32_t offset, const uint8_t* 
     if (zero == nullptr) break;
     i = static_cast<uint32_t>(static_cast<const uint8_t*>(zero) - src);
     uint32_t j = i;
-    while (j + 8 <= n && Word(src + j) == 0) j += 8;
+    while (j + 8 <= n && DecodeFixed64(src + j) == 0) j += 8;
     while (j < n && src[j] == 0) ++j;
     if (j - i >= kMinRun) {
       if (i > start) Write(page, offset + start, src + start, i - start);

@@ -25,6 +25,8 @@ extern handlerton* subito_hton;
 Database* engine();
 // The engine's page size (subito_page_size).
 uint32_t PageSize();
+// Whether the double-write area is on the PM tier (subito_double_write_on_pm).
+bool DoubleWriteOnPm();
 // Where TEMPORARY tables' page files go: <data_home_dir>/tmp.
 const std::string& TemporaryDir();
 

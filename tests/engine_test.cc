@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "engine_util.h"
@@ -615,6 +617,31 @@ TEST(EngineLog, IdleTransactionsDoNotStallTheLog) {
   auto check = (*db)->Begin();
   EXPECT_TRUE((*check->Get(*t, {int64_t{-1}})).has_value());
   EXPECT_FALSE((*check->Get(*t, {int64_t{-2}})).has_value());
+}
+
+// The engine's background threads carry names a profile or `top -H` shows
+// (each names itself as it starts: the test waits for them, at most 10 s).
+TEST_F(EngineTest, BackgroundThreadsAreNamed) {
+  auto names = [] {
+    std::multiset<std::string> all;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      std::ifstream comm(task.path() / "comm");
+      std::string name;
+      std::getline(comm, name);
+      all.insert(name);
+    }
+    return all;
+  };
+  const size_t cleaners = test::SmallOptions(dir_.path()).page_cleaners;
+  std::multiset<std::string> seen = names();
+  for (int i = 0;
+       i < 1000 && (seen.count("subito_cleaner") < cleaners || seen.count("subito_purge") < 1);
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    seen = names();
+  }
+  EXPECT_EQ(seen.count("subito_cleaner"), cleaners);
+  EXPECT_EQ(seen.count("subito_purge"), 1u);
 }
 
 // Random single-threaded operations against a model, with rollbacks and

@@ -12,6 +12,7 @@
 #include "util/aligned_buffer.h"
 #include "util/coding.h"
 #include "util/strings.h"
+#include "util/thread_name.h"
 
 namespace subito::buffer {
 
@@ -107,7 +108,10 @@ Result<std::unique_ptr<BufferPool>> BufferPool::Create(const BufferPoolOptions& 
     pool->HoldCheckpoint();
   }
   for (uint32_t i = 0; i < o.cleaner_threads; ++i) {
-    pool->cleaners_.emplace_back([p = pool.get()] { p->CleanerLoop(); });
+    pool->cleaners_.emplace_back([p = pool.get()] {
+      NameThisThread("subito_cleaner");
+      p->CleanerLoop();
+    });
   }
   return pool;
 }

@@ -9,6 +9,7 @@
 #include "util/coding.h"
 #include "util/crc32c.h"
 #include "util/strings.h"
+#include "util/thread_name.h"
 
 namespace subito::buffer {
 
@@ -95,7 +96,10 @@ PoolWarmer::PoolWarmer(BufferPool* pool, FileSystem* fs, PoolWarmerOptions optio
 
 void PoolWarmer::Start() {
   loading_.store(options_.load);
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("subito_warmer");
+    Run();
+  });
 }
 
 void PoolWarmer::RequestStop() {

@@ -1,3 +1,6 @@
+// DatabaseImpl: open (catalog, PM tier, logs, recovery), the background
+// loops (lazy redo, purge), close, the table map and the stop on a fault.
+// DDL is in ddl.cc, the counters and descriptions in database_stats.cc.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +16,7 @@
 #include "engine/transaction_impl.h"
 #include "recovery/txn_recovery.h"
 #include "util/strings.h"
+#include "util/thread_name.h"
 
 namespace subito {
 
@@ -80,146 +84,6 @@ Status PreparePrivateDir(const std::string& dir) {
 }
 
 }  // namespace
-
-// ---- TableImpl ----
-
-TableImpl::TableImpl(DatabaseImpl* database, CatalogTable c) : db(database), cat(std::move(c)) {
-  RebuildDef();
-}
-
-void TableImpl::RebuildDef() {
-  def_ = cat.def;
-  def_.indexes.clear();
-  for (size_t i = 1; i < indexes.size(); ++i) def_.indexes.push_back(indexes[i]->cat.def);
-  for (auto& ix : indexes) ix->key_columns = KeyColumns(def_, ix->number);
-}
-
-namespace {
-uint64_t Since(uint64_t now, uint64_t base) {
-  return now > base ? now - base : 0;
-}
-}  // namespace
-
-TableStats TableImpl::Stats() const {
-  TableStats s;
-  s.name = def_.name;
-  s.dir = db->TableDir(def_);
-  s.page_size = db->options().page_size;
-  std::lock_guard lock(io_mu_);
-  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - io_since_).count();
-  s.rows_read = Since(rows_read.load(std::memory_order_relaxed), rows_base_[0]);
-  s.rows_inserted = Since(rows_inserted.load(std::memory_order_relaxed), rows_base_[1]);
-  s.rows_updated = Since(rows_updated.load(std::memory_order_relaxed), rows_base_[2]);
-  s.rows_deleted = Since(rows_deleted.load(std::memory_order_relaxed), rows_base_[3]);
-  for (const auto& ix : indexes) {
-    IndexStats is;
-    is.name = ix->cat.def.name;
-    is.path = ix->path;
-    is.rows_read = Since(ix->rows_read.load(std::memory_order_relaxed), ix->rows_read_base);
-    is.pages_at_start = ix->pages_base;
-    if (ix->tree) {
-      Result<uint64_t> n = ix->tree->entries();
-      if (n.ok()) is.entries = *n;
-    }
-    if (ix->file) {
-      const page::SpaceIoStats io = ix->file->stats();
-      const page::SpaceIoStats& b = ix->io_base;
-      is.pages = ix->file->page_count();
-      is.file_bytes_read = Since(io.bytes_read, b.bytes_read);
-      is.file_bytes_written = Since(io.bytes_written, b.bytes_written);
-      is.file_pages_read = Since(io.pages_read, b.pages_read);
-      is.file_pages_written = Since(io.pages_written, b.pages_written);
-      is.redo_bytes = Since(io.redo_bytes, b.redo_bytes);
-      is.double_write_bytes = Since(io.double_write_bytes, b.double_write_bytes);
-      is.ppl_bytes = Since(io.ppl_bytes, b.ppl_bytes);
-      is.ppl_appends = Since(io.ppl_appends, b.ppl_appends);
-      is.buffer_hits = Since(io.buffer_hits, b.buffer_hits);
-      is.buffer_misses = Since(io.buffer_misses, b.buffer_misses);
-    }
-    s.indexes.push_back(std::move(is));
-  }
-  if (!s.indexes.empty()) s.rows = s.indexes[0].entries;
-  return s;
-}
-
-void TableImpl::ResetIoStats() {
-  std::lock_guard lock(io_mu_);
-  io_since_ = std::chrono::steady_clock::now();
-  rows_base_[0] = rows_read.load(std::memory_order_relaxed);
-  rows_base_[1] = rows_inserted.load(std::memory_order_relaxed);
-  rows_base_[2] = rows_updated.load(std::memory_order_relaxed);
-  rows_base_[3] = rows_deleted.load(std::memory_order_relaxed);
-  for (auto& ix : indexes) {
-    ix->rows_read_base = ix->rows_read.load(std::memory_order_relaxed);
-    if (ix->file) {
-      ix->io_base = ix->file->stats();
-      ix->pages_base = ix->file->page_count();
-    }
-  }
-}
-
-Table::Size TableImpl::Sizes() const {
-  Size s;
-  for (size_t i = 0; i < indexes.size(); ++i) {
-    const IndexImpl& ix = *indexes[i];
-    const uint64_t pages = ix.file ? ix.file->page_count() : 0;
-    s.pages += pages;
-    if (i != 0) continue;
-    s.primary_pages = pages;
-    if (ix.tree) {
-      Result<uint64_t> n = ix.tree->entries();
-      if (n.ok()) s.rows = *n;
-    }
-  }
-  return s;
-}
-
-Status TableImpl::Recount() {
-  for (const auto& ix : indexes) {
-    if (ix->tree) SUBITO_RETURN_IF_ERROR(ix->tree->Recount());
-  }
-  return Status::OK();
-}
-
-Result<uint64_t> TableImpl::LoadAutoIncrement() {
-  btree::BTree::Cursor c(indexes[0]->tree.get());
-  SUBITO_RETURN_IF_ERROR(c.Seek(btree::SeekMode::kLast));
-  if (!c.Valid()) return uint64_t{1};
-  Result<Row> row = DecodeRow(def_, c.value());
-  if (!row.ok()) return row.status();
-  const Value& v = (*row)[static_cast<size_t>(def_.auto_increment_column)];
-  if (std::holds_alternative<int64_t>(v)) {
-    return std::get<int64_t>(v) < 0 ? uint64_t{1} : static_cast<uint64_t>(std::get<int64_t>(v)) + 1;
-  }
-  return std::get<uint64_t>(v) + 1;
-}
-
-Result<uint64_t> TableImpl::NextAutoIncrement() {
-  if (def_.auto_increment_column < 0) {
-    return Status::InvalidArgument("table " + def_.name + " has no auto-increment column");
-  }
-  std::lock_guard lock(autoinc_mu_);
-  if (!autoinc_loaded_) {
-    Result<uint64_t> next = LoadAutoIncrement();
-    if (!next.ok()) return next.status();
-    autoinc_next_ = std::max({autoinc_next_, *next, def_.auto_increment_start});
-    autoinc_loaded_ = true;
-  }
-  return autoinc_next_++;
-}
-
-void TableImpl::SawAutoIncrement(const Row& row) {
-  if (def_.auto_increment_column < 0) return;
-  const Value& v = row[static_cast<size_t>(def_.auto_increment_column)];
-  uint64_t next = 0;
-  if (std::holds_alternative<int64_t>(v) && std::get<int64_t>(v) >= 0) {
-    next = static_cast<uint64_t>(std::get<int64_t>(v)) + 1;
-  } else if (std::holds_alternative<uint64_t>(v)) {
-    next = std::get<uint64_t>(v) + 1;
-  }
-  std::lock_guard lock(autoinc_mu_);
-  autoinc_next_ = std::max(autoinc_next_, next);
-}
 
 // ---- DatabaseImpl: open, recovery, close ----
 
@@ -473,12 +337,23 @@ Status DatabaseImpl::OpenAll() {
   if (options_.snapshot_page_budget_bytes != 0) txns_->EnableAsOf(pool_.get());
   phase("chains");
   recovery_.pages_pending = pool_->pending_redo().pages();  // before the purge reads any
-  purge_thread_ = std::thread([this] { PurgeLoop(); });
+  purge_thread_ = std::thread([this] {
+    NameThisThread("subito_purge");
+    PurgeLoop();
+  });
   opened_at_ = std::chrono::steady_clock::now();
   if (!pool_->lazy_redo_done() && options_.background_redo) {
-    redo_thread_ = std::thread([this] { RedoLoop(); });
+    redo_thread_ = std::thread([this] {
+      NameThisThread("subito_redo");
+      RedoLoop();
+    });
   }
-  if (losers_pending_.load() > 0) undo_thread_ = std::thread([this] { UndoLoop(); });
+  if (losers_pending_.load() > 0) {
+    undo_thread_ = std::thread([this] {
+      NameThisThread("subito_undo");
+      UndoLoop();
+    });
+  }
   if (options_.pool_load_at_open || options_.pool_dump) {
     buffer::PoolWarmerOptions wo;
     wo.path = options_.dir + "/pool_pages";
@@ -554,21 +429,6 @@ Status DatabaseImpl::FinishInterruptedDdl() {
     }
   }
   return changed ? Persist() : Status::OK();
-}
-
-std::vector<TableStats> DatabaseImpl::AllTableStats() const {
-  std::shared_lock ddl(ddl_mu_);
-  std::vector<TableStats> all;
-  all.reserve(tables_.size());
-  for (const auto& [n, t] : tables_) {
-    if (!t->def().temporary) all.push_back(t->Stats());
-  }
-  return all;
-}
-
-void DatabaseImpl::ResetIoStats() {
-  std::shared_lock ddl(ddl_mu_);
-  for (const auto& [n, t] : tables_) t->ResetIoStats();
 }
 
 std::string DatabaseImpl::TableDir(const TableDef& def) const {
@@ -791,271 +651,6 @@ DatabaseImpl::~DatabaseImpl() {
   }
   pool_.reset();
 }
-
-// ---- DDL ----
-
-Result<Table*> DatabaseImpl::CreateTable(const TableDef& def) {
-  SUBITO_RETURN_IF_ERROR(ValidateTableDef(def));
-  // MariaDB's BACKUP STAGE BLOCK_DDL does not block temporary tables: one
-  // made while a backup copies the files would be in the copied log but not
-  // in its catalog. It waits for the backup's end (buffer/write_pause.h).
-  // Busy if the pause outlasts log_full_timeout_ms.
-  buffer::FileWriteScope backup_wait(def.temporary ? pool_.get() : nullptr);
-  SUBITO_RETURN_IF_ERROR(backup_wait.status());
-  std::unique_lock ddl(ddl_mu_);
-  SUBITO_RETURN_IF_ERROR(Writable());
-  if (tables_.count(def.name)) return Status::AlreadyExists("table " + def.name + " exists");
-  const std::string dir = TableDir(def);
-  if (!options_.file_system) SUBITO_RETURN_IF_ERROR(CreatePrivateDirectories(dir));
-  CatalogTable ct;
-  ct.id = catalog_.next_table_id++;
-  ct.state = DefState::kCreating;
-  ct.def = def;
-  ct.def.indexes.clear();
-  ct.indexes.push_back(
-      {IndexDef{"PRIMARY", def.primary_key, true}, catalog_.next_space_id++, DefState::kLive});
-  for (const IndexDef& i : def.indexes) {
-    ct.indexes.push_back({i, catalog_.next_space_id++, DefState::kLive});
-  }
-  catalog_.tables.push_back(ct);
-  if (Status st = Persist(); !st.ok()) {  // K2: files are recorded before they exist
-    catalog_.tables.pop_back();
-    return st;
-  }
-
-  auto t = std::make_unique<TableImpl>(this, ct);
-  Status st;
-  for (const CatalogIndex& ci : ct.indexes) {
-    st = OpenIndex(t.get(), ci, /*create=*/true);
-    if (!st.ok()) break;
-  }
-  if (st.ok()) st = log_->WaitDurable(log_->reserved_lsn());  // the trees exist after a crash
-  if (st.ok()) {
-    catalog_.tables.back().state = DefState::kLive;
-    st = Persist();
-  }
-  if (!st.ok()) {
-    for (auto& ix : t->indexes) (void)RemoveIndexFiles(ix.get());
-    catalog_.tables.pop_back();
-    (void)Persist();
-    return st;
-  }
-  t->cat.state = DefState::kLive;
-  t->RebuildDef();
-  // After its pages exist: a snapshot moved before them is older than this.
-  t->created_ts.store(txns_->Now());
-  Table* out = t.get();
-  tables_.emplace(def.name, std::move(t));
-  return out;
-}
-
-Status DatabaseImpl::RemoveIndexFiles(IndexImpl* ix) {
-  ix->versions->DetachTree();  // waits for a purge releasing its chains
-  ix->tree.reset();
-  if (ix->file) {
-    SUBITO_RETURN_IF_ERROR(pool_->DropSpace(ix->space()));
-    const page::SpaceIoStats io = ix->file->stats();  // the totals keep what it did
-    dropped_io_.bytes_written += io.bytes_written;
-    dropped_io_.bytes_read += io.bytes_read;
-    ix->file.reset();
-  }
-  by_space_.erase(ix->space());
-  SUBITO_RETURN_IF_ERROR(fs_->Remove(ix->path));
-  return fs_->SyncDirOf(ix->path);
-}
-
-Status DatabaseImpl::DropTable(std::string_view name) {
-  SUBITO_RETURN_IF_ERROR(AwaitRecoveredLosers());
-  bool temporary = false;
-  {
-    std::shared_lock ddl(ddl_mu_);
-    auto it = tables_.find(name);
-    temporary = it != tables_.end() && it->second->def().temporary;
-  }
-  buffer::FileWriteScope backup_wait(temporary ? pool_.get() : nullptr);  // as in CreateTable
-  SUBITO_RETURN_IF_ERROR(backup_wait.status());
-  std::unique_lock ddl(ddl_mu_);
-  SUBITO_RETURN_IF_ERROR(Writable());
-  auto it = tables_.find(name);
-  if (it == tables_.end()) return Status::NotFound("no table " + std::string(name));
-  TableImpl* t = it->second.get();
-  if (t->users.load() > 0) {
-    return Status::Busy("table " + std::string(name) + " is in use by open transactions");
-  }
-  // By id, never by name: a drop that failed earlier leaves an entry with
-  // this name in the catalog until the next Open finishes it.
-  CatalogTable* ct = CatalogEntry(t);
-  ct->state = DefState::kDropping;
-  if (Status st = Persist(); !st.ok()) {
-    ct->state = DefState::kLive;
-    return st;
-  }
-  // From here the table is gone whatever fails: the catalog says kDropping,
-  // and the next Open finishes the drop (K2).
-  t->dropped = true;
-  Status st;
-  for (auto& ix : t->indexes) {
-    Status s = RemoveIndexFiles(ix.get());
-    if (st.ok()) st = s;
-  }
-  if (st.ok()) {
-    catalog_.tables.erase(catalog_.tables.begin() + (ct - catalog_.tables.data()));
-    st = Persist();
-  }
-  dropped_tables_.push_back(std::move(it->second));
-  tables_.erase(it);
-  return st;
-}
-
-Status DatabaseImpl::RenameTable(std::string_view from, std::string_view to) {
-  SUBITO_RETURN_IF_ERROR(AwaitRecoveredLosers());
-  std::unique_lock ddl(ddl_mu_);
-  SUBITO_RETURN_IF_ERROR(Writable());
-  auto it = tables_.find(from);
-  if (it == tables_.end()) return Status::NotFound("no table " + std::string(from));
-  if (to.empty()) return Status::InvalidArgument("a table needs a name");
-  if (tables_.count(to)) return Status::AlreadyExists("table " + std::string(to) + " exists");
-  TableImpl* t = it->second.get();
-  if (t->users.load() > 0) {
-    return Status::Busy("table " + std::string(from) + " is in use by open transactions");
-  }
-  CatalogTable* ct = CatalogEntry(t);
-  ct->def.name = std::string(to);
-  if (Status st = Persist(); !st.ok()) {
-    ct->def.name = std::string(from);
-    return st;
-  }
-  t->cat.def.name = std::string(to);
-  t->RebuildDef();
-  auto node = tables_.extract(it);
-  node.key() = std::string(to);
-  tables_.insert(std::move(node));
-  return Status::OK();
-}
-
-Status DatabaseImpl::CreateIndex(std::string_view table, const IndexDef& def) {
-  SUBITO_RETURN_IF_ERROR(AwaitRecoveredLosers());
-  std::unique_lock ddl(ddl_mu_);
-  SUBITO_RETURN_IF_ERROR(Writable());
-  auto it = tables_.find(table);
-  if (it == tables_.end()) return Status::NotFound("no table " + std::string(table));
-  TableImpl* t = it->second.get();
-  SUBITO_RETURN_IF_ERROR(ValidateIndexDef(t->def(), def));
-  if (def.name == "PRIMARY") return Status::InvalidArgument("PRIMARY is the primary key's name");
-  for (const auto& ix : t->indexes) {
-    if (ix->cat.def.name == def.name) return Status::AlreadyExists("index " + def.name + " exists");
-  }
-  if (t->users.load() > 0) {
-    return Status::Busy("table " + std::string(table) + " is in use by open transactions");
-  }
-  CatalogTable* ct = CatalogEntry(t);
-  const CatalogIndex ci{def, catalog_.next_space_id++, DefState::kCreating};
-  ct->indexes.push_back(ci);
-  if (Status st = Persist(); !st.ok()) {
-    ct->indexes.pop_back();
-    return st;
-  }
-  Status st = OpenIndex(t, ci, /*create=*/true);
-  IndexImpl* ix = st.ok() ? t->indexes.back().get() : nullptr;
-  if (st.ok()) {
-    // Backfill from the newest versions: no transaction uses the table.
-    TableDef with = t->def();
-    with.indexes.push_back(def);
-    const uint32_t n = static_cast<uint32_t>(with.indexes.size());
-    // A non-unique index is built bottom up from its sorted keys; a unique
-    // one row by row, each key checked against those before it.
-    std::unique_ptr<ExternalSorter> sorted = def.unique ? nullptr : NewSorter(bulk_sort_bytes());
-    btree::BTree::Cursor c(t->indexes[0]->tree.get());
-    st = c.Seek(btree::SeekMode::kFirst);
-    while (st.ok() && c.Valid()) {
-      Result<Row> row = DecodeRow(with, c.value());
-      if (!row.ok()) {
-        st = row.status();
-        break;
-      }
-      const std::string key = RowKey(with, n, *row);
-      if (def.unique && !KeyHasNull(with, n, *row)) {
-        Row vals;
-        for (uint32_t col : def.columns) vals.push_back((*row)[col]);
-        Result<std::string> prefix = EncodeKey(with, def.columns, vals);
-        if (!prefix.ok()) {
-          st = prefix.status();
-          break;
-        }
-        btree::BTree::Cursor dup(ix->tree.get());
-        st = dup.Seek(btree::SeekMode::kGE, *prefix);
-        if (st.ok() && dup.Valid() && dup.key().compare(0, prefix->size(), *prefix) == 0) {
-          st = Status::AlreadyExists("duplicate key for unique index " + def.name);
-          break;
-        }
-      }
-      if (st.ok()) st = sorted ? sorted->Add(key) : ix->tree->Put(key, "");
-      if (st.ok()) st = c.Next();
-    }
-    if (st.ok() && sorted) st = BuildFromSorted(sorted.get(), ix->tree.get());
-  }
-  if (st.ok()) st = log_->WaitDurable(log_->reserved_lsn());
-  if (st.ok()) {
-    ct->indexes.back().state = DefState::kLive;
-    st = Persist();
-  }
-  if (!st.ok()) {
-    if (ix) {
-      (void)RemoveIndexFiles(ix);
-      t->indexes.pop_back();
-    }
-    ct->indexes.pop_back();
-    (void)Persist();
-    return st;
-  }
-  ix->cat.state = DefState::kLive;
-  ix->created_ts = txns_->Now();
-  t->RebuildDef();
-  return Status::OK();
-}
-
-Status DatabaseImpl::BuildFromSorted(ExternalSorter* sorted, btree::BTree* tree) {
-  btree::BTree::Builder builder(tree);
-  Status st = sorted->Finish([&](std::string_view key) { return builder.Add(key, ""); });
-  if (st.ok()) st = builder.Finish();
-  sort_runs.fetch_add(sorted->runs_written(), std::memory_order_relaxed);
-  if (st.ok()) bulk_built_entries.fetch_add(builder.added(), std::memory_order_relaxed);
-  return st;
-}
-
-Status DatabaseImpl::DropIndex(std::string_view table, std::string_view index) {
-  SUBITO_RETURN_IF_ERROR(AwaitRecoveredLosers());
-  std::unique_lock ddl(ddl_mu_);
-  SUBITO_RETURN_IF_ERROR(Writable());
-  auto it = tables_.find(table);
-  if (it == tables_.end()) return Status::NotFound("no table " + std::string(table));
-  TableImpl* t = it->second.get();
-  if (index == "PRIMARY") return Status::InvalidArgument("the primary key cannot be dropped");
-  size_t k = 1;
-  while (k < t->indexes.size() && t->indexes[k]->cat.def.name != index) ++k;
-  if (k == t->indexes.size()) return Status::NotFound("no index " + std::string(index));
-  if (t->users.load() > 0) {
-    return Status::Busy("table " + std::string(table) + " is in use by open transactions");
-  }
-  CatalogTable* ct = CatalogEntry(t);
-  ct->indexes[k].state = DefState::kDropping;
-  if (Status st = Persist(); !st.ok()) {
-    ct->indexes[k].state = DefState::kLive;
-    return st;
-  }
-  // As in DropTable: once recorded, the index is gone from memory whatever
-  // fails; the next Open finishes the drop.
-  Status st = RemoveIndexFiles(t->indexes[k].get());
-  if (st.ok()) {
-    ct->indexes.erase(ct->indexes.begin() + static_cast<ptrdiff_t>(k));
-    st = Persist();
-  }
-  t->indexes.erase(t->indexes.begin() + static_cast<ptrdiff_t>(k));
-  for (size_t i = 0; i < t->indexes.size(); ++i) t->indexes[i]->number = static_cast<uint32_t>(i);
-  t->RebuildDef();
-  return st;
-}
-
 Table* DatabaseImpl::FindTable(std::string_view name) const {
   std::shared_lock ddl(ddl_mu_);
   auto it = tables_.find(name);
@@ -1071,179 +666,6 @@ std::vector<std::string> DatabaseImpl::TableNames() const {
 
 std::unique_ptr<Transaction> DatabaseImpl::Begin(Isolation isolation) {
   return std::move(*NewTransaction(this, isolation));
-}
-
-CatalogTable* DatabaseImpl::CatalogEntry(const TableImpl* t) {
-  for (CatalogTable& ct : catalog_.tables) {
-    if (ct.id == t->cat.id) return &ct;
-  }
-  return nullptr;
-}
-
-Result<std::unique_ptr<BulkLoader>> DatabaseImpl::BeginBulkLoad(Table* table) {
-  SUBITO_RETURN_IF_ERROR(AwaitRecoveredLosers());
-  std::unique_lock ddl(ddl_mu_);
-  SUBITO_RETURN_IF_ERROR(Writable());
-  auto* t = static_cast<TableImpl*>(table);
-  CatalogTable* ct = CatalogEntry(t);
-  if (t->dropped.load() || ct == nullptr) return Status::NotFound("the table was dropped");
-  const std::string name = t->def().name;
-  bool expected = false;
-  if (!t->bulk_loading.compare_exchange_strong(expected, true)) {
-    return Status::Busy("table " + name + " is being loaded, or a load left it incomplete");
-  }
-  // Flag set first, then the users read (see TransactionImpl::Use).
-  t->users.fetch_add(1);
-  auto refuse = [&](Status st) {
-    t->users.fetch_sub(1);
-    t->bulk_loading.store(false);
-    return st;
-  };
-  if (t->users.load() > 1) return refuse(Status::Busy("table " + name + " is in use"));
-  Result<bool> empty = t->indexes[0]->tree->Empty();
-  if (!empty.ok()) return refuse(empty.status());
-  if (!*empty) return refuse(Status::Busy("table " + name + " is not empty"));
-  ct->state = DefState::kLoading;  // K4
-  if (Status st = Persist(); !st.ok()) {
-    ct->state = DefState::kLive;
-    return refuse(st);
-  }
-  t->cat.state = DefState::kLoading;
-  return NewBulkLoader(this, t);
-}
-
-Status DatabaseImpl::EndBulkLoad(TableImpl* t) {
-  std::unique_lock ddl(ddl_mu_);
-  CatalogTable* ct = CatalogEntry(t);
-  if (ct == nullptr) return Status::NotFound("the table was dropped");
-  ct->state = DefState::kLive;
-  if (Status st = Persist(); !st.ok()) {
-    ct->state = DefState::kLoading;
-    return st;
-  }
-  t->cat.state = DefState::kLive;
-  t->loaded_ts.store(txns_->Now());
-  t->bulk_loading.store(false);
-  return Status::OK();
-}
-
-DatabaseStats DatabaseImpl::Stats() const {
-  DatabaseStats s;
-  s.commits = commits.load();
-  s.rollbacks = rollbacks.load();
-  s.prepares = prepares.load();
-  {
-    std::lock_guard lock(prepared_mu_);
-    s.prepared_held = prepared_held_.size();
-  }
-  s.undo_relocations = relocations.load();
-  s.undo_spills = undo_spills.load();
-  s.bulk_built_entries = bulk_built_entries.load();
-  s.bulk_inserts = bulk_inserts.load();
-  s.sort_runs = sort_runs.load();
-  const txn::LockStats ls = locks_.stats();
-  s.deadlocks = ls.deadlocks;
-  s.lock_waits = ls.waits;
-  s.lock_timeouts = ls.timeouts;
-  s.lock_bytes = ls.memory_bytes;
-  s.lock_budget = ls.memory_budget;
-  const log::LogStats log_stats = log_->stats();
-  s.log_bytes = log_stats.persisted_bytes;
-  s.log_record_bytes = log_stats.append_bytes;
-  s.log_padding_bytes = log_stats.padding_bytes;
-  const buffer::BufferPoolStats ps = pool_->stats();
-  s.double_write_bytes = ps.pages_written * catalog_.page_size;
-  s.buffer_hits = ps.hits;
-  s.buffer_misses = ps.misses;
-  s.checkpoints = ps.checkpoints;
-  s.checkpoint_age = pool_->CheckpointAge();
-  s.recovery_pages_pending = pool_->pending_redo().pages();
-  s.recovery_losers_pending = losers_pending_.load();
-  s.recovery_pages_redone = pool_->lazy_pages_redone();
-  s.recovery_background_seconds = LazyRedoSeconds();
-  if (warmer_) {
-    const buffer::PoolWarmerStats w = warmer_->stats();
-    s.pool_load_listed = w.listed;
-    s.pool_load_pages = w.loaded;
-    s.pool_dumps = w.dumps;
-    s.pool_loading = w.loading;
-    s.pool_load_seconds = w.load_seconds;
-  }
-  s.page_write_failures = ps.write_failures;
-  s.ppl_pages_logged = ps.pages_logged;
-  s.ppl_bytes = ps.page_log_bytes;
-  s.ppl_full = ps.page_log_full;
-  s.ppl_pages_delogged = ps.pages_delogged;
-  s.ppl_reclaimed = ps.page_log_reclaimed;
-  if (ppl_) {
-    const ppl::PplStats r = ppl_->stats();
-    s.ppl_blocks_used = r.blocks_used;
-    s.ppl_blocks = r.blocks;
-  }
-  s.page_writes_failing = ps.writes_failing;
-  s.file_writes_paused = ps.file_writes_paused;
-  s.file_write_pauses = ps.file_write_pauses;
-  if (writes_stopped_.load() || log_->failed()) {
-    s.writes_stopped = true;
-    std::lock_guard lock(stop_mu_);
-    s.stop_reason = writes_stopped_.load() ? stop_reason_ : "the redo log failed";
-  }
-  const DescriptorStats fd = fs_->descriptors();
-  s.open_files = fd.open;
-  s.open_files_limit = fd.limit;
-  s.file_closes = fd.closes;
-  s.file_reopens = fd.opens;
-  s.open_file_waits = fd.waits;
-  s.page_files_cached_by_os = fs_->cached_files();
-  s.purge_backlog = txns_ ? txns_->purge_backlog() : 0;
-  s.version_bytes = static_cast<uint64_t>(std::max<int64_t>(0, version_budget_->bytes.load()));
-  s.version_budget = version_budget_->limit;
-  s.snapshots_cut = version_budget_->snapshots_cut.load();
-  s.snapshots_moved = version_budget_->snapshots_moved.load();
-  if (txns_) {
-    s.moved_snapshots_open = txns_->moved_snapshots();
-    s.snapshot_overlay_bytes = txns_->overlay_bytes();
-  }
-  if (pool_) {
-    const buffer::PageVersions::Stats pv = pool_->versions().stats();
-    s.snapshot_pages = pv.images;
-    s.snapshot_page_bytes = pv.bytes;
-    s.moved_snapshots_cut = pv.epochs_cut;
-    s.snapshot_page_recipes = pv.recipes;
-    s.snapshot_pages_rebuilt = pv.rebuilt + pv.rebuilt_before_write;
-    s.moved_snapshots_unbuildable = pv.epochs_unbuildable;
-  }
-  s.chain_release_failures = txns_ ? txns_->chain_release_failures() : 0;
-  std::shared_lock ddl(ddl_mu_);
-  s.page_file_bytes_written = dropped_io_.bytes_written;
-  s.page_file_bytes_read = dropped_io_.bytes_read;
-  for (const auto& [n, t] : tables_) {
-    for (const auto& ix : t->indexes) {
-      const page::SpaceIoStats io = ix->file->stats();
-      s.page_file_bytes_written += io.bytes_written;
-      s.page_file_bytes_read += io.bytes_read;
-      s.version_keys += ix->versions->keys();
-      s.versions_examined += ix->versions->versions_examined();
-      if (ix->tree && ix->tree->garbage_hint()) ++s.garbage_indexes;
-    }
-  }
-  return s;
-}
-
-void DatabaseImpl::Note(const std::string& message) const {
-  if (options_.info_log) {
-    options_.info_log(message);
-  } else {
-    std::fprintf(stderr, "subito: %s\n", message.c_str());
-  }
-}
-
-void DatabaseImpl::Report(const std::string& message) const {
-  if (options_.error_log) {
-    options_.error_log(message);
-  } else {
-    std::fprintf(stderr, "subito: %s\n", message.c_str());
-  }
 }
 
 void DatabaseImpl::StopWrites(const Status& why) {
@@ -1265,27 +687,6 @@ Status DatabaseImpl::StoppedStatus() const {
 
 uint32_t DatabaseImpl::PplThreshold() const {
   return options_.ppl_bytes > 0 ? std::min(options_.ppl_threshold, ppl_->Capacity()) : 0;
-}
-
-std::string DatabaseImpl::PageFileCaching() const {
-  if (!options_.direct_io) return "through the OS page cache (direct_io off)";
-  const uint64_t cached = fs_->cached_files();
-  if (cached == 0) return "O_DIRECT (the buffer pool is their only cache)";
-  return StrFormat(
-      "O_DIRECT asked, yet the OS caches %llu of them (a file system in memory, "
-      "or one without O_DIRECT)",
-      static_cast<unsigned long long>(cached));
-}
-
-std::string DatabaseImpl::Describe() const {
-  return log_->Describe() + "\ndouble-write: " +
-         (options_.double_write_on_pm ? "PM tier, " + options_.pm_dir + "/doublewrite"
-                                      : "file " + options_.dir + "/doublewrite") +
-         StrFormat("\npages: %u bytes, buffer pool %llu MiB", catalog_.page_size,
-                   static_cast<unsigned long long>(options_.buffer_pool_bytes >> 20)) +
-         "\npage files: " + PageFileCaching() +
-         (ppl_ ? "\n" + ppl_->Describe() + StrFormat(", threshold %u bytes", PplThreshold())
-               : std::string("\nper-page logs: off"));
 }
 
 }  // namespace engine

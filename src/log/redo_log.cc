@@ -13,6 +13,7 @@
 #include "pmem/prefaulter.h"
 #include "util/coding.h"
 #include "util/strings.h"
+#include "util/thread_name.h"
 
 namespace subito::log {
 
@@ -114,8 +115,14 @@ Status RedoLog::Start(std::unique_ptr<LogFiles> files) {
   if (options_.write_mode == LogWriteMode::kClassic) {
     for (auto& s : streams_) {
       Stream* sp = s.get();
-      sp->writer = std::thread([this, sp] { ClassicWriterLoop(*sp); });
-      sp->flusher = std::thread([this, sp] { ClassicFlusherLoop(*sp); });
+      sp->writer = std::thread([this, sp] {
+        NameThisThread("subito_logwrite");
+        ClassicWriterLoop(*sp);
+      });
+      sp->flusher = std::thread([this, sp] {
+        NameThisThread("subito_logflush");
+        ClassicFlusherLoop(*sp);
+      });
     }
   }
   started_ = true;

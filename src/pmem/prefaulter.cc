@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "pmem/numa.h"
+#include "util/thread_name.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -67,6 +68,7 @@ void Prefaulter::WaitIdle() {
 }
 
 void Prefaulter::Run() {
+  NameThisThread("subito_prefault");
   PinCurrentThreadToNode(numa_node_);
   std::unique_lock lock(mu_);
   for (;;) {

@@ -10,6 +10,7 @@
 #include "util/crc32c.h"
 #include "util/file_io.h"
 #include "util/strings.h"
+#include "util/thread_name.h"
 
 namespace subito::ppl {
 namespace {
@@ -217,7 +218,12 @@ Status PplRegion::Analyze() {
   std::vector<std::thread> workers;
   uint64_t started = 1;
   try {
-    for (; started < threads; ++started) workers.emplace_back(scan_run, started);
+    for (; started < threads; ++started) {
+      workers.emplace_back([&scan_run, started] {
+        NameThisThread("subito_pplscan");
+        scan_run(started);
+      });
+    }
   } catch (const std::system_error&) {
     // No thread to be had: the opening thread scans the rest itself.
   }

@@ -605,7 +605,8 @@ TEST(BTree, AScanSeesChangesMadeWhileItIsOpen) {
 }
 
 // A node page against a map: random inserts, removes and value
-// replacements, the node checked after each. A removed record's space is
+// replacements, the node checked after each and its used bytes (slots and
+// live records) counted from the map. A removed record's space is
 // taken again by a later insert of a record that fits it (the heap does not
 // grow), and a damaged free list is refused by the check.
 TEST(NodeView, RemovedRecordsAreReusedAndTheHeapStaysConsistent) {
@@ -649,6 +650,9 @@ TEST(NodeView, RemovedRecordsAreReusedAndTheHeapStaysConsistent) {
     }
     ASSERT_TRUE(n.Check("op " + std::to_string(op)).ok()) << n.Check("").ToString();
     ASSERT_EQ(n.count(), model.size());
+    uint32_t used = 2u * n.count();
+    for (const auto& [key, value] : model) used += 4u + key.size() + value.size();
+    ASSERT_EQ(n.UsedBytes(), used) << "op " << op;
   }
   uint16_t k = 0;
   for (auto& [key, value] : model) {
@@ -669,6 +673,48 @@ TEST(NodeView, RemovedRecordsAreReusedAndTheHeapStaysConsistent) {
   bad = page;
   EncodeFixed16(bad.data() + 52, 20);  // inside the header
   EXPECT_TRUE(NodeView(bad.data(), kPs).Check("outside").IsCorruption());
+}
+
+// A node edited in place with a journal (how a row change edits its leaf):
+// after random changes, every byte that differs lies in the ranges the view
+// reports as touched (the only ones the Mtr compares), and Restore puts the
+// page back exactly as it was.
+TEST(NodeView, InPlaceChangesAreJournaledAndPutBack) {
+  std::vector<uint8_t> page(kPs);
+  NodeView(page.data(), kPs).Init(1, 5, 0);
+  std::mt19937_64 rng(test::TestSeed());
+  EditJournal journal;
+  int changed = 0;
+  for (int round = 0; round < 3000; ++round) {
+    const std::vector<uint8_t> before = page;
+    journal.Begin(page.data(), kPs);
+    NodeView n(page.data(), kPs, &journal);
+    for (int op = 0, ops = 1 + static_cast<int>(rng() % 4); op < ops; ++op) {
+      const std::string key = "k" + std::to_string(rng() % 150);
+      const std::string value(rng() % 80, static_cast<char>('a' + rng() % 26));
+      const uint16_t i = n.LowerBound(key);
+      if (i < n.count() && n.Key(i) == key) {
+        if (rng() % 2 == 0 || !n.ReplaceValue(i, value)) n.Remove(i);
+      } else {
+        (void)n.Insert(i, key, value);
+      }
+    }
+    const std::vector<uint8_t> after = page;
+    NodeView::Range ranges[NodeView::kMaxRanges];
+    const int count = n.touched(ranges);
+    for (uint32_t b = 0, r = 0; b < kPs; ++b) {
+      while (r < static_cast<uint32_t>(count) && ranges[r].end <= b) ++r;
+      const bool inside = r < static_cast<uint32_t>(count) && ranges[r].begin <= b;
+      ASSERT_TRUE(inside || before[b] == after[b]) << "round " << round << " byte " << b;
+    }
+    changed += before != after;
+    journal.Restore(page.data());
+    ASSERT_EQ(page, before) << "round " << round;
+    ASSERT_FALSE(journal.active());
+    if (rng() % 4 != 0) page = after;  // keep the change, or give it up
+    ASSERT_TRUE(NodeView(page.data(), kPs).Check("round " + std::to_string(round)).ok());
+  }
+  EXPECT_GT(changed, 2000);
 }
 
 TEST(BTree, OversizedRecordsAndDamagedNodesAreRefused) {

@@ -545,32 +545,58 @@ Status BTree::InsertAt(Op& op, std::vector<uint32_t> path, Entry entry) {
 // when the key count's copy is due: BTree::entries). Internal nodes change only under the exclusive
 // tree latch, so the path found under the shared one still leads to the key's leaf. Returns false,
 // having changed nothing, when the change needs more.
-Result<buffer::PageHandle*> BTree::LeafFor(Op& op, std::string_view key, std::vector<uint8_t>& img,
-                                           bool* is_root) {
+Result<buffer::PageHandle*> BTree::LeafFor(Op& op, std::string_view key, bool* is_root) {
   Result<PageHandle> h = FindLeaf(key, Latch::kExclusive);
   if (!h.ok()) return h.status();
   *is_root = h->id().page_no == root_;
-  PageHandle* leaf = op.Adopt(std::move(*h));
-  img.assign(leaf->data(), leaf->data() + op.page_size());
-  return leaf;
+  return op.Adopt(std::move(*h));
 }
 
 namespace {
-// The leaf image of PutInLeaf and DeleteInLeaf (which never nest): a page
-// of this thread's, so that a row write allocates no page-sized buffer.
-std::vector<uint8_t>& LeafImage() {
-  thread_local std::vector<uint8_t> img;
-  return img;
+// The scratch and journal of PutInLeaf and DeleteInLeaf (which never nest):
+// this thread's, so that a row write allocates nothing page-sized.
+std::vector<uint8_t>& LeafScratch() {
+  thread_local std::vector<uint8_t> scratch;
+  return scratch;
 }
+
+// A leaf changed in place under its exclusive latch (EditJournal): logged
+// by Op::PutInPlace (which ends the journal's change), or put back as it was when the caller gives
+// the change up (it needs a split or a merge, or fails). Declared after the Op, so that the page is
+// put back while the Op still holds its latch.
+class LeafEdit {
+ public:
+  LeafEdit(PageHandle* leaf, uint32_t page_size)
+      : leaf_(leaf), journal_(Journal()), view_(leaf->data(), page_size, &journal_) {
+    journal_.Begin(leaf->data(), page_size);
+  }
+  ~LeafEdit() {
+    if (journal_.active()) journal_.Restore(leaf_->data());
+  }
+  LeafEdit(const LeafEdit&) = delete;
+  LeafEdit& operator=(const LeafEdit&) = delete;
+
+  NodeView& view() { return view_; }
+  EditJournal* journal() { return &journal_; }
+
+ private:
+  static EditJournal& Journal() {
+    thread_local EditJournal journal;
+    return journal;
+  }
+  PageHandle* leaf_;
+  EditJournal& journal_;
+  NodeView view_;
+};
 }  // namespace
 
 Result<bool> BTree::PutInLeaf(std::string_view key, std::string_view value) {
   Op op(this);
-  std::vector<uint8_t>& img = LeafImage();
   bool is_root = false;
-  Result<PageHandle*> leaf = LeafFor(op, key, img, &is_root);
+  Result<PageHandle*> leaf = LeafFor(op, key, &is_root);
   if (!leaf.ok()) return leaf.status();
-  NodeView n(img.data(), op.page_size());
+  LeafEdit edit(*leaf, op.page_size());
+  NodeView& n = edit.view();
   const uint16_t i = n.LowerBound(key);
   const std::string stored = InlineValue(value);
   if (i < n.count() && n.Key(i) == key) {
@@ -584,7 +610,7 @@ Result<bool> BTree::PutInLeaf(std::string_view key, std::string_view value) {
     op.CountEntries(1);
     if (!n.Insert(i, key, stored)) return false;  // a split
   }
-  op.Put(*leaf, img, n);
+  op.PutInPlace(*leaf, n, edit.journal(), &LeafScratch());
   SUBITO_RETURN_IF_ERROR(op.Commit());
   return true;
 }
@@ -592,18 +618,18 @@ Result<bool> BTree::PutInLeaf(std::string_view key, std::string_view value) {
 // As PutInLeaf; nullopt when the delete needs more than the leaf.
 Result<std::optional<bool>> BTree::DeleteInLeaf(std::string_view key) {
   Op op(this);
-  std::vector<uint8_t>& img = LeafImage();
   bool is_root = false;
-  Result<PageHandle*> leaf = LeafFor(op, key, img, &is_root);
+  Result<PageHandle*> leaf = LeafFor(op, key, &is_root);
   if (!leaf.ok()) return leaf.status();
-  NodeView n(img.data(), op.page_size());
+  LeafEdit edit(*leaf, op.page_size());
+  NodeView& n = edit.view();
   const uint16_t i = n.LowerBound(key);
   if (i >= n.count() || n.Key(i) != key) return std::optional<bool>(false);
   const std::string_view old = n.Value(i);
   if (old.empty() || old[0] != kInline) return std::optional<bool>();
   n.Remove(i);
   if (!is_root && n.UsedBytes() < n.Capacity() / 4) return std::optional<bool>();
-  op.Put(*leaf, img, n);
+  op.PutInPlace(*leaf, n, edit.journal(), &LeafScratch());
   op.CountEntries(-1);
   SUBITO_RETURN_IF_ERROR(op.Commit());
   return std::optional<bool>(true);

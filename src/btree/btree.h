@@ -259,10 +259,9 @@ class BTree {
   void NoteLeaf(std::string_view key, uint32_t leaf, const uint8_t* node);
   class Op;
   Status InsertAt(Op& op, std::vector<uint32_t> path, Entry entry);
-  // The key's leaf, exclusively latched in op, copied into img; is_root:
-  // whether that leaf is the root.
-  Result<buffer::PageHandle*> LeafFor(Op& op, std::string_view key, std::vector<uint8_t>& img,
-                                      bool* is_root);
+  // The key's leaf, exclusively latched in op; is_root: whether that leaf
+  // is the root.
+  Result<buffer::PageHandle*> LeafFor(Op& op, std::string_view key, bool* is_root);
   Result<bool> PutInLeaf(std::string_view key, std::string_view value);
   Result<std::optional<bool>> DeleteInLeaf(std::string_view key);
   Result<uint32_t> WriteChain(Op& op, std::string_view value);

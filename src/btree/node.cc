@@ -1,7 +1,9 @@
 #include "btree/node.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "page/page_format.h"
@@ -17,7 +19,52 @@ int CompareKeys(std::string_view a, std::string_view b) {
   return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
 }
 
+void EditJournal::Begin(const uint8_t* page, uint32_t page_size) {
+  if (old_.size() < page_size) old_.resize(page_size);
+  saved_.clear();
+  active_ = true;
+#ifndef NDEBUG
+  page_at_begin_.assign(page, page + page_size);
+#else
+  (void)page;
+#endif
+}
+
+void EditJournal::Save(const uint8_t* page, uint32_t off, uint32_t n) {
+  Range r{off, off + n};
+  // Ranges that overlap or touch r merge with it; bytes of r none of them
+  // holds are saved now.
+  auto first = std::lower_bound(saved_.begin(), saved_.end(), r.begin,
+                                [](const Range& s, uint32_t at) { return s.end < at; });
+  auto last = first;
+  uint32_t pos = r.begin;
+  for (; last != saved_.end() && last->begin <= r.end; ++last) {
+    if (last->begin > pos) std::memcpy(old_.data() + pos, page + pos, last->begin - pos);
+    pos = std::max(pos, last->end);
+  }
+  if (pos < r.end) std::memcpy(old_.data() + pos, page + pos, r.end - pos);
+  if (first != last) {
+    r.begin = std::min(r.begin, first->begin);
+    r.end = std::max(r.end, std::prev(last)->end);
+    *first = r;
+    saved_.erase(std::next(first), last);
+  } else {
+    saved_.insert(first, r);
+  }
+}
+
+void EditJournal::Restore(uint8_t* page) {
+  for (const Range& r : saved_) std::memcpy(page + r.begin, old_.data() + r.begin, r.end - r.begin);
+  saved_.clear();
+  active_ = false;
+#ifndef NDEBUG
+  // A write that did not go through NodeView::Touch first would stay.
+  if (std::memcmp(page, page_at_begin_.data(), page_at_begin_.size()) != 0) std::abort();
+#endif
+}
+
 void NodeView::Touch(uint32_t off, uint32_t n) {
+  if (journal_ != nullptr && n != 0) journal_->Save(p_, off, n);
   if (touched_all_ || n == 0) return;
   Range r{off, off + n};
   // Merge with every range closer than 16 bytes (repeatedly: a merged range
@@ -135,10 +182,10 @@ uint32_t NodeView::ChildFor(std::string_view key) const {
   return i == 0 ? leftmost() : Child(static_cast<uint16_t>(i - 1));
 }
 
+// The heap holds exactly the live records and the garbage (Check refuses a
+// page where it does not, and every change here keeps it so).
 uint32_t NodeView::UsedBytes() const {
-  uint32_t used = 2u * count();
-  for (uint16_t i = 0; i < count(); ++i) used += 4u + Get16(Slot(i)) + Get16(Slot(i) + 2);
-  return used;
+  return 2u * count() + (ps_ - heap_start() - Get16(38));
 }
 
 void NodeView::Compact() {
@@ -147,6 +194,7 @@ void NodeView::Compact() {
   std::vector<uint16_t> offs(n);
   uint32_t top = ps_;
   std::vector<uint8_t> copy(p_, p_ + ps_);
+  Touch(kNodeHeaderEnd, ps_ - kNodeHeaderEnd);
   for (uint16_t i = 0; i < n; ++i) {
     const uint16_t off = Slot(i);
     const uint32_t len =
@@ -155,7 +203,6 @@ void NodeView::Compact() {
     std::memcpy(p_ + top, copy.data() + off, len);
     Put16(kNodeHeaderEnd + 2 * i, static_cast<uint16_t>(top));
   }
-  Touch(kNodeHeaderEnd, ps_ - kNodeHeaderEnd);
   Put16(36, static_cast<uint16_t>(top));
   Put16(38, 0);
   Put16(52, 0);

@@ -24,13 +24,15 @@
 //
 // Keys are memcomparable byte strings (key_encoding.h) compared with
 // memcmp, shorter-is-smaller on a common prefix. NodeView works on page
-// bytes (usually a scratch copy later logged with Mtr::WriteDiff); reading a
+// bytes: a scratch copy later logged with Mtr::WriteDiff, or the latched
+// page itself with an EditJournal keeping what it replaced; reading a
 // damaged node is bounds-checked by Check().
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "buffer/mtr.h"
 #include "subito/status.h"
@@ -42,9 +44,36 @@ inline constexpr uint32_t kNodeHeaderEnd = 64;
 
 int CompareKeys(std::string_view a, std::string_view b);
 
+// The bytes a NodeView replaced on a page it edits in place (a leaf change
+// under the page's exclusive latch, which no reader sees until it ends).
+// Each byte is saved the first time it is about to change, so Restore
+// makes the page again what it was at Begin: before the change is logged
+// (BTree::Op::PutInPlace: the Mtr then applies and logs the new bytes, and
+// can undo them), or when the change is given up. One change at a time.
+class EditJournal {
+ public:
+  void Begin(const uint8_t* page, uint32_t page_size);
+  bool active() const { return active_; }
+  // Bytes [off, off + n) of the page are about to change.
+  void Save(const uint8_t* page, uint32_t off, uint32_t n);
+  // Puts every saved byte back and ends the change.
+  void Restore(uint8_t* page);
+
+ private:
+  using Range = buffer::ByteRange;
+  std::vector<uint8_t> old_;  // page-sized; meaningful inside saved_ only
+  std::vector<Range> saved_;  // sorted, neither overlapping nor adjacent
+  bool active_ = false;
+#ifndef NDEBUG
+  std::vector<uint8_t> page_at_begin_;  // Restore checks it got the page back
+#endif
+};
+
 class NodeView {
  public:
-  NodeView(uint8_t* page, uint32_t page_size) : p_(page), ps_(page_size) {}
+  // journal: the view edits the page in place, saving what it replaces.
+  NodeView(uint8_t* page, uint32_t page_size, EditJournal* journal = nullptr)
+      : p_(page), ps_(page_size), journal_(journal) {}
 
   // Formats an empty node (page header fields included).
   void Init(uint32_t space_id, uint32_t page_no, uint16_t level);
@@ -111,7 +140,7 @@ class NodeView {
 
   // The byte ranges this view has written, sorted, each at least 16 bytes
   // from the next (what Mtr::WriteDiff needs to compare; see there). Every
-  // write to the page goes through Touch.
+  // write to the page goes through Touch, before the bytes change.
   using Range = buffer::ByteRange;
   static constexpr int kMaxRanges = 6;
   int touched(Range* out) const;  // count; the whole page if too scattered
@@ -132,6 +161,7 @@ class NodeView {
 
   uint8_t* p_;
   uint32_t ps_;
+  EditJournal* journal_;
   Range ranges_[kMaxRanges] = {};
   int nranges_ = 0;
   bool touched_all_ = false;

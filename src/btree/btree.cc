@@ -1,6 +1,7 @@
 #include "btree/btree.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "btree/tree_op.h"
@@ -571,7 +572,11 @@ class LeafEdit {
     journal_.Begin(leaf->data(), page_size);
   }
   ~LeafEdit() {
-    if (journal_.active()) journal_.Restore(leaf_->data());
+    if (!journal_.active()) return;
+    // Putting the page back needs the latch the Op holds (LeafEdit is
+    // declared after it); without it a reader could see the bytes change.
+    if (leaf_->latch() != Latch::kExclusive) std::abort();
+    journal_.Restore(leaf_->data());
   }
   LeafEdit(const LeafEdit&) = delete;
   LeafEdit& operator=(const LeafEdit&) = delete;

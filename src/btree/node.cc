@@ -20,14 +20,17 @@ int CompareKeys(std::string_view a, std::string_view b) {
 }
 
 void EditJournal::Begin(const uint8_t* page, uint32_t page_size) {
+  // A second change before the first was logged or put back would lose the
+  // first one's saved bytes.
+  if (active_) std::abort();
   if (old_.size() < page_size) old_.resize(page_size);
   saved_.clear();
-  active_ = true;
 #ifndef NDEBUG
   page_at_begin_.assign(page, page + page_size);
 #else
   (void)page;
 #endif
+  active_ = true;
 }
 
 void EditJournal::Save(const uint8_t* page, uint32_t off, uint32_t n) {
@@ -189,7 +192,6 @@ uint32_t NodeView::UsedBytes() const {
 }
 
 void NodeView::Compact() {
-  std::vector<uint8_t> heap;
   const uint16_t n = count();
   std::vector<uint16_t> offs(n);
   uint32_t top = ps_;

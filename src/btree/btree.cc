@@ -553,44 +553,63 @@ Result<buffer::PageHandle*> BTree::LeafFor(Op& op, std::string_view key, bool* i
   return op.Adopt(std::move(*h));
 }
 
-namespace {
-// The scratch and journal of PutInLeaf and DeleteInLeaf (which never nest):
-// this thread's, so that a row write allocates nothing page-sized.
-std::vector<uint8_t>& LeafScratch() {
-  thread_local std::vector<uint8_t> scratch;
-  return scratch;
+void BTree::Op::PutInPlace(PageHandle* h, const NodeView& n, EditJournal* journal,
+                           std::vector<uint8_t>* scratch) {
+  NodeView::Range ranges[NodeView::kMaxRanges];
+  const int count = n.touched(ranges);
+  if (scratch->size() < ps_) scratch->resize(ps_);
+#ifdef NDEBUG
+  for (int i = 0; i < count; ++i) {
+    std::memcpy(scratch->data() + ranges[i].begin, h->data() + ranges[i].begin,
+                ranges[i].end - ranges[i].begin);
+  }
+#else
+  // WriteDiff checks that no byte outside the ranges changed.
+  std::memcpy(scratch->data(), h->data(), ps_);
+#endif
+  journal->Restore(h->data());
+  mtr_.WriteDiff(*h, scratch->data(), ranges, count);
 }
 
+namespace {
 // A leaf changed in place under its exclusive latch (EditJournal): logged
-// by Op::PutInPlace (which ends the journal's change), or put back as it was when the caller gives
-// the change up (it needs a split or a merge, or fails). Declared after the Op, so that the page is
-// put back while the Op still holds its latch.
+// by Op::PutInPlace (which ends the journal's change), or put back as it
+// was when the caller gives the change up (it needs a split or a merge, or
+// fails). Declared after the Op, so that the page is put back while the Op
+// still holds its latch. The journal and the scratch are this thread's
+// (PutInLeaf and DeleteInLeaf never nest), so that a row change allocates
+// nothing page-sized.
 class LeafEdit {
  public:
   LeafEdit(PageHandle* leaf, uint32_t page_size)
-      : leaf_(leaf), journal_(Journal()), view_(leaf->data(), page_size, &journal_) {
-    journal_.Begin(leaf->data(), page_size);
+      : leaf_(leaf), pad_(Pad()), view_(leaf->data(), page_size, &pad_.journal) {
+    pad_.journal.Begin(leaf->data(), page_size);
   }
   ~LeafEdit() {
-    if (!journal_.active()) return;
+    if (!pad_.journal.active()) return;
     // Putting the page back needs the latch the Op holds (LeafEdit is
     // declared after it); without it a reader could see the bytes change.
     if (leaf_->latch() != Latch::kExclusive) std::abort();
-    journal_.Restore(leaf_->data());
+    pad_.journal.Restore(leaf_->data());
   }
   LeafEdit(const LeafEdit&) = delete;
   LeafEdit& operator=(const LeafEdit&) = delete;
 
   NodeView& view() { return view_; }
-  EditJournal* journal() { return &journal_; }
+  EditJournal* journal() { return &pad_.journal; }
+  std::vector<uint8_t>* scratch() { return &pad_.scratch; }
 
  private:
-  static EditJournal& Journal() {
-    thread_local EditJournal journal;
-    return journal;
+  struct Scratchpad {
+    EditJournal journal;
+    std::vector<uint8_t> scratch;
+  };
+  static Scratchpad& Pad() {
+    thread_local Scratchpad pad;
+    return pad;
   }
   PageHandle* leaf_;
-  EditJournal& journal_;
+  Scratchpad& pad_;
   NodeView view_;
 };
 }  // namespace
@@ -615,7 +634,7 @@ Result<bool> BTree::PutInLeaf(std::string_view key, std::string_view value) {
     op.CountEntries(1);
     if (!n.Insert(i, key, stored)) return false;  // a split
   }
-  op.PutInPlace(*leaf, n, edit.journal(), &LeafScratch());
+  op.PutInPlace(*leaf, n, edit.journal(), edit.scratch());
   SUBITO_RETURN_IF_ERROR(op.Commit());
   return true;
 }
@@ -634,7 +653,7 @@ Result<std::optional<bool>> BTree::DeleteInLeaf(std::string_view key) {
   if (old.empty() || old[0] != kInline) return std::optional<bool>();
   n.Remove(i);
   if (!is_root && n.UsedBytes() < n.Capacity() / 4) return std::optional<bool>();
-  op.PutInPlace(*leaf, n, edit.journal(), &LeafScratch());
+  op.PutInPlace(*leaf, n, edit.journal(), edit.scratch());
   op.CountEntries(-1);
   SUBITO_RETURN_IF_ERROR(op.Commit());
   return std::optional<bool>(true);

@@ -132,24 +132,9 @@ class BTree::Op {
   // n changed h's page in place, journaled: logs the change as Put would.
   // The bytes n wrote go to scratch (page-sized), the journal puts the page
   // back as it was, and the Mtr applies and logs the difference (and can
-  // undo it) as for any other change.
+  // undo it) as for any other change. (btree.cc)
   void PutInPlace(PageHandle* h, const NodeView& n, EditJournal* journal,
-                  std::vector<uint8_t>* scratch) {
-    NodeView::Range ranges[NodeView::kMaxRanges];
-    const int count = n.touched(ranges);
-    if (scratch->size() < ps_) scratch->resize(ps_);
-#ifdef NDEBUG
-    for (int i = 0; i < count; ++i) {
-      std::memcpy(scratch->data() + ranges[i].begin, h->data() + ranges[i].begin,
-                  ranges[i].end - ranges[i].begin);
-    }
-#else
-    // WriteDiff checks that no byte outside the ranges changed.
-    std::memcpy(scratch->data(), h->data(), ps_);
-#endif
-    journal->Restore(h->data());
-    mtr_.WriteDiff(*h, scratch->data(), ranges, count);
-  }
+                  std::vector<uint8_t>* scratch);
 
   // A page for a new node (its image is the caller's to write).
   Result<PageHandle*> NewPage() {
@@ -210,23 +195,13 @@ class BTree::Op {
   // Where chains this operation takes out of leaves go (chains.cc): with
   // moves set, to the retired list, reported in moves once the operation
   // has committed; else to garbage (freed by BTree::CollectGarbage).
-  void set_moves(BTree::ChainMoves* moves) {
-    moves_ = moves;
-  }
-  bool retires() const {
-    return moves_ != nullptr;
-  }
-  void Retired(std::string ref) {
-    moved_.retired.push_back(std::move(ref));
-  }
-  void Restored(std::string ref) {
-    moved_.restored.push_back(std::move(ref));
-  }
+  void set_moves(BTree::ChainMoves* moves) { moves_ = moves; }
+  bool retires() const { return moves_ != nullptr; }
+  void Retired(std::string ref) { moved_.retired.push_back(std::move(ref)); }
+  void Restored(std::string ref) { moved_.restored.push_back(std::move(ref)); }
 
   // The number of keys changes by `delta` with this operation.
-  void CountEntries(int64_t delta) {
-    entry_delta_ += delta;
-  }
+  void CountEntries(int64_t delta) { entry_delta_ += delta; }
   // The header's copy of the count is written when this Op changes the
   // count and holds the header anyway, or the count drifted past its slack
   // (BTree::entries), or when `store_count` (PersistEntries). The header is
@@ -265,9 +240,7 @@ class BTree::Op {
     }
     return Status::OK();
   }
-  uint32_t page_size() const {
-    return ps_;
-  }
+  uint32_t page_size() const { return ps_; }
 
  private:
   // A held page: latched until the Op ends; checked: verified as a node.

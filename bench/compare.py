@@ -49,6 +49,7 @@ class Server:
         self.ppl_size = args.ppl_size
         self.ppl_threshold = args.ppl_threshold
         self.extra = []  # more server options (bench/ch.py)
+        self.cpus = None  # a taskset CPU list the server is started on (bench/restart.py --pin)
         for d in (self.dir, self.pm):
             shutil.rmtree(d, ignore_errors=True)
         os.makedirs(self.pm, exist_ok=True)
@@ -77,7 +78,8 @@ class Server:
     def start(self):
         t0 = time.time()
         init = [f"--innodb-log-group-home-dir={self.pm}", f"--innodb-log-file-size={self.log_size}"]
-        sh(["bash", f"{ROOT}/scripts/server-start.sh", "--dir", self.dir, "--port", str(self.port)]
+        pin = ["taskset", "-c", self.cpus] if self.cpus else []
+        sh(pin + ["bash", f"{ROOT}/scripts/server-start.sh", "--dir", self.dir, "--port", str(self.port)]
            + [x for o in init for x in ("--init-option", o)] + ["--"] + self.options())
         return time.time() - t0
 

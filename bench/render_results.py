@@ -385,7 +385,11 @@ def restart_section(data, png):
               "shutdown")
            + ". Steady state: the mean of the last 30 s before the kill"
            + ("" if "warm_up" in s else " (10 s in runs before the warm-up)")
-           + "; back to 90%: the first second whose 3-second mean reaches 90% of it.", "",
+           + "; back to 90%: the first second whose 3-second mean reaches 90% of it"
+           + (f". Pinned: each server on CPUs {s['server_cpus']}, sysbench on CPUs "
+              f"{s['client_cpus']}, from the first start after the load (unpinned, the "
+              "throughput swings in phases as the scheduler places client and server threads)"
+              if s.get("server_cpus") else "") + ".", "",
            f"![restart]({png})", "",
            "| data | log | Subito: first answer s | Subito: engine open s (redo records) | "
            "Subito: pages left to redo lazily, all redone after s | "

@@ -100,7 +100,8 @@ def engine_open(srv):
 
 
 def sysbench_cmd(srv, args, rows, seconds):
-    return ["sysbench", "--db-driver=mysql", f"--mysql-socket={srv.sock}", "--mysql-user=root",
+    pin = ["taskset", "-c", args.client_cpus] if getattr(args, "client_cpus", None) else []
+    return pin + ["sysbench", "--db-driver=mysql", f"--mysql-socket={srv.sock}", "--mysql-user=root",
             "--mysql-db=sbtest", f"--mysql-storage-engine={srv.engine}", f"--tables={TABLES}",
             f"--table-size={rows}", f"--threads={args.threads}", "--report-interval=1",
             f"--time={seconds}", "oltp_write_only", "run"]
@@ -190,6 +191,7 @@ def run_engine(args, engine, gb):
     sysbench_prepare(srv, TABLES, rows, args.threads)
     cache = srv.caching()
     srv.stop()
+    srv.cpus = args.server_cpus  # the load above ran on every CPU
     res = {"rows": TABLES * rows, "load_seconds": round(time.time() - t0, 1),
            "data_bytes": data_bytes(srv), "caching": cache["text"], "points": []}
     log(f"{engine} {gb:g} GB: loaded in {res['load_seconds']} s, {res['data_bytes'] / 2**30:.2f} GiB "
@@ -259,6 +261,11 @@ def main():
                     help="both engines start with a cold pool (no page list loaded)")
     ap.add_argument("--dump-interval", type=int, default=None,
                     help="subito_buffer_pool_dump_interval in seconds (the server's default if unset)")
+    ap.add_argument("--pin", action="store_true",
+                    help="the server on the upper half of the CPUs, sysbench on the lower half, from "
+                         "the first start after the load: 4 client and 4 server threads sharing "
+                         "every core make the throughput swing in phases (scheduling), which "
+                         "the 90%% figure cannot be told from")
     ap.add_argument("--work", default="/var/tmp/subito-restart")
     ap.add_argument("--pm-dir", default="/dev/shm/subito-restart")
     ap.add_argument("--out", default=os.path.join(ROOT, "out"))
@@ -271,6 +278,12 @@ def main():
     for s in args.logs:
         size_bytes(s)  # refuses a malformed size before hours of loading
     args.ppl_size = args.ppl_threshold = None
+    args.server_cpus = args.client_cpus = None
+    if args.pin:
+        n = os.cpu_count() or 1
+        if n < 2:
+            sys.exit("--pin needs at least 2 CPUs")
+        args.client_cpus, args.server_cpus = f"0-{n // 2 - 1}", f"{n // 2}-{n - 1}"
     args.log_size = args.logs[0]
     os.makedirs(args.work, exist_ok=True)
     os.makedirs(args.out, exist_ok=True)
@@ -278,6 +291,7 @@ def main():
                         "threads": args.threads, "buffer_pool": args.pool,
                         "load_seconds": args.load_seconds, "after_seconds": args.after_seconds,
                         "quick": args.quick, "warm_up": not args.no_warm_up,
+                        "server_cpus": args.server_cpus, "client_cpus": args.client_cpus,
                         "subito_dump_interval": args.dump_interval,
                         "server": sh(["/usr/sbin/mariadbd", "--version"]).stdout.strip(),
                         "machine": f"{platform.machine()}, {os.cpu_count()} cores"}}

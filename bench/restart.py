@@ -51,7 +51,8 @@ def timed_start(srv):
     """Starts the server; seconds from the start command to the first answered
     query on the engine's table."""
     t0 = time.time()
-    p = subprocess.Popen(["bash", f"{ROOT}/scripts/server-start.sh", "--dir", srv.dir, "--port",
+    pin = ["taskset", "-c", srv.cpus] if srv.cpus else []
+    p = subprocess.Popen(pin + ["bash", f"{ROOT}/scripts/server-start.sh", "--dir", srv.dir, "--port",
                           str(srv.port), "--"] + srv.options(),
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seconds = first_answer(srv, t0)
@@ -59,6 +60,17 @@ def timed_start(srv):
     if p.returncode != 0:
         raise RuntimeError(f"server-start failed: {err[-2000:]}")
     return seconds
+
+
+def check_pinned(srv):
+    """With --pin: refuses a server that is not on its CPUs (a start path that
+    left out taskset would compare unpinned throughput with pinned)."""
+    if not srv.cpus:
+        return
+    with open(f"/proc/{srv.pid()}/status") as f:
+        allowed = next(line.split()[1] for line in f if line.startswith("Cpus_allowed_list"))
+    if allowed != srv.cpus:
+        raise RuntimeError(f"{srv.engine}'s server runs on CPUs {allowed}, not {srv.cpus}")
 
 
 def engine_open(srv):
@@ -135,6 +147,7 @@ def point(args, srv, rows, log_size):
     srv.log_size = log_size
     remove_log(srv)
     srv.start()
+    check_pinned(srv)
     before = subprocess.Popen(sysbench_cmd(srv, args, rows, args.load_seconds + 600),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(args.load_seconds)
@@ -145,6 +158,7 @@ def point(args, srv, rows, log_size):
     # moves by a quarter between 10-second windows of one run).
     steady = sum(tps[-30:]) / max(len(tps[-30:]), 1)
     restart = timed_start(srv)
+    check_pinned(srv)
     opened = engine_open(srv)
     after = sh(sysbench_cmd(srv, args, rows, args.after_seconds), check=False)
     after_tps = per_second_tps(after.stdout)
@@ -283,7 +297,9 @@ def main():
         n = os.cpu_count() or 1
         if n < 2:
             sys.exit("--pin needs at least 2 CPUs")
-        args.client_cpus, args.server_cpus = f"0-{n // 2 - 1}", f"{n // 2}-{n - 1}"
+        def span(a, b):  # as /proc/PID/status writes it
+            return f"{a}" if a == b else f"{a}-{b}"
+        args.client_cpus, args.server_cpus = span(0, n // 2 - 1), span(n // 2, n - 1)
     args.log_size = args.logs[0]
     os.makedirs(args.work, exist_ok=True)
     os.makedirs(args.out, exist_ok=True)

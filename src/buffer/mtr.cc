@@ -33,7 +33,13 @@ void Mtr::Record(PageHandle& page, uint32_t offset, uint16_t kind, const uint8_t
     std::abort();
   }
   uint8_t* data = page.data();
-  before_.push_back({data, offset, {data + offset, data + offset + n}});
+  if (before_.empty()) {  // the first edit since the last Commit or Abort
+    before_.reserve(16);
+    before_bytes_.reserve(512);
+    payload_.reserve(512);
+  }
+  before_.push_back({data, offset, n, before_bytes_.size()});
+  before_bytes_.insert(before_bytes_.end(), data + offset, data + offset + n);
   uint8_t h[14];
   EncodeFixed32(h, page.id().space);
   EncodeFixed32(h + 4, page.id().page_no);
@@ -210,6 +216,7 @@ Result<log::AppendResult> Mtr::Commit() {
     edits_.clear();
     payload_.clear();
     before_.clear();
+    before_bytes_.clear();
   } else {
     Abort();
   }
@@ -229,7 +236,7 @@ void Mtr::CaptureVersions(log::Lsn end) {
           std::memcpy(out, p.data, ps);
           for (auto it = before_.rbegin(); it != before_.rend(); ++it) {
             if (it->data == p.data) {
-              std::memcpy(out + it->offset, it->bytes.data(), it->bytes.size());
+              std::memcpy(out + it->offset, before_bytes_.data() + it->at, it->size);
             }
           }
         },
@@ -238,33 +245,33 @@ void Mtr::CaptureVersions(log::Lsn end) {
 }
 
 void Mtr::NotePageLog(log::Lsn end) {
-  std::vector<std::vector<uint8_t>> per_page(edits_.size());
-  for (size_t off = 0; off < payload_.size();) {
-    const uint8_t* h = payload_.data() + off;
-    const PageId id{DecodeFixed32(h), DecodeFixed32(h + 4)};
-    const uint16_t raw = DecodeFixed16(h + 10);
-    const size_t size =
-        ((raw & kEditKindMask) == kEditMove ? 14 : 12) + ((raw & kEditZeroFill) == 0 ? raw : 0);
-    for (size_t i = 0; i < edits_.size(); ++i) {
-      if (edits_[i].id == id) {
-        per_page[i].insert(per_page[i].end(), h + 8, h + size);  // without the ids
-        break;
+  // Each page's edits without their page ids, in a buffer the thread keeps
+  // (NotePageLogEdits copies them).
+  thread_local std::vector<uint8_t> edits;
+  for (const PageRef& page : edits_) {
+    edits.clear();
+    for (size_t off = 0; off < payload_.size();) {
+      const uint8_t* h = payload_.data() + off;
+      const uint16_t raw = DecodeFixed16(h + 10);
+      const size_t size =
+          ((raw & kEditKindMask) == kEditMove ? 14 : 12) + ((raw & kEditZeroFill) == 0 ? raw : 0);
+      if (PageId{DecodeFixed32(h), DecodeFixed32(h + 4)} == page.id) {
+        edits.insert(edits.end(), h + 8, h + size);
       }
+      off += size;
     }
-    off += size;
-  }
-  for (size_t i = 0; i < edits_.size(); ++i) {
-    pool_->NotePageLogEdits(edits_[i].frame, end, per_page[i].data(), per_page[i].size());
+    pool_->NotePageLogEdits(page.frame, end, edits.data(), edits.size());
   }
 }
 
 void Mtr::Abort() {
   for (auto it = before_.rbegin(); it != before_.rend(); ++it) {
-    std::memcpy(it->data + it->offset, it->bytes.data(), it->bytes.size());
+    std::memcpy(it->data + it->offset, before_bytes_.data() + it->at, it->size);
   }
   edits_.clear();
   payload_.clear();
   before_.clear();
+  before_bytes_.clear();
 }
 
 Status ParseRedoRecord(const log::LogRecordView& rec, uint32_t page_size,

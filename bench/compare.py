@@ -75,12 +75,17 @@ class Server:
             innodb[0] = "--innodb-buffer-pool-size=16M"
         return common + innodb + subito + self.extra
 
-    def start(self):
-        t0 = time.time()
+    def start_command(self):
+        """scripts/server-start.sh for this server, on its CPUs if it has any."""
         init = [f"--innodb-log-group-home-dir={self.pm}", f"--innodb-log-file-size={self.log_size}"]
         pin = ["taskset", "-c", self.cpus] if self.cpus else []
-        sh(pin + ["bash", f"{ROOT}/scripts/server-start.sh", "--dir", self.dir, "--port", str(self.port)]
-           + [x for o in init for x in ("--init-option", o)] + ["--"] + self.options())
+        return (pin + ["bash", f"{ROOT}/scripts/server-start.sh", "--dir", self.dir, "--port",
+                       str(self.port)]
+                + [x for o in init for x in ("--init-option", o)] + ["--"] + self.options())
+
+    def start(self):
+        t0 = time.time()
+        sh(self.start_command())
         return time.time() - t0
 
     def stop(self, kill=False):

@@ -51,10 +51,8 @@ def timed_start(srv):
     """Starts the server; seconds from the start command to the first answered
     query on the engine's table."""
     t0 = time.time()
-    pin = ["taskset", "-c", srv.cpus] if srv.cpus else []
-    p = subprocess.Popen(pin + ["bash", f"{ROOT}/scripts/server-start.sh", "--dir", srv.dir, "--port",
-                          str(srv.port), "--"] + srv.options(),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(srv.start_command(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True)
     seconds = first_answer(srv, t0)
     _, err = p.communicate()
     if p.returncode != 0:

@@ -264,6 +264,87 @@ TEST_F(LazyRecovery, PagesWaitForTheirFirstReadAndMatchAnEagerRedo) {
   test::CheckRecovered(reopened->get(), Plans(first), min_k, max_k);
 }
 
+// NV-PPL over lazy redo: a page redone when read keeps its records' edits
+// for its per-page log, so the cleaners' next write of it is an entry in
+// the region, not a page write (docs/formats/ppl.md, "Lazy redo").
+class LazyRecoveryWithPpl : public LazyRecovery {
+ protected:
+  void SetUp() override { g_ppl = true; }
+  void TearDown() override { g_ppl = false; }
+};
+
+TEST_F(LazyRecoveryWithPpl, APageRedoneOnReadGoesToItsPerPageLog) {
+  const Options tracked = TrackedOptions(dir.Sub("pm"), &fs, &pm);
+  {
+    auto db = Database::Open(tracked);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    auto t = (*db)->CreateTable(test::SampleTable());
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    auto txn = (*db)->Begin();
+    for (int64_t id = 0; id < 40; ++id) {
+      ASSERT_OK(txn->Insert(*t, test::SampleRow(id, 1, std::nullopt, "v")));
+    }
+    ASSERT_OK(txn->Commit());
+    ASSERT_OK((*db)->Close());  // every page written: only the change below is redone
+  }
+  {
+    auto db = Database::Open(tracked);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    Table* t = (*db)->FindTable("t");
+    auto txn = (*db)->Begin();
+    ASSERT_OK(txn->Update(t, test::SampleRow(7, 1, std::nullopt, "v"),
+                          test::SampleRow(7, 1, std::nullopt, "w")));
+    ASSERT_OK(txn->Commit());
+    // Power lost here; the recovery runs tracked, to be cut in its turn.
+    const uint64_t at = clock->Now();
+    const std::string c = dir.Sub("cut");
+    WriteImage(c, dir.Sub("pm"), pm.ImageAtTime(at, &rng), {});
+    auto clock2 = std::make_shared<CrashClock>();
+    pmem::TrackingPersistence pm2(clock2);
+    TrackingFileSystem fs2(clock2);
+    fs2.Load(fs.ImageAtTime(at, rng(), true));
+    Options o = TrackedOptions(c + "/pm", &fs2, &pm2);
+    o.background_redo = false;
+    auto rdb = Database::Open(o);
+    ASSERT_TRUE(rdb.ok()) << rdb.status().ToString();
+    ASSERT_GT((*rdb)->recovery().pages_pending, 0u);
+    Table* rt = (*rdb)->FindTable("t");
+    auto read = (*rdb)->Begin();
+    auto row = read->Get(rt, {int64_t{7}});
+    ASSERT_TRUE(row.ok() && row->has_value());
+    EXPECT_EQ(std::get<std::string>((**row)[3]), "w");
+    ASSERT_OK(read->Commit());
+    ASSERT_GT((*rdb)->Stats().recovery_pages_redone, 0u);
+    // Another table's rows make the redo that moves the cleaners on.
+    auto other = (*rdb)->CreateTable(test::SampleTable("other"));
+    ASSERT_TRUE(other.ok()) << other.status().ToString();
+    auto of_t = [&](uint64_t IndexStats::*field) {
+      uint64_t n = 0;
+      for (const IndexStats& ix : rt->Stats().indexes) n += ix.*field;
+      return n;
+    };
+    for (int64_t id = 0; id < 4000 && of_t(&IndexStats::ppl_appends) == 0; ++id) {
+      auto w = (*rdb)->Begin();
+      ASSERT_OK(w->Insert(*other, test::SampleRow(id, 1, std::nullopt, std::string(64, 'x'))));
+      ASSERT_OK(w->Commit());
+    }
+    EXPECT_GT(of_t(&IndexStats::ppl_appends), 0u) << "the redone leaf was not logged";
+    EXPECT_EQ(of_t(&IndexStats::file_pages_written), 0u) << "the redone leaf was written";
+    // A second power cut: the leaf's change is read back from its entry.
+    const std::string c2 = dir.Sub("cut2");
+    WriteImage(c2, c + "/pm", pm2.ImageAtTime(clock2->Now(), &rng),
+               fs2.ImageAtTime(clock2->Now(), rng(), true));
+    rdb->reset();
+    auto again = Database::Open(PlainOptions(c2));
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    auto check = (*again)->Begin();
+    auto after = check->Get((*again)->FindTable("t"), {int64_t{7}});
+    ASSERT_TRUE(after.ok() && after->has_value());
+    EXPECT_EQ(std::get<std::string>((**after)[3]), "w");
+    ASSERT_OK(check->Commit());
+  }
+}
+
 // The background thread redoes every pending page by itself and says when.
 TEST_F(LazyRecovery, TheBackgroundDrainFinishesAlone) {
   FirstRun(150);

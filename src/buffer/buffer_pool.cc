@@ -467,24 +467,27 @@ Status BufferPool::ApplyPendingRedo(Frame& f, uint32_t idx, PageId id, bool latc
   std::vector<uint8_t> scratch;
   std::vector<PageRedo> pages;
   log::LogRecordView rec{};
+  std::vector<uint8_t> edits;
   log::Lsn first = 0, last = 0;
   for (log::Lsn at : records) {
     SUBITO_RETURN_IF_ERROR(log_->ReadRecoveredRecord(at, &scratch, &rec));
     SUBITO_RETURN_IF_ERROR(ParseRedoRecord(rec, options_.page_size, &pages));
     if (page::PageLsn(f.data) >= rec.end) continue;  // P3: already in the page
+    edits.clear();
     for (const PageRedo& p : pages) {
-      if (p.id == id) ApplyRedoEdits(f.data, p.edits);
+      if (p.id != id) continue;
+      ApplyRedoEdits(f.data, p.edits);
+      if (!f.log_off) AppendPageLogEdits(p.edits, &edits);
     }
     page::SetPageLsn(f.data, rec.end);
+    // NV-PPL: the record's edits of this page are what its Mtr handed the
+    // page log before the crash, so the page's next write may be an entry
+    // of its per-page log as well (docs/formats/ppl.md, "Lazy redo").
+    if (!f.log_off) NotePageLogEdits(idx, rec.end, edits.data(), edits.size());
     if (first == 0) first = rec.lsn;
     last = rec.end;
   }
-  if (first != 0) {
-    // Changed other than through a Mtr: its next write goes to its file.
-    f.log_off = true;
-    f.log_pending.clear();
-    MarkDirtyFrame(idx, f.data, first, last);
-  }
+  if (first != 0) MarkDirtyFrame(idx, f.data, first, last);
   if (!latched) latch.unlock();
   pending_redo_.Erase(id, records.size());
   lazy_pages_.fetch_add(1, std::memory_order_relaxed);
@@ -568,7 +571,7 @@ Result<uint64_t> BufferPool::DrainPendingRedo(uint64_t max_pages) {
 
 void BufferPool::NotePageLogEdits(uint32_t frame, log::Lsn end, const uint8_t* edits, size_t n) {
   Frame& f = *frames_[frame];
-  if (f.log_off) return;
+  if (f.log_off || options_.page_log == nullptr) return;
   TrimPending(f.log_pending, f.log_done_lsn.load(std::memory_order_relaxed));
   const uint32_t add = options_.page_log->EntrySize(n);
   if (n == 0 || n > UINT16_MAX || f.log_bytes + add > options_.page_log_threshold) {

@@ -179,8 +179,9 @@ class BufferPool {
     MarkDirtyFrame(page.frame_, page.data(), start, end);
   }
   void MarkDirtyFrame(uint32_t frame, uint8_t* data, log::Lsn start, log::Lsn end);
-  // Used by Mtr with a page log: the page (exclusively latched) changed by
-  // these edit bytes, its page LSN now `end`.
+  // With a page log (else a no-op), from Mtr commits and lazy redo: the page
+  // (exclusively latched, or loading) changed by these edit bytes, its page
+  // LSN now `end`.
   void NotePageLogEdits(uint32_t frame, log::Lsn end, const uint8_t* edits, size_t n);
   bool page_logging() const { return options_.page_log != nullptr; }
   PageVersions& versions() { return versions_; }

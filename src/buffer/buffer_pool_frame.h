@@ -38,7 +38,8 @@ struct BufferPool::Frame {
   // log and pending. Past the threshold, log_off.
   uint32_t log_bytes = 0;
   // The page's next write goes to its file: its changes outgrew the
-  // threshold, or its file holds no image of it yet, or recovery changed it.
+  // threshold, or its file holds no image of it yet, or an eager recovery
+  // changed it (lazy redo notes its records' edits: docs/formats/ppl.md).
   bool log_off = true;
   std::atomic<log::Lsn> log_done_lsn{0};
   // A write of the page failed: its file (or the double-write area, or the

@@ -322,6 +322,17 @@ void ApplyRedoEdits(uint8_t* data, const std::vector<RedoEdit>& edits) {
   }
 }
 
+void AppendPageLogEdits(const std::vector<RedoEdit>& edits, std::vector<uint8_t>* out) {
+  for (const RedoEdit& e : edits) {
+    uint8_t h[6];
+    EncodeFixed16(h, e.at);
+    EncodeFixed16(h + 2, static_cast<uint16_t>(e.n | e.kind));
+    EncodeFixed16(h + 4, e.from);
+    out->insert(out->end(), h, h + (e.kind == kEditMove ? 6 : 4));
+    if (e.kind == 0) out->insert(out->end(), e.bytes, e.bytes + e.n);
+  }
+}
+
 Status RedoPageEdits(BufferPool* pool, const log::LogRecordView& rec,
                      const std::function<bool(uint32_t)>& dropped) {
   // Parse and check everything first; then each page once, in first-edit

@@ -130,6 +130,9 @@ struct PageRedo {
 Status ParseRedoRecord(const log::LogRecordView& record, uint32_t page_size,
                        std::vector<PageRedo>* pages);
 void ApplyRedoEdits(uint8_t* page, const std::vector<RedoEdit>& edits);
+// Appends the edits as a per-page log entry holds them (page_log.h: the
+// record's edit headers without their page id).
+void AppendPageLogEdits(const std::vector<RedoEdit>& edits, std::vector<uint8_t>* out);
 
 // Recovery: applies a kRecordPageEdits record to its pages where their
 // page_lsn is older than the record's end (P3). Pages past the end of their

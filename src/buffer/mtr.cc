@@ -11,6 +11,35 @@
 
 namespace subito::buffer {
 
+std::vector<Mtr::Spare>& Mtr::Spares() {
+  thread_local std::vector<Spare> spares;
+  return spares;
+}
+
+Mtr::Mtr(BufferPool* pool) : pool_(pool) {
+  std::vector<Spare>& spares = Spares();
+  if (spares.empty()) return;
+  Spare& s = spares.back();
+  payload_.swap(s.payload);
+  before_bytes_.swap(s.before_bytes);
+  edits_.swap(s.edits);
+  before_.swap(s.before);
+  spares.pop_back();
+}
+
+Mtr::~Mtr() {
+  Abort();
+  // A few, and not the buffers of a large record (a bulk load's).
+  constexpr size_t kKeepBytes = 64 << 10;
+  std::vector<Spare>& spares = Spares();
+  if (spares.size() >= 4 || payload_.capacity() > kKeepBytes ||
+      before_bytes_.capacity() > kKeepBytes) {
+    return;
+  }
+  spares.push_back(
+      {std::move(payload_), std::move(before_bytes_), std::move(edits_), std::move(before_)});
+}
+
 void Mtr::Write(PageHandle& page, uint32_t offset, const void* src, uint32_t n) {
   Record(page, offset, 0, static_cast<const uint8_t*>(src), 0, n);
 }

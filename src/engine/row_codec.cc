@@ -190,8 +190,13 @@ Result<std::string> EncodeKey(const TableDef& def, const std::vector<uint32_t>& 
 }
 
 std::string RowKey(const TableDef& def, uint32_t index, const Row& row) {
+  // KeyColumns' order, without building its vector (several calls per row
+  // change).
   btree::KeyEncoder e;
-  for (uint32_t c : KeyColumns(def, index)) EncodePart(e, def.columns[c], row[c]);
+  if (index != 0) {
+    for (uint32_t c : def.indexes[index - 1].columns) EncodePart(e, def.columns[c], row[c]);
+  }
+  for (uint32_t c : def.primary_key) EncodePart(e, def.columns[c], row[c]);
   return e.Release();
 }
 

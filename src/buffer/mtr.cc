@@ -12,7 +12,11 @@
 namespace subito::buffer {
 
 std::vector<Mtr::Spare>& Mtr::Spares() {
-  thread_local std::vector<Spare> spares;
+  thread_local std::vector<Spare> spares = [] {
+    std::vector<Spare> v;
+    v.reserve(kSpares);  // ~Mtr's push_back never allocates
+    return v;
+  }();
   return spares;
 }
 
@@ -29,13 +33,13 @@ Mtr::Mtr(BufferPool* pool) : pool_(pool) {
 
 Mtr::~Mtr() {
   Abort();
-  // A few, and not the buffers of a large record (a bulk load's).
-  constexpr size_t kKeepBytes = 64 << 10;
+  // A few small sets per thread (a server has a thread per connection):
+  // the buffers of a large record (a page split's, a bulk load's) go.
+  constexpr size_t kKeepBytes = 16 << 10;
   std::vector<Spare>& spares = Spares();
-  if (spares.size() >= 4 || payload_.capacity() > kKeepBytes ||
-      before_bytes_.capacity() > kKeepBytes) {
-    return;
-  }
+  const size_t bytes = payload_.capacity() + before_bytes_.capacity() +
+                       edits_.capacity() * sizeof(PageRef) + before_.capacity() * sizeof(Before);
+  if (spares.size() >= kSpares || bytes > kKeepBytes) return;
   spares.push_back(
       {std::move(payload_), std::move(before_bytes_), std::move(edits_), std::move(before_)});
 }
@@ -62,7 +66,7 @@ void Mtr::Record(PageHandle& page, uint32_t offset, uint16_t kind, const uint8_t
     std::abort();
   }
   uint8_t* data = page.data();
-  if (before_.empty()) {  // the first edit since the last Commit or Abort
+  if (before_.empty()) {  // the first edit (a spare set has the room)
     before_.reserve(16);
     before_bytes_.reserve(512);
     payload_.reserve(512);

@@ -114,9 +114,11 @@ class Mtr {
   // One buffer for every edit's old bytes, not an allocation per edit (a
   // sysbench write transaction makes about 67 edits).
   std::vector<uint8_t> before_bytes_;
-  // The vectors of Mtrs that ended on this thread, emptied, kept with their
-  // capacity for the next ones: a write transaction makes about ten Mtrs,
-  // each of which allocated its four vectors anew.
+  // The vectors of Mtrs that ended on this thread (whichever thread made
+  // them), emptied, kept with their capacity for the next ones: a write
+  // transaction makes about ten Mtrs, each of which allocated its four
+  // vectors anew. At most kSpares sets of at most 16 KiB each.
+  static constexpr size_t kSpares = 4;
   struct Spare {
     std::vector<uint8_t> payload, before_bytes;
     std::vector<PageRef> edits;

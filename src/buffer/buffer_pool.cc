@@ -473,17 +473,18 @@ Status BufferPool::ApplyPendingRedo(Frame& f, uint32_t idx, PageId id, bool latc
     SUBITO_RETURN_IF_ERROR(log_->ReadRecoveredRecord(at, &scratch, &rec));
     SUBITO_RETURN_IF_ERROR(ParseRedoRecord(rec, options_.page_size, &pages));
     if (page::PageLsn(f.data) >= rec.end) continue;  // P3: already in the page
-    edits.clear();
     for (const PageRedo& p : pages) {
-      if (p.id != id) continue;
-      ApplyRedoEdits(f.data, p.edits);
-      if (!f.log_off) AppendPageLogEdits(p.edits, &edits);
+      if (p.id == id) ApplyRedoEdits(f.data, p.edits);
     }
     page::SetPageLsn(f.data, rec.end);
     // NV-PPL: the record's edits of this page are what its Mtr handed the
     // page log before the crash, so the page's next write may be an entry
     // of its per-page log as well (docs/formats/ppl.md, "Lazy redo").
-    if (!f.log_off) NotePageLogEdits(idx, rec.end, edits.data(), edits.size());
+    if (!f.log_off) {
+      edits.clear();
+      AppendPageLogEdits(rec.payload, rec.length, id, &edits);
+      NotePageLogEdits(idx, rec.end, edits.data(), edits.size());
+    }
     if (first == 0) first = rec.lsn;
     last = rec.end;
   }

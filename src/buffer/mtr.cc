@@ -246,10 +246,7 @@ Result<log::AppendResult> Mtr::Commit() {
     if (page::SpaceFile* s = pool_->Space(DecodeFixed32(payload_.data()))) {
       s->CountRedo(r->end - r->start);
     }
-    edits_.clear();
-    payload_.clear();
-    before_.clear();
-    before_bytes_.clear();
+    Forget();
   } else {
     Abort();
   }
@@ -283,16 +280,7 @@ void Mtr::NotePageLog(log::Lsn end) {
   thread_local std::vector<uint8_t> edits;
   for (const PageRef& page : edits_) {
     edits.clear();
-    for (size_t off = 0; off < payload_.size();) {
-      const uint8_t* h = payload_.data() + off;
-      const uint16_t raw = DecodeFixed16(h + 10);
-      const size_t size =
-          ((raw & kEditKindMask) == kEditMove ? 14 : 12) + ((raw & kEditZeroFill) == 0 ? raw : 0);
-      if (PageId{DecodeFixed32(h), DecodeFixed32(h + 4)} == page.id) {
-        edits.insert(edits.end(), h + 8, h + size);
-      }
-      off += size;
-    }
+    AppendPageLogEdits(payload_.data(), payload_.size(), page.id, &edits);
     pool_->NotePageLogEdits(page.frame, end, edits.data(), edits.size());
   }
 }
@@ -301,6 +289,10 @@ void Mtr::Abort() {
   for (auto it = before_.rbegin(); it != before_.rend(); ++it) {
     std::memcpy(it->data + it->offset, before_bytes_.data() + it->at, it->size);
   }
+  Forget();
+}
+
+void Mtr::Forget() {
   edits_.clear();
   payload_.clear();
   before_.clear();
@@ -355,14 +347,16 @@ void ApplyRedoEdits(uint8_t* data, const std::vector<RedoEdit>& edits) {
   }
 }
 
-void AppendPageLogEdits(const std::vector<RedoEdit>& edits, std::vector<uint8_t>* out) {
-  for (const RedoEdit& e : edits) {
-    uint8_t h[6];
-    EncodeFixed16(h, e.at);
-    EncodeFixed16(h + 2, static_cast<uint16_t>(e.n | e.kind));
-    EncodeFixed16(h + 4, e.from);
-    out->insert(out->end(), h, h + (e.kind == kEditMove ? 6 : 4));
-    if (e.kind == 0) out->insert(out->end(), e.bytes, e.bytes + e.n);
+void AppendPageLogEdits(const uint8_t* payload, size_t n, PageId id, std::vector<uint8_t>* out) {
+  for (size_t off = 0; off < n;) {
+    const uint8_t* h = payload + off;
+    const uint16_t raw = DecodeFixed16(h + 10);
+    const size_t size =
+        ((raw & kEditKindMask) == kEditMove ? 14 : 12) + ((raw & kEditZeroFill) == 0 ? raw : 0);
+    if (PageId{DecodeFixed32(h), DecodeFixed32(h + 4)} == id) {
+      out->insert(out->end(), h + 8, h + size);  // without the page id
+    }
+    off += size;
   }
 }
 

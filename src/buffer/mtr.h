@@ -100,6 +100,8 @@ class Mtr {
   void CaptureVersions(log::Lsn end);
   // With a page log: hands each page its part of the committed record.
   void NotePageLog(log::Lsn end);
+  // Empties the record and the old bytes (after Commit, or Abort's restore).
+  void Forget();
   // The bytes an edit overwrote: before_bytes_[at, at + size) held
   // data[offset, offset + size).
   struct Before {
@@ -141,9 +143,10 @@ struct PageRedo {
 Status ParseRedoRecord(const log::LogRecordView& record, uint32_t page_size,
                        std::vector<PageRedo>* pages);
 void ApplyRedoEdits(uint8_t* page, const std::vector<RedoEdit>& edits);
-// Appends the edits as a per-page log entry holds them (page_log.h: the
-// record's edit headers without their page id).
-void AppendPageLogEdits(const std::vector<RedoEdit>& edits, std::vector<uint8_t>* out);
+// Appends page id's edits from a kRecordPageEdits payload (checked by
+// ParseRedoRecord, or built by a Mtr) as a per-page log entry holds them:
+// each edit without its page id (page_log.h).
+void AppendPageLogEdits(const uint8_t* payload, size_t n, PageId id, std::vector<uint8_t>* out);
 
 // Recovery: applies a kRecordPageEdits record to its pages where their
 // page_lsn is older than the record's end (P3). Pages past the end of their

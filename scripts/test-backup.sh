@@ -83,8 +83,12 @@ mariadb-dump --no-defaults --socket="$B/mysqld.sock" -uroot --single-transaction
 outcome "logical: the restored tables dump to the same bytes" cmp -s "$work/dump.sql" "$work/dump2.sql"
 
 echo "== physical (online): BACKUP STAGE under the same write load, the files copied meanwhile"
-sqla "XA START 'online'; UPDATE sbtest.acct SET bal = bal - 5 WHERE id = 1;
-      UPDATE sbtest.acct SET bal = bal + 5 WHERE id = 2; XA END 'online'; XA PREPARE 'online'"
+# The prepared transaction moves money between two accounts the clients never
+# pick (they pick 1..100): on theirs, its row locks would stall every client
+# in turn for the lock wait timeout, and the load would stop around the backup.
+sqla "INSERT INTO sbtest.acct VALUES (101, 0), (102, 0)"
+sqla "XA START 'online'; UPDATE sbtest.acct SET bal = bal - 5 WHERE id = 101;
+      UPDATE sbtest.acct SET bal = bal + 5 WHERE id = 102; XA END 'online'; XA PREPARE 'online'"
 mkdir -p "$D"
 before="$(sqla "SELECT COUNT(*) FROM sbtest.ledger")"
 /usr/bin/python3 tests/binlog/online_backup.py --socket "$A/mysqld.sock" --data-dir "$A/data" \

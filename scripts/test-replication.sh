@@ -67,7 +67,11 @@ SB=(sysbench --db-driver=mysql --mysql-socket="$P/mysqld.sock" --mysql-user=root
 "${SB[@]}" oltp_common prepare >/dev/null
 sqlp "CREATE DATABASE tpcc"
 TPCC=("$GOTPC" tpcc -H 127.0.0.1 -U root -D tpcc --warehouses 1)
-"${TPCC[@]}" -P "$PORT_P" prepare -T 2 >"$work/tpcc-prepare.log" 2>&1 || true
+# --no-check: go-tpc's own check after the load took 4.5 of this test's 5
+# minutes (condition 3.3.2.10 scans history once per customer); the load is
+# checked here by the checksums on both servers, and in long runs by
+# tpcc_check on the replica.
+"${TPCC[@]}" -P "$PORT_P" prepare -T 2 --no-check >"$work/tpcc-prepare.log" 2>&1 || true
 [ "$(sqlp "SELECT COUNT(*) FROM tpcc.warehouse")" = 1 ] ||
   { tail -20 "$work/tpcc-prepare.log"; echo "test-replication: go-tpc prepare failed" >&2; exit 1; }
 TABLES="sbtest.acct, sbtest.ledger, sbtest.counts, sbtest.sbtest1, sbtest.sbtest2"

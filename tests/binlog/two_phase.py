@@ -58,8 +58,16 @@ def load(a):
 def binlog_ledger_rows(binlog_dir, round_no):
     """(client, seq) of this round's ledger rows in whole transactions of the binlog."""
     files = sorted(f for f in glob.glob(os.path.join(binlog_dir, "mysql-bin.[0-9]*")))
-    out = subprocess.run(["mariadb-binlog", "--no-defaults", "-v", "--base64-output=decode-rows"] + files,
-                         check=True, capture_output=True, text=True).stdout
+    # A SIGKILL in the middle of writing a transaction to the binlog leaves
+    # its GTID event without the Xid; the server's crash recovery counts a
+    # GTID only at its Xid, so the next server hands out the same GTID again
+    # ("Found out of order GTID" in mariadb-binlog's default strict mode).
+    # Such a torn group has no Xid and is never counted below.
+    run = subprocess.run(["mariadb-binlog", "--no-defaults", "--skip-gtid-strict-mode", "-v",
+                          "--base64-output=decode-rows"] + files, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError(f"mariadb-binlog failed ({run.returncode}): {run.stderr.strip()}")
+    out = run.stdout
     rows, group, in_ledger, values = set(), [], False, []
     lo, hi = round_no * 1000000, (round_no + 1) * 1000000
     for line in out.splitlines():
@@ -73,8 +81,8 @@ def binlog_ledger_rows(binlog_dir, round_no):
         elif re.search(r"\bXid = \d+", line):
             rows.update(r for r in group if lo < r[1] < hi)
             group = []
-        elif line.startswith("BEGIN") or "GTID" in line and "BEGIN" in line:
-            group = []
+        elif re.search(r"\tGTID \d+-\d+-\d+", line) or line.startswith(("BEGIN", "START TRANSACTION")):
+            group = []  # a group starts: rows of a torn one before it are dropped
     return rows
 
 
@@ -108,7 +116,11 @@ def check(a):
     lost = acked - table
     outcome("every acknowledged commit kept", bool(acked) and not lost,
             f"{len(acked)} acknowledged, {len(lost)} missing")
-    binlog = binlog_ledger_rows(a.binlog_dir, a.round)
+    try:
+        binlog = binlog_ledger_rows(a.binlog_dir, a.round)
+    except RuntimeError as e:
+        outcome("the binary log can be read", False, str(e))
+        return 1
     only_binlog, only_table = binlog - table, table - binlog
     outcome("the binary log and Subito agree", bool(binlog) and not only_binlog and not only_table,
             f"{len(table)} ledger rows in the table, {len(binlog)} in whole binlog transactions, "

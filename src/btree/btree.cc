@@ -917,12 +917,12 @@ Status BTree::Cursor::LoadAndCopy(const PageHandle& leaf, uint16_t slot, uint64_
   const NodeView n(const_cast<uint8_t*>(leaf.data()), ps);
   const uint32_t slots_end = std::min<uint32_t>(kNodeHeaderEnd + 2u * n.count(), ps);
   const uint32_t heap_start = std::clamp<uint32_t>(n.heap_start(), slots_end, ps);
-  copy_.resize(ps);
-  std::memcpy(copy_.data(), leaf.data(), slots_end);
-  std::memcpy(copy_.data() + heap_start, leaf.data() + heap_start, ps - heap_start);
+  if (!copy_) copy_.reset(new uint8_t[ps]);
+  std::memcpy(copy_.get(), leaf.data(), slots_end);
+  std::memcpy(copy_.get() + heap_start, leaf.data() + heap_start, ps - heap_start);
   copy_changes_ = changes;
   copy_valid_ = true;
-  return Load(copy_.data(), slot);
+  return Load(copy_.get(), slot);
 }
 
 Status BTree::Cursor::Seek(SeekMode mode, std::string_view key) {
@@ -1017,14 +1017,14 @@ Status BTree::Cursor::Step(bool forward) {
   // the next step's comparison.
   const uint64_t changes = tree_->changes_.load(std::memory_order_acquire);
   if (copy_valid_ && copy_changes_ == changes) {
-    NodeView n(copy_.data(), ps);
+    NodeView n(copy_.get(), ps);
     const int slot = forward ? slot_ + 1 : slot_ - 1;
     // Only inline values: an overflow chain is read under the leaf's latch,
     // which keeps a writer from freeing it meanwhile.
     if (slot >= 0 && slot < n.count()) {
       const std::string_view stored = n.Value(static_cast<uint16_t>(slot));
       if (!stored.empty() && stored[0] == kInline) {
-        return Load(copy_.data(), static_cast<uint16_t>(slot));
+        return Load(copy_.get(), static_cast<uint16_t>(slot));
       }
     }
   }

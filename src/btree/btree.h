@@ -380,7 +380,9 @@ class BTree::Cursor {
   uint16_t slot_ = 0;
   uint64_t leaf_lsn_ = 0;
   std::string key_, value_;
-  std::vector<uint8_t> copy_;  // of leaf_, taken when changes_ was copy_changes_
+  // Of leaf_, taken when changes_ was copy_changes_: its header and slots,
+  // then its heap (the gap between is never read, nor initialized).
+  std::unique_ptr<uint8_t[]> copy_;
   uint64_t copy_changes_ = 0;
   bool copy_valid_ = false;
   uint8_t plain_steps_ = 0;  // steps since the seek that read the leaf in place

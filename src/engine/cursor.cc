@@ -8,6 +8,7 @@ namespace subito::engine {
 namespace {
 
 Status VictimOf(TransactionImpl* txn, Status st) {
+  if (st.ok()) return st;
   return txn->Victim(std::move(st));
 }
 
@@ -58,10 +59,13 @@ class CursorImpl final : public Cursor {
   // Whether the snapshot moved to pages as of an LSN (V6); then the tree
   // cursor starts again on those pages.
   bool MoveAsOf();
-  // Whether the entry with this key is visible; if so, its row is in bytes_
-  // (parsed into row_view_).
-  Result<bool> Resolve(const std::string& key, std::optional<std::string> tree_value);
+  // Whether the entry with this key (the tree cursor's when from_tree) is
+  // visible; if so, row_view_ holds its row.
+  Result<bool> Resolve(const std::string& key, bool from_tree);
+  // row_view_ of an owned row, or of the tree cursor's value, which stays
+  // put until the tree cursor moves (the next positioning).
   Status TakeRow(std::string bytes);
+  Status ViewTreeRow();
   // Whether this call's locked ranges (locked_to) already cover the way to
   // `candidate` (absent: to the index's end).
   static bool RangeLocked(bool forward, const std::optional<std::optional<std::string>>& locked_to,
@@ -83,8 +87,8 @@ class CursorImpl final : public Cursor {
   std::optional<std::string> bound_;                // kEq, kEqLast: the prefix
   bool valid_ = false;
   std::string key_;
-  std::string bytes_;  // the row, encoded (row_codec.h)
-  RowView row_view_;   // of bytes_
+  std::string bytes_;  // the row, encoded (row_codec.h), unless viewed in place
+  RowView row_view_;   // of bytes_ or of tree_cursor_.value()
   mutable Row row_;    // decoded by the first row() at this position
   mutable bool row_decoded_ = false;
 };
@@ -236,9 +240,7 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
     }
     if (!candidate) return Status::OK();
     if (bound_ && !HasPrefix(*candidate, *bound_)) return Status::OK();
-    std::optional<std::string> tree_value;
-    if (from_tree) tree_value = tree_cursor_.value();
-    Result<bool> found = Resolve(*candidate, std::move(tree_value));
+    Result<bool> found = Resolve(*candidate, from_tree);
     if (!found.ok()) return found.status();
     if (*found) {
       index_->rows_read.fetch_add(1, std::memory_order_relaxed);
@@ -266,8 +268,26 @@ Status CursorImpl::TakeRow(std::string bytes) {
   return row_view_.Parse(table_->def(), bytes_);
 }
 
-Result<bool> CursorImpl::Resolve(const std::string& key, std::optional<std::string> tree_value) {
+Status CursorImpl::ViewTreeRow() {
+  row_decoded_ = false;
+  return row_view_.Parse(table_->def(), tree_cursor_.value());
+}
+
+Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
   const TableDef& def = table_->def();
+  if (index_->number == 0 && from_tree && mode_ == ReadMode::kSnapshot && !as_of_) {
+    // A row no transaction has changed since the snapshot's oldest
+    // (the common case): read in place, not copied.
+    Result<bool> plain = index_->versions->SeesTreeValue(key, view_);
+    if (!plain.ok()) return plain.status();
+    if (*plain) {
+      table_->rows_read.fetch_add(1, std::memory_order_relaxed);
+      SUBITO_RETURN_IF_ERROR(ViewTreeRow());
+      return true;
+    }
+  }
+  std::optional<std::string> tree_value;
+  if (from_tree) tree_value = tree_cursor_.value();
   if (index_->number == 0) {
     Result<std::optional<std::string>> bytes =
         mode_ != ReadMode::kSnapshot ? txn_->ReadRowBytes(table_, key, mode_, view_)

@@ -137,6 +137,19 @@ Result<std::optional<std::string>> VersionStore::Visible(std::string_view key,
   return std::optional<std::string>(std::move(*bytes));
 }
 
+Result<bool> VersionStore::SeesTreeValue(std::string_view key, const ReadView& view) const {
+  SUBITO_RETURN_IF_ERROR(CheckSnapshot(view));
+  if (chain_count_.load(std::memory_order_acquire) == 0) return true;
+  bool none;
+  {
+    std::shared_lock lock(mu_);
+    none = chains_.find(key) == chains_.end();
+  }
+  if (!none) return false;
+  SUBITO_RETURN_IF_ERROR(CheckSnapshot(view));  // cut meanwhile (as CheckedValue)
+  return true;
+}
+
 Status VersionStore::CheckSnapshot(const ReadView& view) const {
   if (budget_ == nullptr || view.read_ts >= budget_->floor.load(std::memory_order_acquire)) {
     return Status::OK();

@@ -176,6 +176,11 @@ class VersionStore {
   Result<std::optional<std::string>> Visible(std::string_view key,
                                              std::optional<std::string> latest,
                                              const ReadView& view) const;
+  // Whether `view` sees the tree's value of key, read just before (V1),
+  // as it is: no version of key is kept. Visible would then return that
+  // value; a caller that holds it as a view need not copy it. Checks the
+  // snapshot (V4) as Visible does.
+  Result<bool> SeesTreeValue(std::string_view key, const ReadView& view) const;
   // Hands a chain retired by an ended transaction to the tree's garbage
   // and frees it (no-op once the tree is detached).
   Status ReleaseChain(std::string_view ref);

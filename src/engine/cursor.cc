@@ -53,9 +53,9 @@ class CursorImpl final : public Cursor {
   }
   Status PositionOrRollBack(bool forward, std::optional<std::string> from, bool inclusive);
   // The first (forward) or last visible entry from `from` on.
-  Status Position(bool forward, std::optional<std::string> from, bool inclusive);
+  Status Position(bool forward, const std::optional<std::string>& from, bool inclusive);
   // Position, as of the snapshot's epoch once it moved there (V6).
-  Status PositionInView(bool forward, std::optional<std::string> from, bool inclusive);
+  Status PositionInView(bool forward, const std::optional<std::string>& from, bool inclusive);
   // Whether the snapshot moved to pages as of an LSN (V6); then the tree
   // cursor starts again on those pages.
   bool MoveAsOf();
@@ -121,13 +121,13 @@ Status CursorImpl::SeekKey(SeekOp op, std::string_view encoded) {
     case SeekOp::kGT: {
       std::optional<std::string> succ = KeySuccessor(std::move(prefix));
       if (!succ) return Status::OK();
-      return Position(true, std::move(succ), true);
+      return Position(true, succ, true);
     }
     case SeekOp::kEqLast:
     case SeekOp::kLE: {
       std::optional<std::string> succ = KeySuccessor(std::move(prefix));
       if (!succ) return Position(false, std::nullopt, true);
-      return Position(false, std::move(succ), false);
+      return Position(false, succ, false);
     }
     case SeekOp::kLT:
       return Position(false, std::move(prefix), false);
@@ -136,13 +136,13 @@ Status CursorImpl::SeekKey(SeekOp op, std::string_view encoded) {
   }
 }
 
-Status CursorImpl::Position(bool forward, std::optional<std::string> from, bool inclusive) {
+Status CursorImpl::Position(bool forward, const std::optional<std::string>& from, bool inclusive) {
   if (!alive_->load()) {
     valid_ = false;
     return Status::InvalidArgument("the cursor's transaction has ended");
   }
   if (mode_ != ReadMode::kSnapshot) {
-    return VictimOf(txn_, PositionOrRollBack(forward, std::move(from), inclusive));
+    return VictimOf(txn_, PositionOrRollBack(forward, from, inclusive));
   }
   if (as_of_ && txn_->wrote()) {  // its own changes are not in the old pages
     as_of_.reset();
@@ -152,7 +152,7 @@ Status CursorImpl::Position(bool forward, std::optional<std::string> from, bool 
   Status st = PositionInView(forward, from, inclusive);
   // It moved during this call: the versions it read may be gone.
   if (st.IsSnapshotTooOld() && !as_of_ && MoveAsOf()) {
-    st = PositionInView(forward, std::move(from), inclusive);
+    st = PositionInView(forward, from, inclusive);
   }
   return st;
 }
@@ -164,7 +164,8 @@ bool CursorImpl::MoveAsOf() {
   return true;
 }
 
-Status CursorImpl::PositionInView(bool forward, std::optional<std::string> from, bool inclusive) {
+Status CursorImpl::PositionInView(bool forward, const std::optional<std::string>& from,
+                                  bool inclusive) {
   if (as_of_) {
     Result<bool> empty = EmptyToMovedSnapshot(*table_, view_.read_ts);
     if (!empty.ok() || *empty) {
@@ -175,7 +176,7 @@ Status CursorImpl::PositionInView(bool forward, std::optional<std::string> from,
   }
   std::optional<buffer::ReadAsOf> scope;
   if (as_of_) scope.emplace(as_of_->epoch.get());
-  Status st = VictimOf(txn_, PositionOrRollBack(forward, std::move(from), inclusive));
+  Status st = VictimOf(txn_, PositionOrRollBack(forward, from, inclusive));
   if (st.ok()) {
     // Also when nothing was found: a key the purge took for a cut snapshot
     // is missed without any Visible call (V4).

@@ -421,6 +421,37 @@ def restart_section(data, png):
     return "\n".join(out)
 
 
+def kv_section(data, png):
+    out = []
+    out.append(f"Recorded {datetime.date.today().isoformat()} by `scripts/bench-embedded.sh --record`.")
+    out.append("")
+    out.append(f"- machine: {data['machine']}")
+    out.append(f"- one table of {data['rows']:,} keys (8 B) with {data['value_bytes']} B values, "
+               f"loaded, then every key read once; {data['seconds']:g} s per point; data files "
+               f"under `{data['dir']}`, PM tier `{data['pm_dir']}` (tmpfs, emulated PM)")
+    for engine, caches in data["caches"].items():
+        out.append(f"- {engine}: {caches}")
+    out.append("- ops per CPU-s: operations per second of the process's user + system CPU time "
+               "(every thread, background ones included): the per-core rate")
+    out.append("")
+    out.append("| workload | threads | engine | ops/s | ops per CPU-s | p50 µs | p99 µs | "
+               "Subito / this, ops/s | Subito / this, per CPU-s |")
+    out.append("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    by = {(r["engine"], r["workload"], r["threads"]): r for r in data["results"]}
+    for r in data["results"]:
+        s = by.get(("subito", r["workload"], r["threads"]))
+        ratio = cpu_ratio = ""
+        if s and r["engine"] != "subito":
+            ratio = f"{s['ops_per_s'] / r['ops_per_s']:.2f}"
+            cpu_ratio = f"{s['ops_per_cpu_s'] / r['ops_per_cpu_s']:.2f}"
+        out.append(f"| {r['workload']} | {r['threads']} | {r['engine']} | {r['ops_per_s']:,.0f} | "
+                   f"{r['ops_per_cpu_s']:,.0f} | {r['p50_us']:.1f} | {r['p99_us']:.1f} | "
+                   f"{ratio} | {cpu_ratio} |")
+    out.append("")
+    out.append(f"![embedded engines]({png})")
+    return "\n".join(out)
+
+
 RESTART_INTRO = """## Restart after SIGKILL (`scripts/bench-restart.sh`)
 
 Issue 14's restart sweep: data of several sizes and redo logs of several
@@ -452,8 +483,24 @@ faster.
 """
 
 
+KV_INTRO = """## The embedded engine beside RocksDB and LMDB (`scripts/bench-embedded.sh`)
+
+Issue 13 asks for the core's own speed apart from the server's: point
+reads, updates and inserts through the embedded API, beside well-kept
+embedded engines measured in the same run with equal durability
+(`bench/kv_compare.cc`: Subito; RocksDB 7.8 as a pessimistic
+TransactionDB; LMDB 0.9.24; Debian's packages). A commit returns once it
+is durable on the PM tier: Subito's redo log and RocksDB's WAL are there;
+LMDB, which has no log, keeps its whole file there and syncs it per
+commit. An update reads its key for update (a row lock in Subito and
+RocksDB; LMDB has one writer at a time) and writes a new value; an
+insert adds a new key; a read is a consistent point read.
+"""
+
+
 SECTIONS = {
     "load": (load_section, LOAD_INTRO),
+    "kv_compare": (kv_section, KV_INTRO),
     "restart": (restart_section, RESTART_INTRO),
     "ch": (ch_section, CH_INTRO),
     "compare": (compare_section, COMPARE_INTRO),

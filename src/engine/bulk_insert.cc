@@ -130,9 +130,9 @@ Result<std::unique_ptr<BulkLoader>> TransactionImpl::BulkInsert(Table* table) {
     if (!t->bulk_running) {
       // I3: the table's key, held until this transaction ends, is what
       // other writers wait for (lock waits: timeouts, KILL, deadlocks).
-      SUBITO_RETURN_IF_ERROR(db_->locks().Lock(state_->id, t->indexes[0]->space(), std::string(),
-                                               txn::LockMode::kExclusive,
-                                               std::chrono::milliseconds(0)));
+      SUBITO_RETURN_IF_ERROR(LocksToHold().Lock(state_->id, t->indexes[0]->space(), std::string(),
+                                                txn::LockMode::kExclusive,
+                                                std::chrono::milliseconds(0)));
       t->bulk_running = state_;
       t->bulk_active.store(true);
     }
@@ -150,6 +150,7 @@ Result<std::unique_ptr<BulkLoader>> TransactionImpl::BulkInsert(Table* table) {
   for (const std::unique_ptr<IndexImpl>& ix : t->indexes) {
     const std::string rec = txn::EncodeUndo(state_->id, ix->space(), "", std::nullopt, false, true);
     SUBITO_RETURN_IF_ERROR(db_->pool()->LogFreeCheck());
+    RegisterOwner();  // before mu_, as in WriteKey
     std::lock_guard lock(mu_);
     Undo mark{ix.get(), std::string(), std::nullopt, false, 0, /*empties=*/true};
     SUBITO_RETURN_IF_ERROR(PushUndo(ix.get(), std::move(mark), rec));
@@ -247,8 +248,8 @@ Status TransactionImpl::AwaitBulk(TableImpl* t) {
   }
   if (!w || w == state_) return Status::OK();
   // Granted once the writer's locks go, at its end.
-  return Victim(db_->locks().Lock(state_->id, t->indexes[0]->space(), std::string(),
-                                  txn::LockMode::kShared, lock_timeout_, interrupted_));
+  return Victim(LocksToHold().Lock(state_->id, t->indexes[0]->space(), std::string(),
+                                   txn::LockMode::kShared, lock_timeout_, interrupted_));
 }
 
 Status TransactionImpl::ChangesSeenBySnapshot(TableImpl* t) {

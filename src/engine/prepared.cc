@@ -27,13 +27,13 @@ TransactionImpl::TransactionImpl(DatabaseImpl* db, recovery::RecoveredPrepared r
     : db_(db),
       isolation_(Isolation::kRepeatableRead),
       state_(std::make_shared<txn::TxnState>(r.txn)) {
-  db_->Register(this);
   pinned_ = true;
   pin_token_ = r.pin;
   undo_file_ = std::move(r.file);
   anchored_count_ = undo_file_->count();
   xid_ = std::move(r.xid);
   prepared_.store(r.prepared);
+  RegisterOwner();  // last: RelieveLog may look at it from now on
 }
 
 Result<uint64_t> TransactionImpl::CopyPrepare(uint64_t end) {
@@ -121,7 +121,7 @@ void TransactionImpl::Abandon() {
     ended_ = true;
   }
   alive_->store(false);
-  db_->Unregister(this);
+  UnregisterOwner();
 }
 
 Status TransactionImpl::Resurrect() {
@@ -158,9 +158,9 @@ Status TransactionImpl::Resurrect() {
       if (r.empties) {
         // Its bulk insert's claim (bulk_insert.cc I3): other writers wait
         // for its end, snapshots that do not see it read the table empty.
-        SUBITO_RETURN_IF_ERROR(db_->locks().Lock(state_->id, t->indexes[0]->space(), std::string(),
-                                                 txn::LockMode::kExclusive,
-                                                 std::chrono::milliseconds(0)));
+        SUBITO_RETURN_IF_ERROR(LocksToHold().Lock(state_->id, t->indexes[0]->space(), std::string(),
+                                                  txn::LockMode::kExclusive,
+                                                  std::chrono::milliseconds(0)));
         std::lock_guard claim(t->bulk_mu);
         t->bulk_running = state_;
         t->bulk_active.store(true);
@@ -182,9 +182,9 @@ Status TransactionImpl::Resurrect() {
         locks = !has_null;
       }
       if (locks) {
-        SUBITO_RETURN_IF_ERROR(db_->locks().Lock(state_->id, r.space, lock_key,
-                                                 txn::LockMode::kExclusive,
-                                                 std::chrono::milliseconds(0)));
+        SUBITO_RETURN_IF_ERROR(LocksToHold().Lock(state_->id, r.space, lock_key,
+                                                  txn::LockMode::kExclusive,
+                                                  std::chrono::milliseconds(0)));
       }
       if (r.before_chain) retired_.insert({ix->versions, *r.before});
       ix->versions->Add(r.key, state_, std::move(r.before), r.before_chain);
@@ -318,7 +318,7 @@ Status DatabaseImpl::KeepPrepared(std::unique_ptr<Transaction>&& txn) {
   t->SetInterruptCheck(nullptr);  // its owner's check may outlive nothing
   // One that logged nothing needs no log at the next start: it does not
   // keep a shutdown from counting as clean.
-  if (!t->logged()) Unregister(t);
+  if (!t->logged()) t->UnregisterOwner();
   std::lock_guard lock(prepared_mu_);
   const std::string xid = t->xid();
   prepared_held_.emplace(xid, std::move(txn));

@@ -66,7 +66,7 @@ txn::ReadView TransactionImpl::View(bool& own) {
 
 Status TransactionImpl::LockKey(IndexImpl* ix, const std::string& key, ReadMode mode) {
   const bool shared = mode == ReadMode::kShared || mode == ReadMode::kSharedSkipLocked;
-  return db_->locks().Lock(
+  return LocksToHold().Lock(
       state_->id, ix->space(), key, shared ? txn::LockMode::kShared : txn::LockMode::kExclusive,
       SkipsLocked(mode) ? std::chrono::milliseconds(0) : lock_timeout_, interrupted_);
 }
@@ -107,6 +107,7 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
     prepared.emplace(std::move(*p));
   }
   SUBITO_RETURN_IF_ERROR(db_->pool()->LogFreeCheck());  // may relocate this one too
+  RegisterOwner();  // before mu_: RelieveLog takes the owners' mutex, then mu_
   std::unique_lock lock(mu_);
   SUBITO_RETURN_IF_ERROR(PushUndo(ix, {ix, key, before, before_chain, 0}, rec));
   ix->versions->Add(key, state_, std::move(before), before_chain);
@@ -664,7 +665,12 @@ Status TransactionImpl::End(bool commit) {
       return poisoned_;
     }
   }
-  db_->txns().End(state_, commit, std::move(written_), {retired_.begin(), retired_.end()});
+  // A transaction that changed nothing publishes no end: no version or bulk
+  // load refers to its state, and snapshots see the same. (Written keys and
+  // retired chains imply pinned_; they are named for the reader.)
+  if (pinned_ || !written_.empty() || !retired_.empty() || !bulk_.empty()) {
+    db_->txns().End(state_, commit, std::move(written_), {retired_.begin(), retired_.end()});
+  }
   if (!bulk_.empty()) EndBulk(commit);
   std::unique_ptr<txn::UndoFile> spent;  // its end record is durable: not needed
   {
@@ -676,8 +682,8 @@ Status TransactionImpl::End(bool commit) {
     spent = std::move(undo_file_);
   }
   if (spent) (void)db_->undo_fs()->Remove(spent->path());
-  db_->Unregister(this);
-  db_->locks().ReleaseAll(state_->id);
+  UnregisterOwner();
+  if (may_hold_locks_) db_->locks().ReleaseAll(state_->id);
   if (has_snapshot_) db_->txns().CloseSnapshot(read_ts_);
   for (TableImpl* t : used_) t->users.fetch_sub(1);
   alive_->store(false);

@@ -41,9 +41,7 @@ Result<bool> EmptyToMovedSnapshot(const TableImpl& t, uint64_t read_ts);
 class TransactionImpl final : public Transaction, public UndoOwner {
  public:
   TransactionImpl(DatabaseImpl* db, Isolation isolation)
-      : db_(db), isolation_(isolation), state_(db->txns().Begin()) {
-    db_->Register(this);
-  }
+      : db_(db), isolation_(isolation), state_(db->txns().Begin()) {}
   // A prepared transaction recovery found (prepared.cc): Resurrect, before
   // any other transaction begins, takes its locks and versions again.
   TransactionImpl(DatabaseImpl* db, recovery::RecoveredPrepared r);
@@ -67,6 +65,18 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   void KeepRetiredFound(const txn::VersionStore* versions, const std::set<std::string>& found);
   // Whether Prepare logged a record (the transaction wrote).
   bool logged() const { return pinned_; }
+  // The database's undo owners (RelieveLog, and a shutdown that finds one
+  // open keeps the log) hold the transactions that may have logged undo:
+  // each registers before its first undo record, so a transaction that only
+  // reads takes none of the owners' mutex.
+  void RegisterOwner() {
+    if (!owner_registered_) db_->Register(this);
+    owner_registered_ = true;
+  }
+  void UnregisterOwner() {
+    if (owner_registered_) db_->Unregister(this);
+    owner_registered_ = false;
+  }
   bool RelieveLog(uint64_t limit) override {
     std::unique_lock lock(mu_, std::try_to_lock);
     if (!lock.owns_lock() || ended_ || end_logging_ || !pinned_) return false;
@@ -148,7 +158,7 @@ class TransactionImpl final : public Transaction, public UndoOwner {
     return db_->locks().WaitForRanges(state_->id, ix->space(), key, lock_timeout_, interrupted_);
   }
   void LockRange(IndexImpl* ix, txn::KeyRange range) {
-    db_->locks().LockRange(state_->id, ix->space(), std::move(range));
+    LocksToHold().LockRange(state_->id, ix->space(), std::move(range));
   }
   // as_of: the snapshot's moved state, if the caller (a moved cursor)
   // holds it already; else it is looked up.
@@ -281,13 +291,21 @@ class TransactionImpl final : public Transaction, public UndoOwner {
       ended_ = true;
     }
     alive_->store(false);
-    db_->Unregister(this);
+    UnregisterOwner();
+  }
+  // The lock manager, for a request that may leave this transaction holding
+  // a lock or range: End releases them only if one was made.
+  txn::LockManager& LocksToHold() {
+    may_hold_locks_ = true;
+    return db_->locks();
   }
 
   DatabaseImpl* const db_;
   const Isolation isolation_;
   std::shared_ptr<txn::TxnState> state_;
   bool ended_ = false;
+  bool owner_registered_ = false;  // RegisterOwner
+  bool may_hold_locks_ = false;    // LocksToHold
   // Set (under mu_) before the commit or abort record is appended: from
   // then on the undo list is not relocated. Copies behind the end record
   // would outlive it once the checkpoint passed it, and recovery would take

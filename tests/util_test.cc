@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "subito/status.h"
 #include "util/coding.h"
 #include "util/crc32c.h"
+#include "util/striped_counter.h"
 
 namespace subito {
 namespace {
@@ -70,6 +72,28 @@ TEST(Status, NamesCodeAndMessage) {
   Result<int> v = 7;
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(*v, 7);
+}
+
+TEST(StripedCounter, SumsEveryThreadsAddsAndResets) {
+  StripedCounter c;
+  EXPECT_EQ(c.value(), 0u);
+  // More threads than stripes, so that some share a slot.
+  constexpr int kThreads = static_cast<int>(StripedCounter::kStripes) + 3;
+  constexpr uint64_t kAdds = 20000;
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t) {
+    ts.emplace_back([&c, t] {
+      for (uint64_t i = 0; i < kAdds; ++i) c.Add(static_cast<uint64_t>(t) + 1);
+    });
+  }
+  for (std::thread& t : ts) t.join();
+  uint64_t want = 0;
+  for (int t = 0; t < kThreads; ++t) want += kAdds * (static_cast<uint64_t>(t) + 1);
+  EXPECT_EQ(c.value(), want);
+  c.Reset();
+  EXPECT_EQ(c.value(), 0u);
+  c.Add();
+  EXPECT_EQ(c.value(), 1u);
 }
 
 }  // namespace

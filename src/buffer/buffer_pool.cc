@@ -287,7 +287,7 @@ Result<PageHandle> BufferPool::FetchFrame(PageId id, Latch latch) {
   page::SpaceFile* space = Space(id.space);
   if (space == nullptr) return Status::NotFound(StrFormat("space %u is not open", id.space));
   if (std::optional<uint32_t> idx = PinLoaded(id)) {
-    hits_.fetch_add(1, std::memory_order_relaxed);
+    hits_.Add();
     space->CountLookup(true);
     return LatchedHandle(*idx, id, latch);
   }
@@ -304,7 +304,7 @@ Result<PageHandle> BufferPool::FetchFrame(PageId id, Latch latch) {
       return err;
     }
     lk.unlock();
-    hits_.fetch_add(1, std::memory_order_relaxed);
+    hits_.Add();
     space->CountLookup(true);
     return LatchedHandle(idx, id, latch);
   }
@@ -1097,7 +1097,7 @@ BufferPoolStats BufferPool::stats() const {
     std::lock_guard lock(mu_);
     s.dirty = flush_list_.size();
   }
-  s.hits = hits_.load(std::memory_order_relaxed);
+  s.hits = hits_.value();
   s.misses = misses_.load(std::memory_order_relaxed);
   s.evictions = evictions_.load(std::memory_order_relaxed);
   s.foreground_flushes = foreground_flushes_.load(std::memory_order_relaxed);

@@ -57,6 +57,7 @@
 #include "buffer/write_pause.h"
 #include "log/redo_log.h"
 #include "page/space_file.h"
+#include "util/striped_counter.h"
 
 namespace subito::buffer {
 
@@ -434,8 +435,8 @@ class BufferPool {
   std::atomic<bool> start_hold_{false};  // BufferPoolOptions::checkpoint_held, not yet released
   std::atomic<bool> age_wake_{false};    // LogFreeCheck woke the cleaners for the checkpoint age
   std::function<void()> relief_;         // set before use, then read-only
-  std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, foreground_flushes_{0},
-      checkpoints_{0};
+  StripedCounter hits_;
+  std::atomic<uint64_t> misses_{0}, evictions_{0}, foreground_flushes_{0}, checkpoints_{0};
   std::atomic<uint64_t> pages_logged_{0}, page_log_bytes_{0}, page_log_full_{0};
   std::atomic<uint64_t> pages_delogged_{0}, page_log_reclaimed_{0};
   std::atomic<uint64_t> pages_preloaded_{0}, preload_pages_read_{0};

@@ -244,7 +244,7 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
     Result<bool> found = Resolve(*candidate, from_tree);
     if (!found.ok()) return found.status();
     if (*found) {
-      index_->rows_read.fetch_add(1, std::memory_order_relaxed);
+      index_->rows_read.Add();
       key_ = std::move(*candidate);
       valid_ = true;
       return Status::OK();
@@ -282,7 +282,7 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
     Result<bool> plain = index_->versions->SeesTreeValue(key, view_);
     if (!plain.ok()) return plain.status();
     if (*plain) {
-      table_->rows_read.fetch_add(1, std::memory_order_relaxed);
+      table_->rows_read.Add();
       SUBITO_RETURN_IF_ERROR(ViewTreeRow());
       return true;
     }
@@ -296,7 +296,7 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
                  : index_->versions->Visible(key, std::move(tree_value), view_);
     if (!bytes.ok()) return bytes.status();
     if (!bytes->has_value()) return false;
-    if (mode_ == ReadMode::kSnapshot) table_->rows_read.fetch_add(1, std::memory_order_relaxed);
+    if (mode_ == ReadMode::kSnapshot) table_->rows_read.Add();
     SUBITO_RETURN_IF_ERROR(TakeRow(std::move(**bytes)));
     return true;
   }

@@ -24,8 +24,8 @@ void DatabaseImpl::ResetIoStats() {
 
 DatabaseStats DatabaseImpl::Stats() const {
   DatabaseStats s;
-  s.commits = commits.load();
-  s.rollbacks = rollbacks.load();
+  s.commits = commits.value();
+  s.rollbacks = rollbacks.value();
   s.prepares = prepares.load();
   {
     std::lock_guard lock(prepared_mu_);

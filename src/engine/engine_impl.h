@@ -39,6 +39,7 @@
 #include "txn/undo_file.h"
 #include "txn/version_store.h"
 #include "util/external_sorter.h"
+#include "util/striped_counter.h"
 
 namespace subito::engine {
 
@@ -66,7 +67,7 @@ struct IndexImpl {
   std::shared_ptr<txn::VersionStore> versions;  // set by OpenIndex
   // Snapshots older than this cannot read the index (it was built later).
   uint64_t created_ts = 0;
-  std::atomic<uint64_t> rows_read{0};  // rows returned through it
+  StripedCounter rows_read;  // rows returned through it
   // IndexStats counts from these (under the table's io_mu).
   page::SpaceIoStats io_base;
   uint64_t rows_read_base = 0, pages_base = 0;
@@ -108,7 +109,8 @@ class TableImpl final : public Table {
   // load filled it with rows that have no versions: a snapshot not moved
   // reads them, the pages as of its LSN may not hold them).
   std::atomic<uint64_t> created_ts{0}, loaded_ts{0};
-  std::atomic<uint64_t> rows_read{0}, rows_inserted{0}, rows_updated{0}, rows_deleted{0};
+  StripedCounter rows_read;
+  std::atomic<uint64_t> rows_inserted{0}, rows_updated{0}, rows_deleted{0};
   // TableStats counts from the values at the last reset (Database::ResetIoStats).
   void ResetIoStats() override;
 
@@ -165,7 +167,8 @@ class DatabaseImpl final : public Database {
   std::chrono::milliseconds lock_timeout() const {
     return std::chrono::milliseconds(options_.lock_wait_timeout_ms);
   }
-  std::atomic<uint64_t> commits{0}, rollbacks{0}, relocations{0}, undo_spills{0};
+  StripedCounter commits, rollbacks;
+  std::atomic<uint64_t> relocations{0}, undo_spills{0};
   // Undo files (txn/undo_file.h) live in the data directory, O_DIRECT as
   // the page files.
   FileSystem* undo_fs() const { return fs_; }

@@ -31,7 +31,7 @@ TableStats TableImpl::Stats() const {
   s.page_size = db->options().page_size;
   std::lock_guard lock(io_mu_);
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - io_since_).count();
-  s.rows_read = Since(rows_read.load(std::memory_order_relaxed), rows_base_[0]);
+  s.rows_read = Since(rows_read.value(), rows_base_[0]);
   s.rows_inserted = Since(rows_inserted.load(std::memory_order_relaxed), rows_base_[1]);
   s.rows_updated = Since(rows_updated.load(std::memory_order_relaxed), rows_base_[2]);
   s.rows_deleted = Since(rows_deleted.load(std::memory_order_relaxed), rows_base_[3]);
@@ -39,7 +39,7 @@ TableStats TableImpl::Stats() const {
     IndexStats is;
     is.name = ix->cat.def.name;
     is.path = ix->path;
-    is.rows_read = Since(ix->rows_read.load(std::memory_order_relaxed), ix->rows_read_base);
+    is.rows_read = Since(ix->rows_read.value(), ix->rows_read_base);
     is.pages_at_start = ix->pages_base;
     if (ix->tree) {
       Result<uint64_t> n = ix->tree->entries();
@@ -69,12 +69,12 @@ TableStats TableImpl::Stats() const {
 void TableImpl::ResetIoStats() {
   std::lock_guard lock(io_mu_);
   io_since_ = std::chrono::steady_clock::now();
-  rows_base_[0] = rows_read.load(std::memory_order_relaxed);
+  rows_base_[0] = rows_read.value();
   rows_base_[1] = rows_inserted.load(std::memory_order_relaxed);
   rows_base_[2] = rows_updated.load(std::memory_order_relaxed);
   rows_base_[3] = rows_deleted.load(std::memory_order_relaxed);
   for (auto& ix : indexes) {
-    ix->rows_read_base = ix->rows_read.load(std::memory_order_relaxed);
+    ix->rows_read_base = ix->rows_read.value();
     if (ix->file) {
       ix->io_base = ix->file->stats();
       ix->pages_base = ix->file->page_count();

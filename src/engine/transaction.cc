@@ -532,7 +532,7 @@ Result<std::optional<std::string>> TransactionImpl::ReadRowBytes(
     SUBITO_RETURN_IF_ERROR(locked);
     bytes = primary->tree->Get(pk);
   }
-  if (bytes.ok() && bytes->has_value()) t->rows_read.fetch_add(1, std::memory_order_relaxed);
+  if (bytes.ok() && bytes->has_value()) t->rows_read.Add();
   return bytes;
 }
 
@@ -582,7 +582,7 @@ Result<std::optional<Row>> TransactionImpl::Get(Table* table, const Row& key, Re
   if (own) CloseStatementSnapshot(view.read_ts);
   if (!bytes.ok()) return Victim(bytes.status());
   if (!bytes->has_value()) return std::optional<Row>();
-  (*t)->indexes[0]->rows_read.fetch_add(1, std::memory_order_relaxed);
+  (*t)->indexes[0]->rows_read.Add();
   Result<Row> row = DecodeRow((*t)->def(), **bytes);
   if (!row.ok()) return row.status();
   return std::optional<Row>(std::move(*row));
@@ -687,7 +687,7 @@ Status TransactionImpl::End(bool commit) {
   if (has_snapshot_) db_->txns().CloseSnapshot(read_ts_);
   for (TableImpl* t : used_) t->users.fetch_sub(1);
   alive_->store(false);
-  (commit ? db_->commits : db_->rollbacks).fetch_add(1, std::memory_order_relaxed);
+  (commit ? db_->commits : db_->rollbacks).Add();
   return st;
 }
 

@@ -184,7 +184,7 @@ SpaceIoStats SpaceFile::stats() const {
   s.double_write_bytes = dwb_bytes_.load(std::memory_order_relaxed);
   s.ppl_bytes = ppl_bytes_.load(std::memory_order_relaxed);
   s.ppl_appends = ppl_appends_.load(std::memory_order_relaxed);
-  s.buffer_hits = buffer_hits_.load(std::memory_order_relaxed);
+  s.buffer_hits = buffer_hits_.value();
   s.buffer_misses = buffer_misses_.load(std::memory_order_relaxed);
   return s;
 }

@@ -28,6 +28,7 @@
 #include "page/page_format.h"
 #include "subito/status.h"
 #include "util/file_io.h"
+#include "util/striped_counter.h"
 
 namespace subito::page {
 
@@ -85,7 +86,11 @@ class SpaceFile {
     ppl_appends_.fetch_add(1, std::memory_order_relaxed);
   }
   void CountLookup(bool hit) {
-    (hit ? buffer_hits_ : buffer_misses_).fetch_add(1, std::memory_order_relaxed);
+    if (hit) {
+      buffer_hits_.Add();
+    } else {
+      buffer_misses_.fetch_add(1, std::memory_order_relaxed);
+    }
   }
 
  private:
@@ -106,7 +111,8 @@ class SpaceFile {
   std::mutex grow_mu_;
   std::atomic<uint64_t> pages_read_{0}, pages_written_{0};
   std::atomic<uint64_t> redo_bytes_{0}, dwb_bytes_{0}, ppl_bytes_{0}, ppl_appends_{0};
-  std::atomic<uint64_t> buffer_hits_{0}, buffer_misses_{0};
+  StripedCounter buffer_hits_;  // every page fetch of the space counts one
+  std::atomic<uint64_t> buffer_misses_{0};
 };
 
 }  // namespace subito::page

@@ -4,10 +4,13 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "util/strings.h"
 
@@ -37,6 +40,27 @@ inline std::string OptionValue(int argc, char** argv, int& i) {
     std::exit(2);
   }
   return argv[++i];
+}
+
+// The q-quantile (0..1) of latencies in ns, in µs; 0 if there are none.
+// Reorders `ns` (nth_element).
+inline double QuantileUs(std::vector<uint32_t>& ns, double q) {
+  if (ns.empty()) return 0.0;
+  const size_t k = std::min(ns.size() - 1, static_cast<size_t>(q * static_cast<double>(ns.size())));
+  std::nth_element(ns.begin(), ns.begin() + static_cast<long>(k), ns.end());
+  return ns[k] / 1000.0;
+}
+
+// "a,b,,c" -> {"a", "b", "c"}.
+inline std::vector<std::string> SplitCommas(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t p = 0; p <= s.size();) {
+    size_t q = s.find(',', p);
+    if (q == std::string::npos) q = s.size();
+    if (q > p) out.push_back(s.substr(p, q - p));
+    p = q + 1;
+  }
+  return out;
 }
 
 }  // namespace subito::bench

@@ -543,15 +543,9 @@ Run Measure(const Config& c, Database* db, const std::vector<Table*>& tables, co
     r.anomalies += w->anomalies;
     all.insert(all.end(), w->lat_ns.begin(), w->lat_ns.end());
   }
-  auto pct = [&](double q) {
-    if (all.empty()) return 0.0;
-    size_t k = std::min(all.size() - 1, static_cast<size_t>(q * all.size()));
-    std::nth_element(all.begin(), all.begin() + static_cast<long>(k), all.end());
-    return all[k] / 1000.0;
-  };
   r.tps = r.txns / secs;
-  r.p50_us = pct(0.50);
-  r.p99_us = pct(0.99);
+  r.p50_us = bench::QuantileUs(all, 0.50);
+  r.p99_us = bench::QuantileUs(all, 0.99);
   r.max_us = all.empty() ? 0.0 : *std::max_element(all.begin(), all.end()) / 1000.0;
   const double n = r.txns ? static_cast<double>(r.txns) : 1.0;
   r.log_per_txn = (after.log_bytes - before.log_bytes) / n;
@@ -634,13 +628,7 @@ int main(int argc, char** argv) {
       } else if (a == "--json") {
         c.json = next();
       } else if (a == "--workloads") {
-        std::string list = next();
-        for (size_t p = 0; p <= list.size();) {
-          size_t q = list.find(',', p);
-          if (q == std::string::npos) q = list.size();
-          if (q > p) c.workloads.push_back(list.substr(p, q - p));
-          p = q + 1;
-        }
+        for (std::string& w : bench::SplitCommas(next())) c.workloads.push_back(std::move(w));
       } else if (a == "--quick") {
         c.quick = true;
         c.rows = 5000;

@@ -416,27 +416,9 @@ Result_ Measure(Engine* e, const std::string& workload, int threads, const Confi
     r.missing += w.missing;
     all.insert(all.end(), w.lat_ns.begin(), w.lat_ns.end());
   }
-  auto pct = [&](double q) {
-    if (all.empty()) return 0.0;
-    const size_t k = std::min(all.size() - 1, static_cast<size_t>(q * all.size()));
-    std::nth_element(all.begin(), all.begin() + static_cast<long>(k), all.end());
-    return all[k] / 1000.0;
-  };
-  r.p50_us = pct(0.5);
-  r.p99_us = pct(0.99);
+  r.p50_us = bench::QuantileUs(all, 0.5);
+  r.p99_us = bench::QuantileUs(all, 0.99);
   return r;
-}
-
-std::vector<std::string> SplitCommas(const std::string& s) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at <= s.size()) {
-    const size_t comma = s.find(',', at);
-    const size_t end = comma == std::string::npos ? s.size() : comma;
-    if (end > at) out.push_back(s.substr(at, end - at));
-    at = end + 1;
-  }
-  return out;
 }
 
 }  // namespace
@@ -456,14 +438,14 @@ int main(int argc, char** argv) {
     } else if (a == "--cache-mb") {
       c.cache_mb = std::stoull(bench::OptionValue(argc, argv, i));
     } else if (a == "--engines") {
-      c.engines = SplitCommas(bench::OptionValue(argc, argv, i));
+      c.engines = bench::SplitCommas(bench::OptionValue(argc, argv, i));
     } else if (a == "--threads") {
       c.threads.clear();
-      for (const std::string& t : SplitCommas(bench::OptionValue(argc, argv, i))) {
+      for (const std::string& t : bench::SplitCommas(bench::OptionValue(argc, argv, i))) {
         c.threads.push_back(std::stoi(t));
       }
     } else if (a == "--workloads") {
-      c.workloads = SplitCommas(bench::OptionValue(argc, argv, i));
+      c.workloads = bench::SplitCommas(bench::OptionValue(argc, argv, i));
     } else if (a == "--json") {
       c.json = bench::OptionValue(argc, argv, i);
     } else {

@@ -149,20 +149,14 @@ Run MeasureLog(const Config& c, log::LogWriteMode mode, uint32_t streams, int th
     all.insert(all.end(), lat[t].begin(), lat[t].end());
     commits += counts[t];
   }
-  auto pct = [&](double q) {
-    if (all.empty()) return 0.0;
-    size_t k = std::min(all.size() - 1, static_cast<size_t>(q * all.size()));
-    std::nth_element(all.begin(), all.begin() + static_cast<long>(k), all.end());
-    return all[k] / 1000.0;
-  };
   Run r;
   r.mode = log::LogWriteModeName(mode);
   r.streams = streams;
   r.threads = threads;
   r.record_bytes = record;
   r.commits_per_s = commits / secs;
-  r.p50_us = pct(0.50);
-  r.p99_us = pct(0.99);
+  r.p50_us = bench::QuantileUs(all, 0.50);
+  r.p99_us = bench::QuantileUs(all, 0.99);
   r.persisted_per_commit =
       commits ? static_cast<double>(after.persisted_bytes - before.persisted_bytes) / commits : 0;
   r.raw_mb_per_s = raw_mb;

@@ -205,28 +205,37 @@ int ShowStatus(THD*, SHOW_VAR* var, void* buff, struct system_status_var*, enum 
   return 0;
 }
 
-// Subito_backup_*: whether a backup pauses file writes now
-// (Database::PauseFileWrites), and pauses since the start. Apart from the
-// rest, whose values fill the server's buffer for a SHOW_FUNC.
-int ShowBackupStatus(THD*, SHOW_VAR* var, void* buff, struct system_status_var*,
-                     enum enum_var_type) {
-  struct Values {
-    ulonglong file_writes_paused, pauses;
-  };
-  auto* values = new (buff) Values{};
-  if (engine()) {
-    const DatabaseStats s = engine()->Stats();
-    values->file_writes_paused = s.file_writes_paused;
-    values->pauses = s.file_write_pauses;
-  }
-  auto* vars = reinterpret_cast<SHOW_VAR*>(static_cast<char*>(buff) + sizeof(Values));
-  vars[0] = {"file_writes_paused", reinterpret_cast<char*>(&values->file_writes_paused),
-             SHOW_ULONGLONG};
-  vars[1] = {"pauses", reinterpret_cast<char*>(&values->pauses), SHOW_ULONGLONG};
+// A group of two counters apart from the rest (whose values fill the
+// server's buffer for a SHOW_FUNC): Subito_<group>_<name>.
+int ShowTwo(SHOW_VAR* var, void* buff, const char* name0, ulonglong value0, const char* name1,
+            ulonglong value1) {
+  auto* values = new (buff) ulonglong[2]{value0, value1};
+  auto* vars = reinterpret_cast<SHOW_VAR*>(static_cast<char*>(buff) + 2 * sizeof(ulonglong));
+  vars[0] = {name0, reinterpret_cast<char*>(&values[0]), SHOW_ULONGLONG};
+  vars[1] = {name1, reinterpret_cast<char*>(&values[1]), SHOW_ULONGLONG};
   vars[2] = {NullS, NullS, SHOW_LONG};
   var->type = SHOW_ARRAY;
   var->value = reinterpret_cast<char*>(vars);
   return 0;
+}
+
+// Subito_backup_*: whether a backup pauses file writes now
+// (Database::PauseFileWrites), and pauses since the start.
+int ShowBackupStatus(THD*, SHOW_VAR* var, void* buff, struct system_status_var*,
+                     enum enum_var_type) {
+  DatabaseStats s;
+  if (engine()) s = engine()->Stats();
+  return ShowTwo(var, buff, "file_writes_paused", s.file_writes_paused, "pauses",
+                 s.file_write_pauses);
+}
+
+// Subito_read_ahead_*: scans' reads of several pages at once
+// (BufferPool::ReadAhead) and the pages they loaded.
+int ShowReadAheadStatus(THD*, SHOW_VAR* var, void* buff, struct system_status_var*,
+                        enum enum_var_type) {
+  DatabaseStats s;
+  if (engine()) s = engine()->Stats();
+  return ShowTwo(var, buff, "reads", s.read_aheads, "pages", s.pages_read_ahead);
 }
 
 bool ShowEngineStatusText(THD* thd, stat_print_fn* print) {
@@ -324,6 +333,7 @@ bool ShowEngineStatusText(THD* thd, stat_print_fn* print) {
 SHOW_VAR status_variables[] = {
     {"Subito", reinterpret_cast<char*>(&ShowStatus), SHOW_FUNC},
     {"Subito_backup", reinterpret_cast<char*>(&ShowBackupStatus), SHOW_FUNC},
+    {"Subito_read_ahead", reinterpret_cast<char*>(&ShowReadAheadStatus), SHOW_FUNC},
     {NullS, NullS, SHOW_LONG}};
 
 bool ShowEngineStatus(handlerton*, THD* thd, stat_print_fn* print, enum ha_stat_type type) {

@@ -253,6 +253,9 @@ struct DatabaseStats {
   uint64_t page_file_bytes_written = 0;
   uint64_t page_file_bytes_read = 0;
   uint64_t buffer_hits = 0, buffer_misses = 0, checkpoints = 0;
+  // Scans' read-ahead: reads of several pages at once, and the pages they
+  // brought into the pool (counted in page_file_bytes_read, not as misses).
+  uint64_t read_aheads = 0, pages_read_ahead = 0;
   // Bytes of redo since the checkpoint: what a crash now would make the
   // next open read (Options::max_checkpoint_age_bytes bounds it).
   uint64_t checkpoint_age = 0;

@@ -928,6 +928,7 @@ Status BTree::Cursor::LoadAndCopy(const PageHandle& leaf, uint16_t slot, uint64_
 Status BTree::Cursor::Seek(SeekMode mode, std::string_view key) {
   copy_valid_ = false;
   plain_steps_ = 0;
+  sequential_hops_ = 0;
   Status st;
   {
     std::shared_lock tree(tree_->latch_);
@@ -1010,6 +1011,16 @@ Status BTree::Cursor::SeekLocked(SeekMode mode, std::string_view key) {
   return Status::OK();  // past the end: not valid
 }
 
+void BTree::Cursor::NoteLeafHop(uint32_t from, uint32_t to) {
+  if (to <= from || to - from > kSequentialGap) {
+    sequential_hops_ = 0;
+    return;
+  }
+  if (++sequential_hops_ >= kSequentialHops) {
+    tree_->pool_->ReadAhead({tree_->space_, to}, kReadAheadPages);
+  }
+}
+
 Status BTree::Cursor::Step(bool forward) {
   if (!valid_) return Status::InvalidArgument("cursor is not positioned");
   const uint32_t ps = tree_->pool_->page_size();
@@ -1051,6 +1062,7 @@ Status BTree::Cursor::Step(bool forward) {
   uint32_t page_no = forward ? n.next() : n.prev();
   h->Release();
   valid_ = false;
+  if (forward) NoteLeafHop(leaf_, page_no);
   for (int hops = 0; page_no != 0; ++hops) {
     Result<PageHandle> s = tree_->Fetch(page_no, Latch::kShared);
     if (!s.ok()) return s.status();

@@ -373,6 +373,15 @@ class BTree::Cursor {
   Status Finish(Status st);
   Status Step(bool forward);
   Status LoadAndCopy(const buffer::PageHandle& leaf, uint16_t slot, uint64_t changes);
+  // A forward scan steps from leaf `from` to leaf `to`. Once it has stepped
+  // to a leaf a few pages further in the file kSequentialHops times in a
+  // row (the leaves of a built tree or of an ascending load lie so), the
+  // pages from `to` on are read ahead, kReadAheadPages in one read
+  // (BufferPool::ReadAhead).
+  void NoteLeafHop(uint32_t from, uint32_t to);
+  static constexpr uint32_t kSequentialGap = 4;
+  static constexpr uint32_t kSequentialHops = 2;
+  static constexpr uint32_t kReadAheadPages = 64;
 
   BTree* const tree_;
   bool valid_ = false;
@@ -385,8 +394,9 @@ class BTree::Cursor {
   std::unique_ptr<uint8_t[]> copy_;
   uint64_t copy_changes_ = 0;
   bool copy_valid_ = false;
-  uint8_t plain_steps_ = 0;  // steps since the seek that read the leaf in place
-  std::string pending_ref_;  // a chain to read once the latches are gone (pinned)
+  uint8_t plain_steps_ = 0;       // steps since the seek that read the leaf in place
+  uint32_t sequential_hops_ = 0;  // NoteLeafHop's, since the last Seek
+  std::string pending_ref_;       // a chain to read once the latches are gone (pinned)
 };
 
 }  // namespace subito::btree

@@ -362,6 +362,30 @@ void BufferPool::EndLoad(uint32_t idx, PageId id, const Status& st) {
   load_cv_.notify_all();
 }
 
+std::optional<uint32_t> BufferPool::SweepForClean(uint32_t steps, int* dirty_candidate,
+                                                  bool* any_unpinned) {
+  const uint32_t n = static_cast<uint32_t>(frames_.size());
+  for (uint32_t step = 0; step < steps; ++step) {
+    hand_ = (hand_ + 1) % n;
+    Frame& f = *frames_[hand_];
+    if (f.pins.load(std::memory_order_relaxed) > 0 || f.loading.load(std::memory_order_relaxed)) {
+      continue;
+    }
+    *any_unpinned = true;
+    if (f.referenced.exchange(false, std::memory_order_relaxed)) continue;
+    if (f.dirty || f.flushing) {
+      if (*dirty_candidate < 0 && !f.flushing) *dirty_candidate = static_cast<int>(hand_);
+      continue;
+    }
+    // Pinned on the shard path since the check above: kept.
+    if (f.in_use && !RemoveUnpinnedEntry(f)) continue;
+    f.in_use = false;
+    evictions_.fetch_add(1, std::memory_order_relaxed);
+    return hand_;
+  }
+  return std::nullopt;
+}
+
 Result<uint32_t> BufferPool::FindVictim(std::unique_lock<std::mutex>& lk) {
   const uint32_t n = static_cast<uint32_t>(frames_.size());
   std::optional<std::chrono::steady_clock::time_point> paused_since;
@@ -373,23 +397,8 @@ Result<uint32_t> BufferPool::FindVictim(std::unique_lock<std::mutex>& lk) {
     }
     int dirty_candidate = -1;
     bool any_unpinned = false;
-    for (uint32_t step = 0; step < 2 * n; ++step) {
-      hand_ = (hand_ + 1) % n;
-      Frame& f = *frames_[hand_];
-      if (f.pins.load(std::memory_order_relaxed) > 0 || f.loading.load(std::memory_order_relaxed)) {
-        continue;
-      }
-      any_unpinned = true;
-      if (f.referenced.exchange(false, std::memory_order_relaxed)) continue;
-      if (f.dirty || f.flushing) {
-        if (dirty_candidate < 0 && !f.flushing) dirty_candidate = static_cast<int>(hand_);
-        continue;
-      }
-      // Pinned on the shard path since the check above: kept.
-      if (f.in_use && !RemoveUnpinnedEntry(f)) continue;
-      f.in_use = false;
-      evictions_.fetch_add(1, std::memory_order_relaxed);
-      return hand_;
+    if (std::optional<uint32_t> idx = SweepForClean(2 * n, &dirty_candidate, &any_unpinned)) {
+      return *idx;
     }
     if (!any_unpinned) {
       if (attempt > 1000) {
@@ -1114,6 +1123,8 @@ BufferPoolStats BufferPool::stats() const {
   s.page_log_reclaimed = page_log_reclaimed_.load(std::memory_order_relaxed);
   s.pages_preloaded = pages_preloaded_.load(std::memory_order_relaxed);
   s.preload_pages_read = preload_pages_read_.load(std::memory_order_relaxed);
+  s.read_aheads = read_aheads_.load(std::memory_order_relaxed);
+  s.pages_read_ahead = pages_read_ahead_.load(std::memory_order_relaxed);
   s.writes_failing = writes_failing_.load(std::memory_order_relaxed);
   std::shared_lock lock(spaces_mu_);
   for (auto& [id, sp] : spaces_) s.pages_read += sp->stats().pages_read;

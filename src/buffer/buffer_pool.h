@@ -110,6 +110,8 @@ struct BufferPoolStats {
   // Loaded by Preload (warm-up), not by fetches; and the pages its reads
   // took from the files (those between listed pages included).
   uint64_t pages_preloaded = 0, preload_pages_read = 0;
+  // ReadAhead's reads (of spans of pages) and the pages they loaded.
+  uint64_t read_aheads = 0, pages_read_ahead = 0;
   uint64_t write_failures = 0;  // page-write batches that failed (PageWriter P4)
   bool writes_failing = false;  // the last batch failed; retried until one succeeds
   // PauseFileWrites: whether paused now, and pauses since Create.
@@ -310,6 +312,18 @@ class BufferPool {
   static constexpr uint32_t kMaxPreloadSpan = 64;
   Status Preload(uint32_t space_id, const uint32_t* pages, uint32_t n, uint8_t* scratch,
                  uint32_t* loaded, bool* pool_full);
+  // Read-ahead for a scan that walks a space's pages in ascending order
+  // (a B-tree cursor's leaf chain): if page `id` is not in the pool, loads
+  // it and those of the next span - 1 pages (span <= kMaxPreloadSpan, the
+  // space's end aside) that are not, as Preload does (one read, checked,
+  // page-log entries and pending redo applied, not referenced), into free
+  // frames or frames of clean pages the CLOCK would take next; it never
+  // writes or waits for a frame, and stops when none is found quickly.
+  // These reads are the space's own (counted in its stats). The scan's own
+  // Fetch then finds the pages; errors are left to that Fetch, so a page
+  // that failed to load is read again alone and fails there if it must.
+  void ReadAhead(PageId id, uint32_t span);
+  static constexpr uint32_t kReadAheadSweep = 64;
 
   BufferPoolStats stats() const;
   uint32_t page_size() const { return options_.page_size; }
@@ -334,6 +348,16 @@ class BufferPool {
   // since their file images are about to change.
   void BuildBeforeWrite(const std::vector<PageImage>& writes);
   Result<uint32_t> FindVictim(std::unique_lock<std::mutex>& lk);
+  // Under mu_: up to `steps` moves of the CLOCK hand for an unpinned, clean
+  // frame not referenced since the hand last passed, which leaves the table
+  // (referenced bits passed are cleared). Notes the first dirty frame the
+  // hand passed and whether any frame was unpinned, for FindVictim.
+  std::optional<uint32_t> SweepForClean(uint32_t steps, int* dirty_candidate, bool* any_unpinned);
+  // Preload and ReadAhead: with `evict`, frames no longer free are taken
+  // from clean pages (SweepForClean, at most kReadAheadSweep steps per
+  // page); `count`: the reads count as the space's (SpaceFile::stats).
+  Status LoadSpan(uint32_t space_id, const uint32_t* pages, uint32_t n, uint8_t* scratch,
+                  bool evict, bool count, uint32_t* loaded, bool* pool_full);
   Status FlushFrames(const std::vector<uint32_t>& candidates, bool skip_busy);
   // A page's load, in the miss path and Preload alike (T3). BeginLoad,
   // under mu_: the free frame idx will hold `id`: loading, pinned once by
@@ -440,6 +464,7 @@ class BufferPool {
   std::atomic<uint64_t> pages_logged_{0}, page_log_bytes_{0}, page_log_full_{0};
   std::atomic<uint64_t> pages_delogged_{0}, page_log_reclaimed_{0};
   std::atomic<uint64_t> pages_preloaded_{0}, preload_pages_read_{0};
+  std::atomic<uint64_t> read_aheads_{0}, pages_read_ahead_{0};
   std::atomic<bool> no_appends_{false};  // WriteLoggedPages: every flush writes
   WritePause write_pause_;               // FlushFrames' writes and appends, BeginFileWrite
   std::mutex pause_mu_;                  // one Pause/ResumeFileWrites at a time

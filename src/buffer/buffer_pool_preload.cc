@@ -1,5 +1,6 @@
-// The buffer pool's side of the warm-up (pool_warmer.h): which pages it
-// holds, and loading listed pages into free frames in large reads.
+// The buffer pool's side of the warm-up (pool_warmer.h) and of scans' read-
+// ahead: which pages it holds, and loading listed pages into frames in
+// large reads.
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -7,6 +8,7 @@
 
 #include "buffer/buffer_pool.h"
 #include "buffer/buffer_pool_frame.h"
+#include "util/aligned_buffer.h"
 #include "util/strings.h"
 
 namespace subito::buffer {
@@ -27,6 +29,36 @@ std::vector<PageId> BufferPool::ResidentPages() const {
 
 Status BufferPool::Preload(uint32_t space_id, const uint32_t* pages, uint32_t n, uint8_t* scratch,
                            uint32_t* loaded, bool* pool_full) {
+  Status st =
+      LoadSpan(space_id, pages, n, scratch, /*evict=*/false, /*count=*/false, loaded, pool_full);
+  pages_preloaded_.fetch_add(*loaded, std::memory_order_relaxed);
+  return st;
+}
+
+void BufferPool::ReadAhead(PageId id, uint32_t span) {
+  {
+    TableShard& s = ShardOf(id);
+    std::lock_guard lock(s.mu);
+    if (s.map.find(id) != s.map.end()) return;
+  }
+  page::SpaceFile* space = Space(id.space);
+  if (space == nullptr || id.page_no >= space->page_count()) return;
+  span = std::min({span, kMaxPreloadSpan, space->page_count() - id.page_no});
+  uint32_t pages[kMaxPreloadSpan];
+  for (uint32_t i = 0; i < span; ++i) pages[i] = id.page_no + i;
+  Result<AlignedBuffer> scratch = AlignedBuffer::Allocate(size_t{span} * options_.page_size);
+  if (!scratch.ok()) return;
+  uint32_t loaded = 0;
+  bool full = false;
+  // A failure is the scan's own Fetch's to meet (the page is read again).
+  (void)LoadSpan(id.space, pages, span, scratch->get(), /*evict=*/true, /*count=*/true, &loaded,
+                 &full);
+  if (loaded > 0) read_aheads_.fetch_add(1, std::memory_order_relaxed);
+  pages_read_ahead_.fetch_add(loaded, std::memory_order_relaxed);
+}
+
+Status BufferPool::LoadSpan(uint32_t space_id, const uint32_t* pages, uint32_t n, uint8_t* scratch,
+                            bool evict, bool count, uint32_t* loaded, bool* pool_full) {
   *loaded = 0;
   *pool_full = false;
   if (n == 0) return Status::OK();
@@ -40,7 +72,7 @@ Status BufferPool::Preload(uint32_t space_id, const uint32_t* pages, uint32_t n,
   std::shared_lock unasked(unasked_fetch_mu_);
   page::SpaceFile* space = Space(space_id);
   if (space == nullptr) return Status::OK();
-  const uint32_t count = space->page_count();
+  const uint32_t page_count = space->page_count();
   // Frames taken as the miss path takes them (BeginLoad, T3), so that a
   // fetch of one of these pages waits for this read.
   std::vector<std::pair<uint32_t, uint32_t>> taken;  // (page_no, frame)
@@ -48,13 +80,21 @@ Status BufferPool::Preload(uint32_t space_id, const uint32_t* pages, uint32_t n,
     std::lock_guard lock(mu_);
     for (uint32_t i = 0; i < n; ++i) {
       const PageId id{space_id, pages[i]};
-      if (pages[i] >= count || FindEntry(id)) continue;
-      if (free_.empty()) {
+      if (pages[i] >= page_count || FindEntry(id)) continue;
+      std::optional<uint32_t> frame;
+      if (!free_.empty()) {
+        frame = free_.back();
+        free_.pop_back();
+      } else if (evict) {
+        int dirty = -1;
+        bool unpinned = false;
+        frame = SweepForClean(kReadAheadSweep, &dirty, &unpinned);
+      }
+      if (!frame) {
         *pool_full = true;
         break;
       }
-      const uint32_t idx = free_.back();
-      free_.pop_back();
+      const uint32_t idx = *frame;
       BeginLoad(idx, id, /*referenced=*/false);
       taken.emplace_back(pages[i], idx);
     }
@@ -63,8 +103,8 @@ Status BufferPool::Preload(uint32_t space_id, const uint32_t* pages, uint32_t n,
   const uint32_t first = taken.front().first;
   const uint32_t span = taken.back().first - first + 1;
   const uint32_t ps = options_.page_size;
-  const bool span_read = space->ReadPages(first, span, scratch, /*count=*/false).ok();
-  preload_pages_read_.fetch_add(span_read ? span : 0, std::memory_order_relaxed);
+  const bool span_read = space->ReadPages(first, span, scratch, count).ok();
+  if (!count) preload_pages_read_.fetch_add(span_read ? span : 0, std::memory_order_relaxed);
   Status failed;
   for (const auto& [page_no, idx] : taken) {
     Frame& f = *frames_[idx];
@@ -73,8 +113,8 @@ Status BufferPool::Preload(uint32_t space_id, const uint32_t* pages, uint32_t n,
     if (span_read) {
       std::memcpy(f.data, scratch + uint64_t{page_no - first} * ps, ps);
     } else {
-      st = space->ReadPages(page_no, 1, f.data, /*count=*/false);
-      if (st.ok()) preload_pages_read_.fetch_add(1, std::memory_order_relaxed);
+      st = space->ReadPages(page_no, 1, f.data, count);
+      if (st.ok() && !count) preload_pages_read_.fetch_add(1, std::memory_order_relaxed);
     }
     if (st.ok()) st = space->CheckRead(page_no, f.data);
     if (st.ok()) st = AfterRead(f, idx, id);
@@ -87,7 +127,6 @@ Status BufferPool::Preload(uint32_t space_id, const uint32_t* pages, uint32_t n,
       ++*loaded;
     }
   }
-  pages_preloaded_.fetch_add(*loaded, std::memory_order_relaxed);
   return failed;
 }
 

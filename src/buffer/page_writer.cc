@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "util/strings.h"
 
@@ -74,11 +76,30 @@ void PageWriter::ForgetSpace(uint32_t space_id) {
 template <typename Images>
 Status PageWriter::WriteInPlace(const Images& images,
                                 const std::function<page::SpaceFile*(uint32_t)>& space_of) {
+  // In page order, each run of consecutive pages of one space in one write.
+  // Equal pages keep the batch's order (stable), in writes of their own.
+  std::vector<size_t> order(images.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::pair(images[a].space_id, images[a].page_no) <
+           std::pair(images[b].space_id, images[b].page_no);
+  });
   std::set<page::SpaceFile*> touched;
-  for (const auto& p : images) {
-    page::SpaceFile* space = space_of(p.space_id);
+  std::vector<const uint8_t*> run;
+  for (size_t i = 0; i < order.size();) {
+    const auto& first = images[order[i]];
+    run.assign(1, first.data);
+    size_t j = i + 1;
+    while (j < order.size() && images[order[j]].space_id == first.space_id &&
+           images[order[j]].page_no == first.page_no + run.size()) {
+      run.push_back(images[order[j]].data);
+      ++j;
+    }
+    i = j;
+    page::SpaceFile* space = space_of(first.space_id);
     if (space == nullptr) continue;  // dropped meanwhile
-    SUBITO_RETURN_IF_ERROR(space->WritePage(p.page_no, p.data));
+    SUBITO_RETURN_IF_ERROR(
+        space->WritePages(first.page_no, run.data(), static_cast<uint32_t>(run.size())));
     touched.insert(space);
   }
   for (page::SpaceFile* s : touched) SUBITO_RETURN_IF_ERROR(s->Sync());

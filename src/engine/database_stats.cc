@@ -50,6 +50,8 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.double_write_bytes = ps.pages_written * catalog_.page_size;
   s.buffer_hits = ps.hits;
   s.buffer_misses = ps.misses;
+  s.read_aheads = ps.read_aheads;
+  s.pages_read_ahead = ps.pages_read_ahead;
   s.checkpoints = ps.checkpoints;
   s.checkpoint_age = pool_->CheckpointAge();
   s.recovery_pages_pending = pool_->pending_redo().pages();

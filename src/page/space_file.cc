@@ -132,6 +132,15 @@ Status SpaceFile::WritePage(uint32_t page_no, const uint8_t* buf) {
   return Status::OK();
 }
 
+Status SpaceFile::WritePages(uint32_t first, const uint8_t* const* bufs, uint32_t n) {
+  if (n == 0) return Status::OK();
+  const uint64_t off = uint64_t{first} * page_size_;
+  if (off + uint64_t{n} * page_size_ > file_->Size()) SUBITO_RETURN_IF_ERROR(GrowFile(first + n));
+  SUBITO_RETURN_IF_ERROR(file_->WriteGather(off, bufs, n, page_size_));
+  pages_written_.fetch_add(n, std::memory_order_relaxed);
+  return Status::OK();
+}
+
 Status SpaceFile::Sync() {
   return file_->Sync();
 }

@@ -73,6 +73,9 @@ class SpaceFile {
   Status CheckRead(uint32_t page_no, const uint8_t* buf) const;
   // Writes a sealed page image. Only the buffer pool's page writer calls it.
   Status WritePage(uint32_t page_no, const uint8_t* buf);
+  // Writes n sealed images of the pages first, first + 1, ... in one go
+  // (File::WriteGather).
+  Status WritePages(uint32_t first, const uint8_t* const* bufs, uint32_t n);
   Status Sync();
   // A new page number at the end of the space (the file grows as needed).
   Result<uint32_t> AllocatePage();

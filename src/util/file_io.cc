@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -26,6 +27,11 @@ void RemoveFilesNamed(const std::string& dir, const std::string& prefix,
       std::filesystem::remove(e.path(), ec);
     }
   }
+}
+
+Status File::WriteGather(uint64_t offset, const uint8_t* const* pieces, size_t n, size_t each) {
+  for (size_t i = 0; i < n; ++i) SUBITO_RETURN_IF_ERROR(Write(offset + i * each, pieces[i], each));
+  return Status::OK();
 }
 
 Status StatusFromErrno(int err, const std::string& what, const std::string& path) {
@@ -137,6 +143,43 @@ class PosixFile final : public File {
       return Status::OK();
     }));
     GrowTo(offset + n);
+    return Status::OK();
+  }
+  Status WriteGather(uint64_t offset, const uint8_t* const* pieces, size_t n,
+                     size_t each) override {
+    for (size_t i = 0; i < n; ++i) {
+      SUBITO_RETURN_IF_ERROR(CheckAligned("write", offset + i * each, pieces[i], each));
+    }
+    constexpr size_t kMaxPieces = 256;  // below IOV_MAX (1024)
+    iovec iov[kMaxPieces];
+    for (size_t at = 0; at < n; at += kMaxPieces) {
+      const size_t count = std::min(kMaxPieces, n - at);
+      for (size_t i = 0; i < count; ++i) {
+        iov[i].iov_base = const_cast<uint8_t*>(pieces[at + i]);
+        iov[i].iov_len = each;
+      }
+      const uint64_t start = offset + at * each;
+      SUBITO_RETURN_IF_ERROR(cache_->Use(id_, true, [&](int fd) {
+        const size_t total = count * each;
+        size_t first = 0;  // the piece the next write begins in
+        for (size_t done = 0; done < total;) {
+          ssize_t w = ::pwritev(fd, iov + first, static_cast<int>(count - first),
+                                static_cast<off_t>(start + done));
+          if (w < 0 && errno == EINTR) continue;
+          if (w <= 0) return Errno("write", path_);
+          done += static_cast<size_t>(w);
+          // A short write: go on from the first byte not written.
+          while (first < count && done >= (first + 1) * each) ++first;
+          if (first < count) {
+            const size_t in_piece = done - first * each;
+            iov[first].iov_base = const_cast<uint8_t*>(pieces[at + first] + in_piece);
+            iov[first].iov_len = each - in_piece;
+          }
+        }
+        return Status::OK();
+      }));
+      GrowTo(start + count * each);
+    }
     return Status::OK();
   }
   Status Sync() override { return cache_->Sync(id_, path_); }

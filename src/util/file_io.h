@@ -23,6 +23,10 @@ class File {
   // Reads exactly n bytes at offset; reading past the end is an error.
   virtual Status Read(uint64_t offset, void* dst, size_t n) = 0;
   virtual Status Write(uint64_t offset, const void* src, size_t n) = 0;
+  // Writes n pieces of `each` bytes back to back from `offset`, as Write
+  // would write their concatenation: one system call for many pieces where
+  // the file allows (pwritev), by default one Write per piece.
+  virtual Status WriteGather(uint64_t offset, const uint8_t* const* pieces, size_t n, size_t each);
   // Makes every completed Write durable (fdatasync).
   virtual Status Sync() = 0;
   // Grows the file to at least `size` bytes (zero-filled).

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <random>
@@ -86,7 +87,7 @@ TEST(ReadAhead, LoadsTheAbsentPagesOfTheSpanInOneReadAsTheSpacesOwnReads) {
   st->Close(false);
 }
 
-TEST(ReadAhead, TakesCleanFramesButNeverWritesOrWaitsForOne) {
+TEST(ReadAhead, TakesCleanFramesButNeverWaitsForOne) {
   test::ScratchDir dir;
   std::unique_ptr<test::StorageStack> st;
   MakeSpace(dir.path(), 60, 16, &st);
@@ -103,10 +104,11 @@ TEST(ReadAhead, TakesCleanFramesButNeverWritesOrWaitsForOne) {
     ASSERT_TRUE(h.ok()) << h.status().ToString();
     held.push_back(std::move(*h));
   }
-  const uint64_t written = pool->stats().pages_written;
+  // (A miss would wait for a frame, retrying for about a second.)
+  const auto start = std::chrono::steady_clock::now();
   pool->ReadAhead({1, 40}, 8);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
   EXPECT_EQ(pool->stats().pages_read_ahead, 8u);
-  EXPECT_EQ(pool->stats().pages_written, written);
   held.clear();
   st->Close(false);
 }
@@ -157,10 +159,10 @@ TEST(ReadAhead, ForwardScansOfABuiltTreeReadTheirLeavesAhead) {
   Harness h(dir.path(), 48);
   ASSERT_TRUE(h.Open(false).ok());
   ASSERT_GT(h.space->page_count(), 4 * 48u) << "the tree is several times the pool";
-  {  // a short scan: two leaves
+  {  // a short scan: three leaves at most (each holds 29 to 74 entries)
     BTree::Cursor c(h.tree.get());
     ASSERT_TRUE(c.Seek(SeekMode::kFirst).ok());
-    for (int i = 0; i < 40 && c.Valid(); ++i) ASSERT_TRUE(c.Next().ok());
+    for (int i = 0; i < 58 && c.Valid(); ++i) ASSERT_TRUE(c.Next().ok());
   }
   EXPECT_EQ(h.pool->stats().read_aheads, 0u);
   {

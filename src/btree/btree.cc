@@ -1017,7 +1017,7 @@ void BTree::Cursor::NoteLeafHop(uint32_t from, uint32_t to) {
     return;
   }
   if (++sequential_hops_ >= kSequentialHops) {
-    tree_->pool_->ReadAhead({tree_->space_, to}, kReadAheadPages);
+    tree_->pool_->ReadAhead({tree_->space_, to}, std::min(kReadAheadPages, 2 * sequential_hops_));
   }
 }
 

@@ -376,11 +376,12 @@ class BTree::Cursor {
   // A forward scan steps from leaf `from` to leaf `to`. Once it has stepped
   // to a leaf a few pages further in the file kSequentialHops times in a
   // row (the leaves of a built tree or of an ascending load lie so), the
-  // pages from `to` on are read ahead, kReadAheadPages in one read
-  // (BufferPool::ReadAhead).
+  // pages from `to` on are read ahead in one read (BufferPool::ReadAhead):
+  // twice as many as the hops so far, up to kReadAheadPages, so that a
+  // short range scan reads little more than it uses.
   void NoteLeafHop(uint32_t from, uint32_t to);
   static constexpr uint32_t kSequentialGap = 4;
-  static constexpr uint32_t kSequentialHops = 2;
+  static constexpr uint32_t kSequentialHops = 4;
   static constexpr uint32_t kReadAheadPages = 64;
 
   BTree* const tree_;

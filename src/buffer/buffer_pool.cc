@@ -362,10 +362,10 @@ void BufferPool::EndLoad(uint32_t idx, PageId id, const Status& st) {
   load_cv_.notify_all();
 }
 
-std::optional<uint32_t> BufferPool::SweepForClean(uint32_t steps, int* dirty_candidate,
+std::optional<uint32_t> BufferPool::SweepForClean(uint32_t* steps, int* dirty_candidate,
                                                   bool* any_unpinned) {
   const uint32_t n = static_cast<uint32_t>(frames_.size());
-  for (uint32_t step = 0; step < steps; ++step) {
+  for (; *steps > 0; --*steps) {
     hand_ = (hand_ + 1) % n;
     Frame& f = *frames_[hand_];
     if (f.pins.load(std::memory_order_relaxed) > 0 || f.loading.load(std::memory_order_relaxed)) {
@@ -397,7 +397,8 @@ Result<uint32_t> BufferPool::FindVictim(std::unique_lock<std::mutex>& lk) {
     }
     int dirty_candidate = -1;
     bool any_unpinned = false;
-    if (std::optional<uint32_t> idx = SweepForClean(2 * n, &dirty_candidate, &any_unpinned)) {
+    uint32_t steps = 2 * n;
+    if (std::optional<uint32_t> idx = SweepForClean(&steps, &dirty_candidate, &any_unpinned)) {
       return *idx;
     }
     if (!any_unpinned) {

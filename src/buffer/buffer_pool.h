@@ -323,7 +323,7 @@ class BufferPool {
   // Fetch then finds the pages; errors are left to that Fetch, so a page
   // that failed to load is read again alone and fails there if it must.
   void ReadAhead(PageId id, uint32_t span);
-  static constexpr uint32_t kReadAheadSweep = 64;
+  static constexpr uint32_t kReadAheadSweep = 4;
 
   BufferPoolStats stats() const;
   uint32_t page_size() const { return options_.page_size; }
@@ -348,14 +348,15 @@ class BufferPool {
   // since their file images are about to change.
   void BuildBeforeWrite(const std::vector<PageImage>& writes);
   Result<uint32_t> FindVictim(std::unique_lock<std::mutex>& lk);
-  // Under mu_: up to `steps` moves of the CLOCK hand for an unpinned, clean
-  // frame not referenced since the hand last passed, which leaves the table
-  // (referenced bits passed are cleared). Notes the first dirty frame the
-  // hand passed and whether any frame was unpinned, for FindVictim.
-  std::optional<uint32_t> SweepForClean(uint32_t steps, int* dirty_candidate, bool* any_unpinned);
+  // Under mu_: moves of the CLOCK hand (at most *steps, which it counts
+  // down) for an unpinned, clean frame not referenced since the hand last
+  // passed, which leaves the table (referenced bits passed are cleared).
+  // Notes the first dirty frame the hand passed and whether any frame was
+  // unpinned, for FindVictim.
+  std::optional<uint32_t> SweepForClean(uint32_t* steps, int* dirty_candidate, bool* any_unpinned);
   // Preload and ReadAhead: with `evict`, frames no longer free are taken
-  // from clean pages (SweepForClean, at most kReadAheadSweep steps per
-  // page); `count`: the reads count as the space's (SpaceFile::stats).
+  // from clean pages (SweepForClean, kReadAheadSweep steps per page of the
+  // span in all); `count`: the reads count as the space's (SpaceFile::stats).
   Status LoadSpan(uint32_t space_id, const uint32_t* pages, uint32_t n, uint8_t* scratch,
                   bool evict, bool count, uint32_t* loaded, bool* pool_full);
   Status FlushFrames(const std::vector<uint32_t>& candidates, bool skip_busy);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "buffer/buffer_pool.h"
@@ -46,8 +47,16 @@ void BufferPool::ReadAhead(PageId id, uint32_t span) {
   span = std::min({span, kMaxPreloadSpan, space->page_count() - id.page_no});
   uint32_t pages[kMaxPreloadSpan];
   for (uint32_t i = 0; i < span; ++i) pages[i] = id.page_no + i;
-  Result<AlignedBuffer> scratch = AlignedBuffer::Allocate(size_t{span} * options_.page_size);
-  if (!scratch.ok()) return;
+  // The thread's scratch, kept: a scan reads ahead again and again.
+  thread_local std::optional<AlignedBuffer> scratch;
+  thread_local size_t scratch_bytes = 0;
+  const size_t bytes = size_t{kMaxPreloadSpan} * options_.page_size;
+  if (scratch_bytes < bytes) {
+    Result<AlignedBuffer> b = AlignedBuffer::Allocate(bytes);
+    if (!b.ok()) return;
+    scratch = std::move(*b);
+    scratch_bytes = bytes;
+  }
   uint32_t loaded = 0;
   bool full = false;
   // A failure is the scan's own Fetch's to meet (the page is read again).
@@ -76,6 +85,7 @@ Status BufferPool::LoadSpan(uint32_t space_id, const uint32_t* pages, uint32_t n
   // Frames taken as the miss path takes them (BeginLoad, T3), so that a
   // fetch of one of these pages waits for this read.
   std::vector<std::pair<uint32_t, uint32_t>> taken;  // (page_no, frame)
+  uint32_t sweep = kReadAheadSweep * n;
   {
     std::lock_guard lock(mu_);
     for (uint32_t i = 0; i < n; ++i) {
@@ -88,7 +98,7 @@ Status BufferPool::LoadSpan(uint32_t space_id, const uint32_t* pages, uint32_t n
       } else if (evict) {
         int dirty = -1;
         bool unpinned = false;
-        frame = SweepForClean(kReadAheadSweep, &dirty, &unpinned);
+        frame = SweepForClean(&sweep, &dirty, &unpinned);
       }
       if (!frame) {
         *pool_full = true;

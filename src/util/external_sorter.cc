@@ -169,7 +169,10 @@ Status ExternalSorter::Add(std::string_view s) {
     arena_.reserve(arena_cap);
     items_.reserve(items_cap);
   }
-  items_.emplace_back(static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(s.size()));
+  uint8_t head[8] = {};
+  std::memcpy(head, s.data(), std::min<size_t>(8, s.size()));
+  items_.push_back({__builtin_bswap64(DecodeFixed64(head)), static_cast<uint32_t>(arena_.size()),
+                    static_cast<uint32_t>(s.size())});
   arena_.insert(arena_.end(), s.begin(), s.end());
   ++added_;
   return Status::OK();
@@ -177,8 +180,11 @@ Status ExternalSorter::Add(std::string_view s) {
 
 void ExternalSorter::SortArena() {
   const char* base = arena_.data();
-  std::sort(items_.begin(), items_.end(), [base](const auto& a, const auto& b) {
-    return std::string_view(base + a.first, a.second) < std::string_view(base + b.first, b.second);
+  // Equal prefixes: the whole strings decide (a shorter string's padding
+  // ties with a longer one's zero bytes).
+  std::sort(items_.begin(), items_.end(), [base](const Item& a, const Item& b) {
+    if (a.prefix != b.prefix) return a.prefix < b.prefix;
+    return std::string_view(base + a.at, a.len) < std::string_view(base + b.at, b.len);
   });
 }
 
@@ -202,7 +208,7 @@ Status ExternalSorter::Spill() {
   Result<Writer> w = Writer::Open(&runs_.back());
   Status st = w.status();
   for (size_t i = 0; st.ok() && i < items_.size(); ++i) {
-    st = w->Add(std::string_view(arena_.data() + items_[i].first, items_[i].second));
+    st = w->Add(std::string_view(arena_.data() + items_[i].at, items_[i].len));
   }
   if (st.ok()) st = w->Finish();
   if (!st.ok()) return Fail(st);
@@ -271,8 +277,8 @@ Status ExternalSorter::Finish(const std::function<Status(std::string_view)>& eac
   finished_ = true;
   if (runs_.empty()) {
     SortArena();
-    for (const auto& [at, len] : items_) {
-      SUBITO_RETURN_IF_ERROR(each(std::string_view(arena_.data() + at, len)));
+    for (const Item& item : items_) {
+      SUBITO_RETURN_IF_ERROR(each(std::string_view(arena_.data() + item.at, item.len)));
     }
     return Status::OK();
   }

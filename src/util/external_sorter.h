@@ -81,7 +81,13 @@ class ExternalSorter {
   const std::string dir_;
   const size_t memory_bytes_;
   std::vector<char> arena_;
-  std::vector<std::pair<uint32_t, uint32_t>> items_;  // offset, length in arena_
+  // A string in arena_, with its first 8 bytes as a big-endian number
+  // (zero-padded): most comparisons in the sort end at the prefixes.
+  struct Item {
+    uint64_t prefix;
+    uint32_t at, len;
+  };
+  std::vector<Item> items_;
   std::vector<Run> runs_;  // by level, highest first: a level's runs are adjacent
   uint64_t added_ = 0, runs_written_ = 0;
   bool finished_ = false;

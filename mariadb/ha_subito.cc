@@ -430,6 +430,8 @@ int ha_subito::open(const char* name, int, uint) {
       if (int err = OpenShare(name)) return err;
     }
     mapper_ = std::make_unique<subito::mariadb::RowMapper>(table, &*share_->layout);
+    keys_reversible_.assign(table->s->keys, false);
+    for (uint k = 0; k < table->s->keys; ++k) keys_reversible_[k] = mapper_->ImagesReversible(k);
     ref_length = share_->layout->ref_length();
     // A table scan walks the primary key (as InnoDB's): the server then reads
     // all rows first when a statement changes the key it scans, instead of

@@ -180,6 +180,14 @@ class ha_subito final : public handler {
   // index_next / index_prev.
   int Step(uchar* buf, bool forward);
   int EnsureCursor();
+  // Index-only reads: a keyread of a secondary key whose images give its
+  // values back (RowMapper::ImagesReversible) in a snapshot read reads the
+  // index's entries without their rows (Cursor::SetKeysOnly). Called before
+  // each positioning of the cursor: the server may start a keyread after
+  // index_init.
+  void SyncKeysOnly();
+  std::vector<bool> keys_reversible_;  // by MariaDB key, set at open
+  bool keys_only_ = false;             // what the cursor was last told
   // The engine key columns of the current index (the primary key for scans).
   const std::vector<uint32_t>& EntryColumns() const;
   // The encoded key of the last entry read through the cursor

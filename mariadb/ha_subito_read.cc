@@ -49,12 +49,35 @@ int ha_subito::OpenCursor(uint32_t engine_index) {
       txn->OpenCursor(EngineTable(), engine_index, read_mode_);
   if (!c.ok()) return Error(c.status());
   cursor_ = std::move(*c);
+  keys_only_ = false;
   return 0;
+}
+
+void ha_subito::SyncKeysOnly() {
+  const bool want = keyread_enabled() && keyread == active_index && active_index != MAX_KEY &&
+                    active_index < keys_reversible_.size() && keys_reversible_[active_index] &&
+                    read_mode_ == subito::ReadMode::kSnapshot && !mbr_search_;
+  if (cursor_ && want != keys_only_) {
+    cursor_->SetKeysOnly(want);
+    keys_only_ = want;
+  }
 }
 
 int ha_subito::ReadCurrent(uchar* buf, int end) {
   if (!cursor_ || !cursor_->Valid()) return end;
   const subito::ValueView record = cursor_->column(share_->layout->record_column());
+  if (keys_only_ && std::holds_alternative<std::monostate>(record)) {
+    // An entry without its row (SyncKeysOnly): its key's fields only.
+    Status st = mapper_->FromImages(active_index, *cursor_, buf);
+    if (!st.ok()) return Error(st);
+    if (share_->layout->hidden_pk()) {
+      row_id_ = std::get<uint64_t>(cursor_->column(share_->layout->row_id_column()));
+    }
+    ForgetLastEntry();
+    last_key_.assign(cursor_->key());
+    has_last_key_ = true;
+    return 0;
+  }
   if (!std::holds_alternative<std::string_view>(record)) {
     return Error(Status::Corruption("row without a record"));
   }
@@ -105,8 +128,14 @@ const std::vector<uint32_t>& ha_subito::EntryColumns() const {
 }
 
 int ha_subito::EnsureCursor() {
-  if (cursor_) return 0;
-  return OpenCursor(active_index != MAX_KEY ? share_->layout->key(active_index).engine_index : 0);
+  if (!cursor_) {
+    if (int err = OpenCursor(
+            active_index != MAX_KEY ? share_->layout->key(active_index).engine_index : 0)) {
+      return err;
+    }
+  }
+  SyncKeysOnly();
+  return 0;
 }
 
 void ha_subito::ForgetLastEntry() {
@@ -346,6 +375,7 @@ int ha_subito::Step(uchar* buf, bool forward) {
     return ReadCurrent(buf, HA_ERR_END_OF_FILE);
   }
   if (!cursor_->Valid()) return HA_ERR_END_OF_FILE;
+  SyncKeysOnly();
   Status st = forward ? cursor_->Next() : cursor_->Prev();
   if (!st.ok()) return Error(st);
   return ReadCurrent(buf, HA_ERR_END_OF_FILE);
@@ -394,6 +424,7 @@ int ha_subito::index_next_same(uchar* buf, const uchar* key, uint keylen) {
       if (int err = EncodeSearchKey()) return err;
       bounded_ = true;
     }
+    SyncKeysOnly();
     Status st = cursor_->Next();
     if (!st.ok()) return Error(st);
     return CheckPrefix(buf, HA_ERR_END_OF_FILE);

@@ -152,6 +152,74 @@ RowMapper::RowMapper(TABLE* table, const TableLayout* layout)
       scratch_record_(table->s->rec_buff_length),
       tuple_(MAX_KEY_LENGTH + MAX_REF_PARTS * 4) {}
 
+namespace {
+
+bool Reversible(const KEY_PART_INFO& kp) {
+  const Field* f = kp.field;
+  if (f->vcol_info != nullptr || kp.length != f->pack_length()) return false;
+  switch (f->real_type()) {
+    case MYSQL_TYPE_TINY:
+    case MYSQL_TYPE_SHORT:
+    case MYSQL_TYPE_INT24:
+    case MYSQL_TYPE_LONG:
+    case MYSQL_TYPE_LONGLONG:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+bool RowMapper::ImagesReversible(uint32_t key) const {
+  const TABLE_SHARE* s = table_->s;
+  if (key >= s->keys || key == s->primary_key || layout_->key(key).spatial) return false;
+  const KEY& k = table_->key_info[key];
+  for (uint i = 0; i < k.user_defined_key_parts; ++i) {
+    if (!Reversible(k.key_part[i])) return false;
+  }
+  if (s->primary_key == MAX_KEY) return true;
+  const KEY& pk = table_->key_info[s->primary_key];
+  for (uint i = 0; i < pk.user_defined_key_parts; ++i) {
+    if (!Reversible(pk.key_part[i])) return false;
+  }
+  return true;
+}
+
+Status RowMapper::FromImages(uint32_t key, const Cursor& entry, unsigned char* record) const {
+  const my_ptrdiff_t off = record - table_->record[0];
+  auto fill = [&](const KEY_PART_INFO& kp, uint32_t column) {
+    Field* f = kp.field;
+    const ValueView v = entry.column(column);
+    if (std::holds_alternative<std::monostate>(v)) {
+      f->set_null(off);
+      return Status::OK();
+    }
+    const uint32_t n = f->pack_length();
+    const auto* image = std::get_if<std::string_view>(&v);
+    if (image == nullptr || image->size() != n) {
+      return Status::Corruption("index entry of " + layout_->def().name + ": the image of " +
+                                f->field_name.str + " is not of its column's length");
+    }
+    f->set_notnull(off);
+    uchar* to = f->ptr + off;
+    for (uint32_t i = 0; i < n; ++i) to[i] = static_cast<uchar>((*image)[n - 1 - i]);
+    if (!(f->flags & UNSIGNED_FLAG)) to[n - 1] ^= 0x80;
+    return Status::OK();
+  };
+  const KEY& k = table_->key_info[key];
+  for (uint i = 0; i < k.user_defined_key_parts; ++i) {
+    SUBITO_RETURN_IF_ERROR(fill(k.key_part[i], layout_->key(key).parts[i].column));
+  }
+  const uint pk = table_->s->primary_key;
+  if (pk == MAX_KEY) return Status::OK();
+  for (uint i = 0; i < table_->key_info[pk].user_defined_key_parts; ++i) {
+    SUBITO_RETURN_IF_ERROR(
+        fill(table_->key_info[pk].key_part[i], layout_->key(pk).parts[i].column));
+  }
+  return Status::OK();
+}
+
 std::string RowMapper::Image(uint32_t key, uint32_t part, const unsigned char* data) {
   const KEY_PART_INFO& kp = table_->key_info[key].key_part[part];
   Field* f = kp.field;

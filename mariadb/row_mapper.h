@@ -36,6 +36,17 @@ class RowMapper {
   // The engine values of every part of `key` for `record`.
   void KeyOfRecord(uint32_t key, const unsigned char* record, Row* values);
 
+  // Index-only reads (keyread). Whether every part of `key` (a secondary
+  // key) and of the primary key can be given back from its sort image: a
+  // whole integer column that is stored (sort_string is then the value
+  // big-endian, its sign bit flipped if signed). Collated and prefix parts
+  // cannot.
+  bool ImagesReversible(uint32_t key) const;
+  // Fills those fields of `record` from the images in an entry of the
+  // engine index of `key` (Cursor::SetKeysOnly); Corruption if an image is
+  // not of its column's length.
+  Status FromImages(uint32_t key, const Cursor& entry, unsigned char* record) const;
+
   // position(): the primary key's values (KeyOfRecord), fixed length.
   void RefOf(const Row& key, unsigned char* ref) const;
   // The engine primary key for a ref.

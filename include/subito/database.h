@@ -609,6 +609,12 @@ class Cursor {
   virtual Result<std::string> EncodeKey(const Row& prefix) const = 0;
   // Seek with an encoded prefix (from key() or EncodeKey).
   virtual Status SeekKey(SeekOp op, std::string_view encoded) = 0;
+  // Keys only (an index-only read): a snapshot read of a secondary index
+  // then reads its entries, not their rows. At each position row() and
+  // column() hold the entry's columns (the index's, then the primary key's)
+  // and NULL in every other column. Locking reads and the primary index
+  // read rows as before. Takes effect from the next positioning.
+  virtual void SetKeysOnly(bool keys_only) = 0;
 };
 
 }  // namespace subito

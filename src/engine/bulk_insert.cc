@@ -89,6 +89,7 @@ class HiddenRowsCursor final : public Cursor {
     return inner_->EncodeKey(prefix);
   }
   Status SeekKey(SeekOp, std::string_view) override { return Status::OK(); }
+  void SetKeysOnly(bool) override {}
 
  private:
   static Status NotPositioned() { return Status::InvalidArgument("cursor is not positioned"); }

@@ -1,5 +1,8 @@
 // Cursors of the embedded API over one index, reading through their
 // transaction (transaction_impl.h).
+#include <type_traits>
+#include <variant>
+
 #include "engine/row_codec.h"
 #include "engine/transaction_impl.h"
 #include "util/strings.h"
@@ -33,18 +36,30 @@ class CursorImpl final : public Cursor {
   Status Prev() override { return Step(false); }
   bool Valid() const override { return valid_; }
   const Row& row() const override {
-    if (!row_decoded_) {
+    if (!row_decoded_) {  // entry_only_ decodes at once
       row_ = row_view_.Decode(table_->def());
       row_decoded_ = true;
     }
     return row_;
   }
-  ValueView column(uint32_t c) const override { return row_view_.column(table_->def(), c); }
+  ValueView column(uint32_t c) const override {
+    if (!entry_only_) return row_view_.column(table_->def(), c);
+    return std::visit(
+        [](const auto& v) -> ValueView {
+          if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::string>) {
+            return std::string_view(v);
+          } else {
+            return v;
+          }
+        },
+        row_[c]);
+  }
   std::string_view key() const override { return key_; }
   Result<std::string> EncodeKey(const Row& prefix) const override {
     return engine::EncodeKey(table_->def(), index_->key_columns, prefix);
   }
   Status SeekKey(SeekOp op, std::string_view encoded) override;
+  void SetKeysOnly(bool keys_only) override { keys_only_ = keys_only; }
 
  private:
   Status Step(bool forward) {
@@ -66,6 +81,8 @@ class CursorImpl final : public Cursor {
   // put until the tree cursor moves (the next positioning).
   Status TakeRow(std::string bytes);
   Status ViewTreeRow();
+  // Keys only: row_ of the entry's columns, decoded from its key.
+  Status TakeEntry(const std::string& key);
   // Whether this call's locked ranges (locked_to) already cover the way to
   // `candidate` (absent: to the index's end).
   static bool RangeLocked(bool forward, const std::optional<std::optional<std::string>>& locked_to,
@@ -91,6 +108,8 @@ class CursorImpl final : public Cursor {
   RowView row_view_;   // of bytes_ or of tree_cursor_.value()
   mutable Row row_;    // decoded by the first row() at this position
   mutable bool row_decoded_ = false;
+  bool keys_only_ = false;   // SetKeysOnly
+  bool entry_only_ = false;  // this position's row_ holds only its entry (TakeEntry)
 };
 
 CursorImpl::~CursorImpl() {
@@ -266,12 +285,29 @@ bool CursorImpl::RangeLocked(bool forward,
 Status CursorImpl::TakeRow(std::string bytes) {
   bytes_ = std::move(bytes);
   row_decoded_ = false;
+  entry_only_ = false;
   return row_view_.Parse(table_->def(), bytes_);
 }
 
 Status CursorImpl::ViewTreeRow() {
   row_decoded_ = false;
+  entry_only_ = false;
   return row_view_.Parse(table_->def(), tree_cursor_.value());
+}
+
+Status CursorImpl::TakeEntry(const std::string& key) {
+  const TableDef& def = table_->def();
+  row_.assign(def.columns.size(), Value());
+  Result<size_t> n =
+      DecodeKeyParts(def, index_->key_columns, key, index_->key_columns.size(), nullptr, &row_);
+  if (!n.ok()) return n.status();
+  if (*n != key.size()) {
+    return Status::Corruption(StrFormat("index %s of %s: an entry with bytes past its columns",
+                                        index_->cat.def.name.c_str(), def.name.c_str()));
+  }
+  row_decoded_ = true;
+  entry_only_ = true;
+  return Status::OK();
 }
 
 Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
@@ -311,6 +347,10 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
                : index_->versions->Visible(key, std::move(tree_value), view_);
     if (!entry.ok()) return entry.status();
     if (!entry->has_value()) return false;
+    if (keys_only_) {
+      SUBITO_RETURN_IF_ERROR(TakeEntry(key));
+      return true;
+    }
     Result<std::optional<std::string>> row = txn_->ReadRowBytes(table_, pk, mode_, view_, as_of_);
     if (!row.ok()) return row.status();
     if (!row->has_value()) {

@@ -210,28 +210,39 @@ bool KeyHasNull(const TableDef& def, uint32_t index, const Row& row) {
 
 Result<size_t> KeyPrefixLength(const TableDef& def, const std::vector<uint32_t>& columns,
                                std::string_view key, size_t parts, bool* has_null) {
+  return DecodeKeyParts(def, columns, key, parts, has_null, nullptr);
+}
+
+Result<size_t> DecodeKeyParts(const TableDef& def, const std::vector<uint32_t>& columns,
+                              std::string_view key, size_t parts, bool* has_null, Row* out) {
   btree::KeyDecoder d(key);
   if (has_null != nullptr) *has_null = false;
   for (size_t i = 0; i < parts && i < columns.size(); ++i) {
     const Column& c = def.columns[columns[i]];
+    Value* v = out != nullptr ? &(*out)[columns[i]] : nullptr;
     d.SetDescending(c.descending);
     if (c.nullable) {
       Result<bool> null = d.IsNull();
       if (!null.ok()) return null.status();
       if (*null) {
         if (has_null != nullptr) *has_null = true;
+        if (v != nullptr) *v = std::monostate();
         continue;
       }
     }
-    Status st;
     if (c.type == ColumnType::kInt) {
-      st = d.Signed(c.width).status();
+      Result<int64_t> x = d.Signed(c.width);
+      if (!x.ok()) return x.status();
+      if (v != nullptr) *v = *x;
     } else if (c.type == ColumnType::kUInt) {
-      st = d.Unsigned(c.width).status();
+      Result<uint64_t> x = d.Unsigned(c.width);
+      if (!x.ok()) return x.status();
+      if (v != nullptr) *v = *x;
     } else {
-      st = d.Bytes().status();
+      Result<std::string> x = d.Bytes();
+      if (!x.ok()) return x.status();
+      if (v != nullptr) *v = std::move(*x);
     }
-    SUBITO_RETURN_IF_ERROR(st);
   }
   return d.consumed();
 }

@@ -45,6 +45,10 @@ bool KeyHasNull(const TableDef& def, uint32_t index, const Row& row);
 // given) says whether one of them is NULL.
 Result<size_t> KeyPrefixLength(const TableDef& def, const std::vector<uint32_t>& columns,
                                std::string_view key, size_t parts, bool* has_null = nullptr);
+// KeyPrefixLength that also stores each part's value in (*out)[column]
+// (out: a row of the table's width) when out is given.
+Result<size_t> DecodeKeyParts(const TableDef& def, const std::vector<uint32_t>& columns,
+                              std::string_view key, size_t parts, bool* has_null, Row* out);
 
 // The first key after every key that starts with `prefix` (nullopt: none,
 // the prefix is all 0xff bytes).

@@ -336,21 +336,29 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
     SUBITO_RETURN_IF_ERROR(TakeRow(std::move(**bytes)));
     return true;
   }
-  // A secondary entry: its key ends with the primary key.
+  // A secondary entry in a snapshot: its own versions say whether it is
+  // visible.
+  auto visible_entry = [&]() -> Result<bool> {
+    Result<std::optional<std::string>> entry =
+        as_of_ ? index_->versions->VisibleAsOf(*as_of_, key, std::move(tree_value))
+               : index_->versions->Visible(key, std::move(tree_value), view_);
+    if (!entry.ok()) return entry.status();
+    return entry->has_value();
+  };
+  if (mode_ == ReadMode::kSnapshot && keys_only_) {
+    Result<bool> visible = visible_entry();
+    if (!visible.ok() || !*visible) return visible;
+    SUBITO_RETURN_IF_ERROR(TakeEntry(key));
+    return true;
+  }
+  // Its key ends with the primary key.
   const size_t own_parts = def.indexes[index_->number - 1].columns.size();
   Result<size_t> split = KeyPrefixLength(def, index_->key_columns, key, own_parts);
   if (!split.ok()) return split.status();
   const std::string pk = key.substr(*split);
   if (mode_ == ReadMode::kSnapshot) {
-    Result<std::optional<std::string>> entry =
-        as_of_ ? index_->versions->VisibleAsOf(*as_of_, key, std::move(tree_value))
-               : index_->versions->Visible(key, std::move(tree_value), view_);
-    if (!entry.ok()) return entry.status();
-    if (!entry->has_value()) return false;
-    if (keys_only_) {
-      SUBITO_RETURN_IF_ERROR(TakeEntry(key));
-      return true;
-    }
+    Result<bool> visible = visible_entry();
+    if (!visible.ok() || !*visible) return visible;
     Result<std::optional<std::string>> row = txn_->ReadRowBytes(table_, pk, mode_, view_, as_of_);
     if (!row.ok()) return row.status();
     if (!row->has_value()) {

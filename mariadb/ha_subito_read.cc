@@ -70,18 +70,11 @@ int ha_subito::ReadCurrent(uchar* buf, int end) {
     // An entry without its row (SyncKeysOnly): its key's fields only.
     Status st = mapper_->FromImages(active_index, *cursor_, buf);
     if (!st.ok()) return Error(st);
-    if (share_->layout->hidden_pk()) {
-      row_id_ = std::get<uint64_t>(cursor_->column(share_->layout->row_id_column()));
-    }
-    ForgetLastEntry();
-    last_key_.assign(cursor_->key());
-    has_last_key_ = true;
-    return 0;
-  }
-  if (!std::holds_alternative<std::string_view>(record)) {
+  } else if (!std::holds_alternative<std::string_view>(record)) {
     return Error(Status::Corruption("row without a record"));
+  } else if (int err = FillRecord(std::get<std::string_view>(record), buf)) {
+    return err;
   }
-  if (int err = FillRecord(std::get<std::string_view>(record), buf)) return err;
   if (share_->layout->hidden_pk()) {
     row_id_ = std::get<uint64_t>(cursor_->column(share_->layout->row_id_column()));
   }

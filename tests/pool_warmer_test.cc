@@ -17,6 +17,7 @@
 
 #include "crash_images.h"
 #include "engine_util.h"
+#include "forwarding_fs.h"
 #include "page/page_format.h"
 #include "storage_stack.h"
 #include "test_util.h"
@@ -36,9 +37,9 @@ std::vector<uint8_t> Bytes(const std::string& path) {
 // Page-file reads of more than one page (the warm-up's spans; a miss reads
 // one page) wait while the gate is closed, so a test can act while the
 // load is inside a read.
-class GatedFileSystem final : public FileSystem {
+class GatedFileSystem final : public test::ForwardingFileSystem {
  public:
-  explicit GatedFileSystem(FileSystem* base) : base_(base) {}
+  explicit GatedFileSystem(FileSystem* base) : ForwardingFileSystem(base) {}
   void Shut() {
     std::lock_guard lock(mu_);
     shut_ = true;
@@ -71,42 +72,21 @@ class GatedFileSystem final : public FileSystem {
     ~LiftAtEnd() { gate->Lift(); }
   };
 
-  Result<std::unique_ptr<File>> Create(const std::string& path) override {
-    return Wrap(base_->Create(path));
-  }
-  Result<std::unique_ptr<File>> Open(const std::string& path) override {
-    return Wrap(base_->Open(path));
-  }
-  bool Exists(const std::string& path) override { return base_->Exists(path); }
-  Status SyncDirOf(const std::string& path) override { return base_->SyncDirOf(path); }
-  Status Rename(const std::string& from, const std::string& to) override {
-    return base_->Rename(from, to);
-  }
-  Status Remove(const std::string& path) override { return base_->Remove(path); }
-
  private:
-  class GatedFile final : public File {
+  class GatedFile final : public test::ForwardingFile {
    public:
-    GatedFile(GatedFileSystem* fs, std::unique_ptr<File> base) : fs_(fs), base_(std::move(base)) {}
+    GatedFile(GatedFileSystem* fs, std::unique_ptr<File> base)
+        : ForwardingFile(std::move(base)), fs_(fs) {}
     Status Read(uint64_t offset, void* dst, size_t n) override {
       if (n > 4096 && path().ends_with(".sbt")) fs_->Pass(path());
-      return base_->Read(offset, dst, n);
+      return ForwardingFile::Read(offset, dst, n);
     }
-    Status Write(uint64_t offset, const void* src, size_t n) override {
-      return base_->Write(offset, src, n);
-    }
-    Status Sync() override { return base_->Sync(); }
-    Status Extend(uint64_t size) override { return base_->Extend(size); }
-    uint64_t Size() const override { return base_->Size(); }
-    const std::string& path() const override { return base_->path(); }
 
    private:
     GatedFileSystem* const fs_;
-    std::unique_ptr<File> base_;
   };
-  Result<std::unique_ptr<File>> Wrap(Result<std::unique_ptr<File>> f) {
-    if (!f.ok()) return f.status();
-    return std::unique_ptr<File>(std::make_unique<GatedFile>(this, std::move(*f)));
+  std::unique_ptr<File> MakeFile(std::unique_ptr<File> base) override {
+    return std::make_unique<GatedFile>(this, std::move(base));
   }
   void Pass(const std::string& path) {
     std::unique_lock lock(mu_);
@@ -118,7 +98,6 @@ class GatedFileSystem final : public FileSystem {
     --waiting_;
   }
 
-  FileSystem* const base_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool shut_ = false;         // guarded by mu_
@@ -185,35 +164,10 @@ TEST(PageList, DamagedOrForeignListsAreRefusedWithTheReason) {
 
 constexpr uint32_t kPs = 4096;
 
-// A space of `pages` test pages, each with its number at offset 64,
-// written to its file; then the stack is reopened with a pool of `frames`.
-void MakeSpace(const std::string& dir, uint32_t pages, uint32_t frames,
-               std::unique_ptr<test::StorageStack>* out) {
-  {
-    test::StorageStack st(dir, {kPs, 1 << 20});
-    ASSERT_OK(st.Open());
-    const std::vector<uint32_t> made = test::MakePages(st.pool.get(), static_cast<int>(pages));
-    ASSERT_EQ(made.size(), pages);
-    for (uint32_t p : made) {
-      auto h = st.pool->Fetch({1, p}, buffer::Latch::kExclusive);
-      ASSERT_TRUE(h.ok());
-      uint8_t v[4];
-      EncodeFixed32(v, p * 3 + 1);
-      buffer::Mtr mtr(st.pool.get());
-      mtr.Write(*h, 64, v, 4);
-      ASSERT_TRUE(mtr.Commit().ok());
-    }
-    st.Close(/*flush=*/true);
-  }
-  *out = std::make_unique<test::StorageStack>(
-      dir, test::StorageStackOptions{kPs, uint64_t{frames} * kPs});
-  ASSERT_OK((*out)->Open());
-}
-
 TEST(Preload, LoadsAbsentPagesIntoFreeFramesOnlyAndTheyAreHitsAfter) {
   test::ScratchDir dir;
   std::unique_ptr<test::StorageStack> st;
-  MakeSpace(dir.path(), 40, 16, &st);
+  test::MakeMarkedSpace(dir.path(), 40, 16, &st);
   buffer::BufferPool* pool = st->pool.get();
   { auto h = pool->Fetch({1, 3}, buffer::Latch::kShared); }  // resident already
   auto scratch = AlignedBuffer::Allocate(buffer::BufferPool::kMaxPreloadSpan * kPs);
@@ -228,7 +182,7 @@ TEST(Preload, LoadsAbsentPagesIntoFreeFramesOnlyAndTheyAreHitsAfter) {
   for (uint32_t p : first) {
     auto h = pool->Fetch({1, p}, buffer::Latch::kShared);
     ASSERT_TRUE(h.ok());
-    EXPECT_EQ(DecodeFixed32(h->data() + 64), p * 3 + 1) << "page " << p;
+    EXPECT_EQ(DecodeFixed32(h->data() + 64), test::PageMark(p)) << "page " << p;
   }
   EXPECT_EQ(pool->stats().misses, misses);
   EXPECT_EQ(pool->stats().pages_preloaded, 4u);
@@ -263,13 +217,9 @@ TEST(Preload, LoadsAbsentPagesIntoFreeFramesOnlyAndTheyAreHitsAfter) {
 TEST(Preload, ADamagedPageIsLeftOutAndItsFetchStillFails) {
   test::ScratchDir dir;
   std::unique_ptr<test::StorageStack> st;
-  MakeSpace(dir.path(), 12, 64, &st);
+  test::MakeMarkedSpace(dir.path(), 12, 64, &st);
   st->Close(false);
-  {  // a byte of page 6 flipped in its file
-    std::vector<uint8_t> file = test::ReadFile(dir.path() + "/t.sbt");
-    file[6 * kPs + 100] ^= 0x40;
-    test::WriteFile(dir.path() + "/t.sbt", file);
-  }
+  test::DamagePage(dir.path(), 6);
   ASSERT_OK(st->Open());
   buffer::BufferPool* pool = st->pool.get();
   auto scratch = AlignedBuffer::Allocate(buffer::BufferPool::kMaxPreloadSpan * kPs);
@@ -287,7 +237,7 @@ TEST(Preload, ADamagedPageIsLeftOutAndItsFetchStillFails) {
   for (uint32_t p : {4u, 5u, 7u, 8u}) {
     auto h = pool->Fetch({1, p}, buffer::Latch::kShared);
     ASSERT_TRUE(h.ok());
-    EXPECT_EQ(DecodeFixed32(h->data() + 64), p * 3 + 1);
+    EXPECT_EQ(DecodeFixed32(h->data() + 64), test::PageMark(p));
   }
   st->Close(false);
 }
@@ -297,7 +247,7 @@ TEST(Preload, ADamagedPageIsLeftOutAndItsFetchStillFails) {
 TEST(Preload, FetchesOfPagesBeingLoadedWaitAndGetThem) {
   test::ScratchDir dir;
   std::unique_ptr<test::StorageStack> st;
-  MakeSpace(dir.path(), 200, 256, &st);
+  test::MakeMarkedSpace(dir.path(), 200, 256, &st);
   buffer::BufferPool* pool = st->pool.get();
   std::atomic<bool> done{false};
   std::atomic<int> bad{0};
@@ -308,7 +258,7 @@ TEST(Preload, FetchesOfPagesBeingLoadedWaitAndGetThem) {
       while (!done.load()) {
         p = (p * 7 + 13) % 200 + 1;  // the test pages are 1-200
         auto h = pool->Fetch({1, p}, buffer::Latch::kShared);
-        if (!h.ok() || DecodeFixed32(h->data() + 64) != p * 3 + 1) ++bad;
+        if (!h.ok() || DecodeFixed32(h->data() + 64) != test::PageMark(p)) ++bad;
       }
     });
   }
@@ -333,7 +283,7 @@ TEST(Preload, FetchesOfPagesBeingLoadedWaitAndGetThem) {
   for (uint32_t p = 1; p <= 200; ++p) {
     auto h = pool->Fetch({1, p}, buffer::Latch::kExclusive);  // no pin or latch left behind
     ASSERT_TRUE(h.ok());
-    EXPECT_EQ(DecodeFixed32(h->data() + 64), p * 3 + 1);
+    EXPECT_EQ(DecodeFixed32(h->data() + 64), test::PageMark(p));
   }
   st->Close(false);
 }

@@ -14,6 +14,7 @@
 #include "btree_harness.h"
 #include "buffer/page_writer.h"
 #include "engine_util.h"
+#include "forwarding_fs.h"
 #include "storage_stack.h"
 #include "test_util.h"
 #include "util/aligned_buffer.h"
@@ -24,41 +25,16 @@ namespace {
 
 constexpr uint32_t kPs = 4096;
 
-// A space of `pages` test pages, each with its number at offset 64, in its
-// file; then the stack is reopened with a pool of `frames` (none loaded).
-void MakeSpace(const std::string& dir, uint32_t pages, uint32_t frames,
-               std::unique_ptr<test::StorageStack>* out) {
-  {
-    test::StorageStack st(dir, {kPs, 1 << 20});
-    ASSERT_OK(st.Open());
-    const std::vector<uint32_t> made = test::MakePages(st.pool.get(), static_cast<int>(pages));
-    ASSERT_EQ(made.size(), pages);
-    for (uint32_t p : made) {
-      auto h = st.pool->Fetch({1, p}, buffer::Latch::kExclusive);
-      ASSERT_TRUE(h.ok());
-      uint8_t v[4];
-      EncodeFixed32(v, p * 7 + 2);
-      buffer::Mtr mtr(st.pool.get());
-      mtr.Write(*h, 64, v, 4);
-      ASSERT_TRUE(mtr.Commit().ok());
-    }
-    st.Close(/*flush=*/true);
-  }
-  *out = std::make_unique<test::StorageStack>(
-      dir, test::StorageStackOptions{kPs, uint64_t{frames} * kPs});
-  ASSERT_OK((*out)->Open());
-}
-
 void ExpectPage(buffer::BufferPool* pool, uint32_t p) {
   auto h = pool->Fetch({1, p}, buffer::Latch::kShared);
   ASSERT_TRUE(h.ok()) << h.status().ToString();
-  EXPECT_EQ(DecodeFixed32(h->data() + 64), p * 7 + 2) << "page " << p;
+  EXPECT_EQ(DecodeFixed32(h->data() + 64), test::PageMark(p)) << "page " << p;
 }
 
 TEST(ReadAhead, LoadsTheAbsentPagesOfTheSpanInOneReadAsTheSpacesOwnReads) {
   test::ScratchDir dir;
   std::unique_ptr<test::StorageStack> st;
-  MakeSpace(dir.path(), 40, 64, &st);
+  test::MakeMarkedSpace(dir.path(), 40, 64, &st);
   buffer::BufferPool* pool = st->pool.get();
   ExpectPage(pool, 12);  // resident already: in the span, not read again
   const uint64_t misses = pool->stats().misses;
@@ -90,7 +66,7 @@ TEST(ReadAhead, LoadsTheAbsentPagesOfTheSpanInOneReadAsTheSpacesOwnReads) {
 TEST(ReadAhead, TakesCleanFramesButNeverWaitsForOne) {
   test::ScratchDir dir;
   std::unique_ptr<test::StorageStack> st;
-  MakeSpace(dir.path(), 60, 16, &st);
+  test::MakeMarkedSpace(dir.path(), 60, 16, &st);
   buffer::BufferPool* pool = st->pool.get();
   for (uint32_t p = 1; p <= 16; ++p) ExpectPage(pool, p);  // the pool is full, all clean
   pool->ReadAhead({1, 20}, 8);
@@ -116,13 +92,9 @@ TEST(ReadAhead, TakesCleanFramesButNeverWaitsForOne) {
 TEST(ReadAhead, ADamagedPageIsLeftForTheScansOwnFetchToFail) {
   test::ScratchDir dir;
   std::unique_ptr<test::StorageStack> st;
-  MakeSpace(dir.path(), 20, 64, &st);
+  test::MakeMarkedSpace(dir.path(), 20, 64, &st);
   st->Close(false);
-  {  // a byte of page 6 flipped in its file
-    std::vector<uint8_t> file = test::ReadFile(dir.path() + "/t.sbt");
-    file[6 * kPs + 100] ^= 0x40;
-    test::WriteFile(dir.path() + "/t.sbt", file);
-  }
+  test::DamagePage(dir.path(), 6);
   ASSERT_OK(st->Open());
   buffer::BufferPool* pool = st->pool.get();
   pool->ReadAhead({1, 4}, 6);
@@ -196,57 +168,34 @@ TEST(ReadAhead, ForwardScansOfABuiltTreeReadTheirLeavesAhead) {
 }
 
 // Counts the page files' writes and gathered writes, and the pieces of each.
-class CountingFileSystem final : public FileSystem {
+class CountingFileSystem final : public test::ForwardingFileSystem {
  public:
-  explicit CountingFileSystem(FileSystem* base) : base_(base) {}
-  Result<std::unique_ptr<File>> Create(const std::string& path) override {
-    return Wrap(base_->Create(path));
-  }
-  Result<std::unique_ptr<File>> Open(const std::string& path) override {
-    return Wrap(base_->Open(path));
-  }
-  bool Exists(const std::string& path) override { return base_->Exists(path); }
-  Status SyncDirOf(const std::string& path) override { return base_->SyncDirOf(path); }
-  Status Rename(const std::string& from, const std::string& to) override {
-    return base_->Rename(from, to);
-  }
-  Status Remove(const std::string& path) override { return base_->Remove(path); }
-
+  explicit CountingFileSystem(FileSystem* base) : ForwardingFileSystem(base) {}
   std::atomic<int> writes{0}, gathers{0};
   std::vector<size_t> pieces;  // of each gathered write
 
  private:
-  class CountingFile final : public File {
+  class CountingFile final : public test::ForwardingFile {
    public:
     CountingFile(CountingFileSystem* fs, std::unique_ptr<File> base)
-        : fs_(fs), base_(std::move(base)) {}
-    Status Read(uint64_t offset, void* dst, size_t n) override {
-      return base_->Read(offset, dst, n);
-    }
+        : ForwardingFile(std::move(base)), fs_(fs) {}
     Status Write(uint64_t offset, const void* src, size_t n) override {
       ++fs_->writes;
-      return base_->Write(offset, src, n);
+      return ForwardingFile::Write(offset, src, n);
     }
     Status WriteGather(uint64_t offset, const uint8_t* const* pieces, size_t n,
                        size_t each) override {
       ++fs_->gathers;
       fs_->pieces.push_back(n);
-      return base_->WriteGather(offset, pieces, n, each);
+      return ForwardingFile::WriteGather(offset, pieces, n, each);
     }
-    Status Sync() override { return base_->Sync(); }
-    Status Extend(uint64_t size) override { return base_->Extend(size); }
-    uint64_t Size() const override { return base_->Size(); }
-    const std::string& path() const override { return base_->path(); }
 
    private:
     CountingFileSystem* const fs_;
-    std::unique_ptr<File> base_;
   };
-  Result<std::unique_ptr<File>> Wrap(Result<std::unique_ptr<File>> f) {
-    if (!f.ok()) return f.status();
-    return std::unique_ptr<File>(new CountingFile(this, std::move(*f)));
+  std::unique_ptr<File> MakeFile(std::unique_ptr<File> base) override {
+    return std::make_unique<CountingFile>(this, std::move(base));
   }
-  FileSystem* const base_;
 };
 
 std::vector<uint8_t> SealedPage(uint32_t space, uint32_t no, uint8_t fill) {

@@ -14,6 +14,7 @@
 #include "buffer/page_recovery.h"
 #include "page/page_format.h"
 #include "test_util.h"
+#include "util/coding.h"
 
 namespace subito::test {
 
@@ -111,6 +112,44 @@ inline std::vector<uint32_t> MakePages(buffer::BufferPool* pool, int n) {
     pages.push_back(h->id().page_no);
   }
   return pages;
+}
+
+// Flips a bit of page `page` (4 KiB pages) in the closed stack's space file.
+inline void DamagePage(const std::string& dir, uint32_t page) {
+  std::vector<uint8_t> file = ReadFile(dir + "/t.sbt");
+  file[page * 4096 + 100] ^= 0x40;
+  WriteFile(dir + "/t.sbt", file);
+}
+
+// The mark MakeMarkedSpace writes at offset 64 of page p.
+inline uint32_t PageMark(uint32_t p) {
+  return p * 3 + 1;
+}
+
+// A space of `pages` test pages of 4 KiB, each with PageMark(page) at
+// offset 64, written to its file; then the stack is reopened in *out with a
+// pool of `frames` (none loaded).
+inline void MakeMarkedSpace(const std::string& dir, uint32_t pages, uint32_t frames,
+                            std::unique_ptr<StorageStack>* out) {
+  constexpr uint32_t kPs = 4096;
+  {
+    StorageStack st(dir, {kPs, 1 << 20});
+    ASSERT_TRUE(st.Open().ok());
+    const std::vector<uint32_t> made = MakePages(st.pool.get(), static_cast<int>(pages));
+    ASSERT_EQ(made.size(), pages);
+    for (uint32_t p : made) {
+      auto h = st.pool->Fetch({1, p}, buffer::Latch::kExclusive);
+      ASSERT_TRUE(h.ok());
+      uint8_t v[4];
+      EncodeFixed32(v, PageMark(p));
+      buffer::Mtr mtr(st.pool.get());
+      mtr.Write(*h, 64, v, 4);
+      ASSERT_TRUE(mtr.Commit().ok());
+    }
+    st.Close(/*flush=*/true);
+  }
+  *out = std::make_unique<StorageStack>(dir, StorageStackOptions{kPs, uint64_t{frames} * kPs});
+  ASSERT_TRUE((*out)->Open().ok());
 }
 
 }  // namespace subito::test

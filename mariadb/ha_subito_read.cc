@@ -54,7 +54,8 @@ int ha_subito::OpenCursor(uint32_t engine_index) {
 }
 
 void ha_subito::SyncKeysOnly() {
-  const bool want = keyread_enabled() && keyread == active_index && active_index != MAX_KEY &&
+  // keyread_enabled(): keyread, and so active_index, is a key (< MAX_KEY).
+  const bool want = keyread_enabled() && keyread == active_index &&
                     active_index < keys_reversible_.size() && keys_reversible_[active_index] &&
                     read_mode_ == subito::ReadMode::kSnapshot && !mbr_search_;
   if (cursor_ && want != keys_only_) {

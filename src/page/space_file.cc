@@ -125,11 +125,7 @@ Status SpaceFile::CheckRead(uint32_t page_no, const uint8_t* buf) const {
 }
 
 Status SpaceFile::WritePage(uint32_t page_no, const uint8_t* buf) {
-  uint64_t off = uint64_t{page_no} * page_size_;
-  if (off + page_size_ > file_->Size()) SUBITO_RETURN_IF_ERROR(GrowFile(page_no + 1));
-  SUBITO_RETURN_IF_ERROR(file_->Write(off, buf, page_size_));
-  pages_written_.fetch_add(1, std::memory_order_relaxed);
-  return Status::OK();
+  return WritePages(page_no, &buf, 1);
 }
 
 Status SpaceFile::WritePages(uint32_t first, const uint8_t* const* bufs, uint32_t n) {

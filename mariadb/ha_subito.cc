@@ -442,6 +442,12 @@ int ha_subito::open(const char* name, int, uint) {
   });
 }
 
+handler* ha_subito::clone(const char* name, MEM_ROOT* mem_root) {
+  auto* copy = static_cast<ha_subito*>(handler::clone(name, mem_root));
+  if (copy != nullptr) copy->lock_type_ = lock_type_;
+  return copy;
+}
+
 int ha_subito::OpenShare(const char* name) {
   share_->table = subito::mariadb::engine()->FindTable(EngineName(name));
   if (share_->table == nullptr) return HA_ERR_NO_SUCH_TABLE;

@@ -69,6 +69,10 @@ class ha_subito final : public handler {
   const char* index_type(uint key) override;
 
   int open(const char* name, int mode, uint test_if_locked) override;
+  // A clone (index merge scans the extra keys with one) reads as this
+  // handler does: the server locks it with F_RDLCK only, so it takes this
+  // handler's lock type (a locking read locks, as InnoDB's clone does).
+  handler* clone(const char* name, MEM_ROOT* mem_root) override;
   int close() override;
   int create(const char* name, TABLE* form, HA_CREATE_INFO* info) override;
   int delete_table(const char* name) override;

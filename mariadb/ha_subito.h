@@ -207,6 +207,12 @@ class ha_subito final : public handler {
   subito::Row search_prefix_;
   std::string search_key_;
   bool bounded_ = false;
+  // The cursor was positioned by an exact-prefix seek of a locking read
+  // (SeekOp::kEq, kEqLast): it neither locks nor waits for the first key
+  // past the prefix (a gap lock before it, as InnoDB's ROW_SEL_EXACT), and
+  // its steps stay in the prefix (index_next_same); index_next/prev go on
+  // past it from the last entry read, as InnoDB's do.
+  bool cursor_bounded_ = false;
   bool mbr_search_ = false;  // index_next_same continues an MBR search
   enum ha_rkey_function mbr_flag_ = HA_READ_MBR_INTERSECT;
   double mbr_[4] = {};       // the query's xmin, xmax, ymin, ymax

@@ -141,6 +141,7 @@ void ha_subito::ForgetLastEntry() {
 int ha_subito::Reposition(bool forward) {
   if (!has_last_key_ && last_entry_.empty()) return HA_ERR_END_OF_FILE;
   if (int err = EnsureCursor()) return err;
+  cursor_bounded_ = false;
   const SeekOp op = !forward ? SeekOp::kLT : last_was_miss_ ? SeekOp::kGE : SeekOp::kGT;
   Status st = has_last_key_ ? cursor_->SeekKey(op, last_key_) : cursor_->Seek(op, last_entry_);
   return st.ok() ? 0 : Error(st);
@@ -149,6 +150,7 @@ int ha_subito::Reposition(bool forward) {
 int ha_subito::rnd_init(bool) {
   return Guard(ha_thd(), "rnd_init", [&]() -> int {
     scan_started_ = false;
+    cursor_bounded_ = false;
     ForgetLastEntry();
     return OpenCursor(0);
   });
@@ -208,6 +210,7 @@ int ha_subito::index_init(uint idx, bool) {
   return Guard(ha_thd(), "index_init", [&]() -> int {
     active_index = idx;
     bounded_ = false;
+    cursor_bounded_ = false;
     mbr_search_ = false;
     ForgetLastEntry();
     return OpenCursor(share_->layout->key(idx).engine_index);
@@ -240,7 +243,11 @@ int ha_subito::EncodeSearchKey() {
 int ha_subito::Seek(uchar* buf, SeekOp op, bool must_match) {
   if (int err = EnsureCursor()) return err;
   if (int err = EncodeSearchKey()) return err;
-  Status st = cursor_->SeekKey(op, search_key_);
+  cursor_bounded_ = must_match && read_mode_ != subito::ReadMode::kSnapshot;
+  const SeekOp engine_op = !cursor_bounded_    ? op
+                           : op == SeekOp::kGE ? SeekOp::kEq
+                                               : SeekOp::kEqLast;
+  Status st = cursor_->SeekKey(engine_op, search_key_);
   if (!st.ok()) return Error(st);
   const int r =
       must_match ? CheckPrefix(buf, HA_ERR_KEY_NOT_FOUND) : ReadCurrent(buf, HA_ERR_KEY_NOT_FOUND);
@@ -303,6 +310,7 @@ int ha_subito::MbrSearch(uchar* buf, const uchar* key, enum ha_rkey_function fla
   mbr_flag_ = flag;
   mbr_search_ = true;
   bounded_ = false;
+  cursor_bounded_ = false;
   ForgetLastEntry();
   if (int err = EnsureCursor()) return err;
   Status st = cursor_->Seek(SeekOp::kFirst);
@@ -364,7 +372,7 @@ int ha_subito::index_read_last_map(uchar* buf, const uchar* key, key_part_map ke
 }
 
 int ha_subito::Step(uchar* buf, bool forward) {
-  if (!cursor_ || last_was_miss_) {
+  if (!cursor_ || last_was_miss_ || (cursor_bounded_ && cursor_->Valid())) {
     if (int err = Reposition(forward)) return err;
     return ReadCurrent(buf, HA_ERR_END_OF_FILE);
   }
@@ -387,6 +395,7 @@ int ha_subito::index_first(uchar* buf) {
   return Guard(ha_thd(), "index_first", [&]() -> int {
     bounded_ = false;
     mbr_search_ = false;
+    cursor_bounded_ = false;
     if (int err = EnsureCursor()) return err;
     Status st = cursor_->Seek(SeekOp::kFirst);
     if (!st.ok()) return Error(st);
@@ -398,6 +407,7 @@ int ha_subito::index_last(uchar* buf) {
   return Guard(ha_thd(), "index_last", [&]() -> int {
     bounded_ = false;
     mbr_search_ = false;
+    cursor_bounded_ = false;
     if (int err = EnsureCursor()) return err;
     Status st = cursor_->Seek(SeekOp::kLast);
     if (!st.ok()) return Error(st);

@@ -6,6 +6,9 @@
 #   scripts/test-differential.sh                 bounded run (CI): 40,000 statements
 #   scripts/test-differential.sh --long          campaign: 1,000,000 statements
 #   scripts/test-differential.sh [difftest.py options...]   e.g. --seeds 7 --print
+#   scripts/test-differential.sh --seeds 11-30 --statements 300 --sessions 2
+#                                                two sessions per engine, no lock waits
+#                                                (exploratory: differences open, docs/results.md)
 #
 # Minimized reproductions of differences go to $SUBITO_DIFF_OUT (default
 # /var/tmp/subito-difftest) as mtr tests of the subito suite, with the

@@ -12,6 +12,14 @@ two sessions must agree on:
 Every few statements, and at the end of a seed, every table's contents,
 SHOW CREATE TABLE (engine clause normalized) and CHECK TABLE are compared.
 
+With --sessions 2, each database has two sessions and the stream moves
+between them (each statement runs on the same session number on both
+sides), so open transactions meet: snapshots, locking reads, row and gap
+locks, statements of one session waiting for the other's. No session ever
+waits (innodb_lock_wait_timeout, subito_lock_wait_timeout and
+lock_wait_timeout are 0): a conflict is ER_LOCK_WAIT_TIMEOUT at once, and
+which statements conflict must agree too.
+
 The generator (gen.py) writes only statements whose outcome SQL defines:
 a LIMIT, an UPDATE IGNORE or an INSERT ... SELECT is always ordered by every
 column, so no difference can come from the two engines' plans or row order.
@@ -53,18 +61,17 @@ CONVERSIONS.update({k: _FromBytes(f) for k, f in pymysql.converters.decoders.ite
 class Session:
     """One connection to one of the two databases."""
 
-    def __init__(self, socket, side):
+    def __init__(self, socket, side, fresh=True, no_wait=False):
         self.side = side
         self.db = DBS[side]
         self.conn = pymysql.connect(unix_socket=socket, user="root", charset="utf8mb4",
                                     autocommit=True, use_unicode=False, conv=CONVERSIONS)
         self.cur = self.conn.cursor()
-        self.cur.execute(f"DROP DATABASE IF EXISTS {self.db}")
-        self.cur.execute(f"CREATE DATABASE {self.db} CHARACTER SET utf8mb4")
+        if fresh:
+            self.cur.execute(f"DROP DATABASE IF EXISTS {self.db}")
+            self.cur.execute(f"CREATE DATABASE {self.db} CHARACTER SET utf8mb4")
         self.cur.execute(f"USE {self.db}")
-        for s in ("SET SESSION default_storage_engine=" + ENGINES[side],
-                  "SET SESSION time_zone='+00:00'", "SET SESSION timestamp=1700000000",
-                  "SET SESSION sql_mode=DEFAULT", "SET SESSION max_sort_length=1024"):
+        for s in SessionSettings(side, no_wait):
             self.cur.execute(s)
 
     def close(self):
@@ -92,6 +99,16 @@ class Session:
         self.cur.execute("SHOW WARNINGS")
         out["warnings"] = [(Text(w[0]), w[1], NormText(Text(w[2]))) for w in self.cur.fetchall()]
         return out
+
+
+def SessionSettings(side, no_wait):
+    settings = ["SET SESSION default_storage_engine=" + ENGINES[side],
+                "SET SESSION time_zone='+00:00'", "SET SESSION timestamp=1700000000",
+                "SET SESSION sql_mode=DEFAULT", "SET SESSION max_sort_length=1024"]
+    if no_wait:  # a conflict fails at once, the same way on both sides
+        settings += ["SET SESSION innodb_lock_wait_timeout=0",
+                     "SET SESSION subito_lock_wait_timeout=0", "SET SESSION lock_wait_timeout=0"]
+    return settings
 
 
 def Norm(v):
@@ -188,19 +205,24 @@ def RowDiff(ra, rb, limit=8):
 
 
 class Pair:
-    """The two sessions, in lockstep."""
+    """The sessions of both sides, in lockstep: session k of one side runs
+    what session k of the other does."""
 
-    def __init__(self, socket):
+    def __init__(self, socket, sessions=1):
         self.socket = socket
-        self.s = {side: Session(socket, side) for side in DBS}
+        self.all = {side: [Session(socket, side, fresh=k == 0, no_wait=sessions > 1)
+                           for k in range(sessions)] for side in DBS}
+        self.s = {side: self.all[side][0] for side in DBS}
 
     def close(self):
-        for s in self.s.values():
-            s.close()
+        for side in self.all.values():
+            for s in side:
+                s.close()
 
     def Run(self, stmt):
-        a = self.s["innodb"].run(stmt.sql)
-        b = self.s["subito"].run(stmt.sql)
+        k = getattr(stmt, "session", 0)
+        a = self.all["innodb"][k].run(stmt.sql)
+        b = self.all["subito"][k].run(stmt.sql)
         if a["error"] and stmt.undo:
             stmt.undo()
         return Compare(stmt, a, b), a, b
@@ -222,7 +244,7 @@ class Pair:
 def Replay(socket, stmts, check_every):
     """Runs stmts on fresh databases; returns (index, stmt, diff) of the
     first difference, or None."""
-    pair = Pair(socket)
+    pair = Pair(socket, SESSIONS)
     try:
         tables = set()
         for i, stmt in enumerate(stmts):
@@ -268,25 +290,56 @@ def Minimize(socket, stmts, deadline):
 def WriteMtrTest(path, seed, stmts, diff_stmt, diff):
     """The minimized sequence as an mtr test of the subito suite, with the
     error InnoDB gave recorded for each failing statement."""
-    pair = Pair(SOCKET)
+    pair = Pair(SOCKET, SESSIONS)
     lines = ["# Found by tests/differential/difftest.py, seed %d." % seed,
              "# Difference: " + diff.splitlines()[0],
-             "--source include/have_subito.inc", "SET default_storage_engine=SUBITO;",
-             "SET time_zone='+00:00';", "SET timestamp=1700000000;"]
+             "--source include/have_subito.inc"]
+    names = ["default"] + [f"s{k}" for k in range(1, SESSIONS)]
+    settings = [x.replace("SET SESSION ", "SET ") + ";" for x in SessionSettings("subito", SESSIONS > 1)
+                if not any(v in x for v in ("max_sort_length", "sql_mode", "innodb_"))]
+    lines += settings
+    for name in names[1:]:
+        lines += [f"connect ({name}, localhost, root,,test);"] + settings
+    current = names[-1]
     try:
-        for stmt in stmts:
-            a = pair.s["innodb"].run(stmt.sql)
-            pair.s["subito"].run(stmt.sql)
+        for stmt in stmts + ([diff_stmt] if diff_stmt is not None and diff_stmt not in stmts else []):
+            k = getattr(stmt, "session", 0)
+            if names[k] != current:
+                current = names[k]
+                lines.append(f"connection {current};")
+            a = pair.Run(stmt)[1] if stmt is not diff_stmt or stmt in stmts else {"error": None}
             if a["error"]:
                 lines.append(f"--error {a['error'][0]}")
             lines.append(stmt.sql + ";")
-        if diff_stmt is not None and diff_stmt not in stmts:
-            lines.append(diff_stmt.sql + ";")
     finally:
         pair.close()
+    for name in names[1:]:
+        lines.append(f"disconnect {name};")
+    lines.append("connection default;")
     lines.append("DROP DATABASE IF EXISTS dummy_end;")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
+
+
+class Turns:
+    """Which session runs the generator's next statement. Each session keeps
+    its own transaction state in the generator (open transaction,
+    savepoints, statements due next); a session keeps the turn while it has
+    statements due, else passes it with probability 0.3."""
+
+    def __init__(self, g, r, sessions):
+        self.g, self.r, self.n, self.k = g, r, sessions, 0
+        self.state = [(False, [], []) for _ in range(sessions)]
+
+    def Next(self):
+        g = self.g
+        if self.n > 1 and not g.pending and self.r.random() < 0.3:
+            self.state[self.k] = (g.in_txn, g.savepoints, g.pending)
+            self.k = (self.k + 1) % self.n
+            g.in_txn, g.savepoints, g.pending = self.state[self.k]
+        stmt = g.Next()
+        stmt.session = self.k
+        return stmt
 
 
 def ParseSeeds(text):
@@ -301,10 +354,11 @@ def ParseSeeds(text):
 
 
 SOCKET = None
+SESSIONS = 1
 
 
 def main():
-    global SOCKET
+    global SOCKET, SESSIONS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--socket", required=True)
     ap.add_argument("--seeds", default="1-10", help="e.g. 1-20 or 3,7,9")
@@ -313,21 +367,25 @@ def main():
     ap.add_argument("--minimize-seconds", type=int, default=180)
     ap.add_argument("--out", default="/tmp", help="where minimized mtr tests go")
     ap.add_argument("--print", action="store_true", help="print each statement")
+    ap.add_argument("--sessions", type=int, default=1, choices=(1, 2),
+                    help="sessions per database; 2: the stream moves between them")
     args = ap.parse_args()
     SOCKET = args.socket
+    SESSIONS = args.sessions
 
     total = 0
     failures = []
     started = time.time()
     for seed in ParseSeeds(args.seeds):
         g = gen.Generator(random.Random(seed))
-        pair = Pair(args.socket)
+        pair = Pair(args.socket, SESSIONS)
+        turns = Turns(g, random.Random(seed * 7919 + 1), SESSIONS)
         log = []
         found = None
         try:
             tables = set()
             for i in range(args.statements):
-                stmt = g.Next()
+                stmt = turns.Next()
                 log.append(stmt)
                 if args.print:
                     print(f"[{seed}:{i}] {stmt.sql}")
@@ -357,7 +415,7 @@ def main():
         WriteMtrTest(path, seed, small, again[1] if again else stmt, again[2] if again else diff)
         print(f"seed {seed}: minimized to {len(small)} statements ({path}):")
         for s in small:
-            print("  " + s.sql + ";")
+            print(("  " if SESSIONS == 1 else f"  [{getattr(s, 'session', 0)}] ") + s.sql + ";")
         if again:
             print(f"  -> {again[2]}")
         failures.append(seed)

@@ -150,7 +150,9 @@ class ha_subito final : public handler {
   int FillRecord(std::string_view packed, uchar* buf);
   int OpenCursor(uint32_t engine_index);
   // Seeks the cursor to search_prefix_ (encoded into search_key_).
-  int Seek(uchar* buf, subito::SeekOp op, bool must_match);
+  // must_match: a row without the prefix is not found; exact: a locking
+  // read bounds the cursor by the prefix (cursor_bounded_).
+  int Seek(uchar* buf, subito::SeekOp op, bool must_match, bool exact = false);
   int EncodeSearchKey();
   // SPATIAL keys: the index holds each row's MBR image, in no useful order,
   // so an MBR search reads the index through and keeps the entries whose

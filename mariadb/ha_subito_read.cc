@@ -240,10 +240,10 @@ int ha_subito::EncodeSearchKey() {
   return 0;
 }
 
-int ha_subito::Seek(uchar* buf, SeekOp op, bool must_match) {
+int ha_subito::Seek(uchar* buf, SeekOp op, bool must_match, bool exact) {
   if (int err = EnsureCursor()) return err;
   if (int err = EncodeSearchKey()) return err;
-  cursor_bounded_ = must_match && read_mode_ != subito::ReadMode::kSnapshot;
+  cursor_bounded_ = exact && read_mode_ != subito::ReadMode::kSnapshot;
   const SeekOp engine_op = !cursor_bounded_    ? op
                            : op == SeekOp::kGE ? SeekOp::kEq
                                                : SeekOp::kEqLast;
@@ -282,10 +282,10 @@ int ha_subito::index_read_map(uchar* buf, const uchar* key, key_part_map keypart
     mapper_->KeyPrefix(active_index, key, parts, &search_prefix_);
     bounded_ = false;
     switch (find_flag) {
-      case HA_READ_KEY_EXACT:
+      case HA_READ_KEY_EXACT:  // InnoDB's ROW_SEL_EXACT; HA_READ_PREFIX is its match mode 0
       case HA_READ_PREFIX:
         bounded_ = true;
-        return Seek(buf, SeekOp::kGE, true);
+        return Seek(buf, SeekOp::kGE, true, find_flag == HA_READ_KEY_EXACT);
       case HA_READ_KEY_OR_NEXT:
         return Seek(buf, SeekOp::kGE, false);
       case HA_READ_AFTER_KEY:
@@ -295,9 +295,9 @@ int ha_subito::index_read_map(uchar* buf, const uchar* key, key_part_map keypart
       case HA_READ_KEY_OR_PREV:
       case HA_READ_PREFIX_LAST_OR_PREV:
         return Seek(buf, SeekOp::kLE, false);
-      case HA_READ_PREFIX_LAST:
+      case HA_READ_PREFIX_LAST:  // ROW_SEL_EXACT_PREFIX
         bounded_ = true;
-        return Seek(buf, SeekOp::kLE, true);
+        return Seek(buf, SeekOp::kLE, true, true);
       default:
         return HA_ERR_UNSUPPORTED;
     }

@@ -210,8 +210,12 @@ class Pair:
 
     def __init__(self, socket, sessions=1):
         self.socket = socket
+        # With several sessions, one more compares the state: CHECK TABLE
+        # commits its session's transaction, which must stay the stream's.
+        opened = sessions + (1 if sessions > 1 else 0)
         self.all = {side: [Session(socket, side, fresh=k == 0, no_wait=sessions > 1)
-                           for k in range(sessions)] for side in DBS}
+                           for k in range(opened)] for side in DBS}
+        self.checker = opened - 1
         self.s = {side: self.all[side][0] for side in DBS}
 
     def close(self):
@@ -233,6 +237,7 @@ class Pair:
             for stmt in (gen.Stmt(f"SELECT * FROM {t}", ordered=False),
                          gen.Stmt(f"SHOW CREATE TABLE {t}", ordered=True),
                          gen.Stmt(f"CHECK TABLE {t}", ordered=True)):
+                stmt.session = self.checker
                 diff, a, b = self.Run(stmt)
                 if diff:
                     return stmt, diff
@@ -294,7 +299,7 @@ def WriteMtrTest(path, seed, stmts, diff_stmt, diff):
     lines = ["# Found by tests/differential/difftest.py, seed %d." % seed,
              "# Difference: " + diff.splitlines()[0],
              "--source include/have_subito.inc"]
-    names = ["default"] + [f"s{k}" for k in range(1, SESSIONS)]
+    names = ["default"] + [f"s{k}" for k in range(1, len(pair.all["innodb"]))]
     settings = [x.replace("SET SESSION ", "SET ") + ";" for x in SessionSettings("subito", SESSIONS > 1)
                 if not any(v in x for v in ("max_sort_length", "sql_mode", "innodb_"))]
     lines += settings
@@ -388,7 +393,7 @@ def main():
                 stmt = turns.Next()
                 log.append(stmt)
                 if args.print:
-                    print(f"[{seed}:{i}] {stmt.sql}")
+                    print(f"[{seed}:{i}{'' if SESSIONS == 1 else f'/{stmt.session}'}] {stmt.sql}")
                 diff, a, _ = pair.Run(stmt)
                 total += 1
                 if diff:

@@ -216,7 +216,6 @@ class Pair:
         self.all = {side: [Session(socket, side, fresh=k == 0, no_wait=sessions > 1)
                            for k in range(opened)] for side in DBS}
         self.checker = opened - 1
-        self.s = {side: self.all[side][0] for side in DBS}
 
     def close(self):
         for side in self.all.values():
@@ -306,16 +305,24 @@ def WriteMtrTest(path, seed, stmts, diff_stmt, diff):
     for name in names[1:]:
         lines += [f"connect ({name}, localhost, root,,test);"] + settings
     current = names[-1]
+
+    def On(stmt):
+        nonlocal current
+        name = names[getattr(stmt, "session", 0)]
+        if name != current:
+            current = name
+            lines.append(f"connection {current};")
+
     try:
-        for stmt in stmts + ([diff_stmt] if diff_stmt is not None and diff_stmt not in stmts else []):
-            k = getattr(stmt, "session", 0)
-            if names[k] != current:
-                current = names[k]
-                lines.append(f"connection {current};")
-            a = pair.Run(stmt)[1] if stmt is not diff_stmt or stmt in stmts else {"error": None}
+        for stmt in stmts:
+            On(stmt)
+            a = pair.Run(stmt)[1]
             if a["error"]:
                 lines.append(f"--error {a['error'][0]}")
             lines.append(stmt.sql + ";")
+        if diff_stmt is not None and diff_stmt not in stmts:
+            On(diff_stmt)
+            lines.append(diff_stmt.sql + ";")
     finally:
         pair.close()
     for name in names[1:]:

@@ -419,6 +419,70 @@ TEST_F(EngineCrash, PowerCutsKeepABulkInsertWholeOrLeaveItsTableEmpty) {
   EXPECT_GT(losers, 2u) << "few cuts found the loser's marks in the log";
 }
 
+// A rollback to a savepoint gives up the locks of the inserts it took back
+// (txn_records.h, "Statement rollback"); another transaction inserts the
+// same key and commits; the first one is still open at the power cut.
+// Recovery undoes the loser's live changes (before the savepoint, and after
+// the rollback) but not the dead ones: the other transaction's row stays.
+// With `spill`, the loser's undo before the savepoint is in its undo file.
+class SavepointCrash : public EngineCrash, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(SavepointCrash, AKeyARollbackGaveUpKeepsAnotherTransactionsCommittedRow) {
+  const bool spill = GetParam();
+  auto t = db->CreateTable(test::SampleTable());
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const Row theirs = test::SampleRow(2, 3, "b", "committed by the other transaction");
+  {
+    auto setup = db->Begin();
+    ASSERT_OK(setup->Insert(*t, test::SampleRow(9, 9, "z", "there before")));
+    ASSERT_OK(setup->Commit());
+  }
+  auto loser = db->Begin();
+  ASSERT_OK(loser->Insert(*t, test::SampleRow(1, 1, "a", "before the savepoint")));
+  ASSERT_OK(loser->Update(*t, test::SampleRow(9, 0, std::nullopt, ""),
+                          test::SampleRow(9, 8, "y", "changed before the savepoint")));
+  for (int64_t id = 1000; spill && db->Stats().undo_spills == 0; ++id) {
+    ASSERT_LT(id, 2000) << "no undo file: the test lost its reach";
+    ASSERT_OK(loser->Insert(*t, test::SampleRow(id, 0, std::nullopt, std::string(1000, 's'))));
+  }
+  const uint64_t sp = loser->Savepoint();
+  ASSERT_OK(loser->Insert(*t, test::SampleRow(2, 2, "b", "taken back")));
+  ASSERT_OK(loser->RollbackTo(sp));
+  ASSERT_OK(loser->Insert(*t, test::SampleRow(4, 4, "d", "after the rollback")));
+  {
+    auto other = db->Begin();
+    other->SetLockWaitTimeout(std::chrono::milliseconds(0));
+    ASSERT_OK(other->Insert(*t, theirs));
+    ASSERT_OK(other->Commit());
+  }
+  const std::string image = CutImage(clock->Now(), "crash");
+  ASSERT_OK(loser->Rollback());
+  db.reset();
+  for (bool background : {false, true}) {
+    SCOPED_TRACE(background ? "undo in the background" : "undo inside Open");
+    const std::string c = dir.Sub(background ? "background" : "foreground");
+    std::filesystem::remove_all(c);
+    std::filesystem::copy(image, c, std::filesystem::copy_options::recursive);
+    Options o = PlainOptions(c);
+    o.background_undo = background;
+    auto rdb = Database::Open(o);
+    ASSERT_TRUE(rdb.ok()) << rdb.status().ToString();
+    ASSERT_TRUE(test::AwaitBackgroundUndo(rdb->get()));
+    EXPECT_EQ((*rdb)->recovery().transactions_rolled_back, 1u);
+    Table* rt = (*rdb)->FindTable("t");
+    ASSERT_NE(rt, nullptr);
+    auto txn = (*rdb)->Begin();
+    const std::vector<Row> want{theirs, test::SampleRow(9, 9, "z", "there before")};
+    EXPECT_EQ(test::ScanAll(txn.get(), rt), want);
+    EXPECT_EQ(test::ScanAll(txn.get(), rt, 1).size(), 2u);  // by k
+    EXPECT_EQ(test::ScanAll(txn.get(), rt, 2), want);       // by u: "b", "z"
+    ASSERT_OK(txn->Commit());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(UndoInLogOrFile, SavepointCrash, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Spilled" : "InLog"; });
+
 // A transaction's undo may be relocated (by another thread relieving the
 // log) while it commits. Relocated after its commit record, its undo copies
 // would outlive that record once the checkpoint passed it, and recovery

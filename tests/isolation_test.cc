@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <future>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -370,6 +371,67 @@ TEST_P(IsolationTest, RollbackToSavepointRestoresTheSnapshotView) {
   EXPECT_EQ(V(reader.get(), 1), rc() ? "v1" : "v0");
   EXPECT_EQ(V(reader.get(), 2), rc() ? "<none>" : "v0");
   ASSERT_OK(reader->Commit());
+}
+
+// A rollback to a savepoint gives up the locks its inserts took (InnoDB's
+// implicit locks go with the records a rollback removes): another
+// transaction may insert the same primary key and unique value at once.
+// Locks the transaction had before its insert (a locking read, an earlier
+// write of the key) and locks of rows that existed stay, as InnoDB's
+// explicit locks do.
+TEST_P(IsolationTest, ARollbackToASavepointReleasesTheLocksOfItsInserts) {
+  using std::chrono::milliseconds;
+  auto t1 = db_->Begin(GetParam());
+  t1->SetLockWaitTimeout(milliseconds(0));
+  EXPECT_EQ(V(t1.get(), 100), "<none>");  // the snapshot (REPEATABLE READ)
+  ASSERT_OK(t1->Insert(t_, SampleRow(100, 1, "a", "kept")));
+  ASSERT_OK(t1->Delete(t_, R(7, "")));
+  const uint64_t sp = t1->Savepoint();
+  ASSERT_OK(t1->Insert(t_, SampleRow(101, 2, "b", "taken back")));
+  ASSERT_OK(t1->Update(t_, SampleRow(101, 0, std::nullopt, ""),
+                       SampleRow(101, 3, "c", "taken back, changed")));
+  ASSERT_OK(t1->Update(t_, R(5, ""), R(5, "taken back")));
+  ASSERT_OK(t1->Insert(t_, R(7, "again, taken back")));
+  EXPECT_EQ(V(t1.get(), 200, ReadMode::kExclusive), "<none>");  // locks a missing key
+  ASSERT_OK(t1->Insert(t_, R(200, "taken back")));
+  ASSERT_OK(t1->RollbackTo(sp));
+
+  auto t2 = db_->Begin(GetParam());
+  t2->SetLockWaitTimeout(milliseconds(0));
+  ASSERT_OK(t2->Insert(t_, SampleRow(101, 4, "c", "t2")));               // 101 and "c": given up
+  ASSERT_OK(t2->Insert(t_, SampleRow(102, 5, "b", "t2")));               // "b": given up
+  EXPECT_TRUE(t2->Insert(t_, SampleRow(103, 6, "a", "")).IsTimedOut());  // before the savepoint
+  EXPECT_TRUE(t2->Insert(t_, R(100, "")).IsTimedOut());
+  EXPECT_TRUE(t2->Update(t_, R(5, ""), R(5, "t2")).IsTimedOut());  // a row that existed
+  EXPECT_TRUE(t2->Insert(t_, R(7, "t2")).IsTimedOut());            // t1 deleted it before
+  EXPECT_TRUE(t2->Insert(t_, R(200, "t2")).IsTimedOut());          // locked by t1's read first
+  EXPECT_EQ(V(t2.get(), 101), "t2");
+  ASSERT_OK(t2->Commit());
+
+  // t1 reads its snapshot (REPEATABLE READ: without t2's rows), never its
+  // own changes taken back; its locking reads see t2's rows.
+  EXPECT_EQ(V(t1.get(), 101), rc() ? "t2" : "<none>");
+  EXPECT_EQ(V(t1.get(), 102), rc() ? "t2" : "<none>");
+  EXPECT_EQ(V(t1.get(), 5), "v0");
+  EXPECT_EQ(V(t1.get(), 7), "<none>");
+  EXPECT_EQ(V(t1.get(), 101, ReadMode::kExclusive), "t2");
+  ASSERT_OK(t1->Commit());
+
+  auto after = db_->Begin(GetParam());
+  EXPECT_EQ(V(after.get(), 100), "kept");
+  EXPECT_EQ(V(after.get(), 101), "t2");
+  EXPECT_EQ(V(after.get(), 102), "t2");
+  EXPECT_EQ(V(after.get(), 7), "<none>");
+  EXPECT_EQ(V(after.get(), 200), "<none>");
+  // The unique index holds each value once, for the right row.
+  std::map<std::string, int64_t> by_u;
+  for (const Row& r : test::ScanAll(after.get(), t_, 2)) {
+    if (std::holds_alternative<std::string>(r[2])) {
+      EXPECT_TRUE(by_u.emplace(std::get<std::string>(r[2]), std::get<int64_t>(r[0])).second);
+    }
+  }
+  EXPECT_EQ(by_u, (std::map<std::string, int64_t>{{"a", 100}, {"b", 102}, {"c", 101}}));
+  ASSERT_OK(after->Commit());
 }
 
 // A cursor outlives neither its transaction's end nor, for snapshots, an

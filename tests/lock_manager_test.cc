@@ -97,6 +97,42 @@ TEST(LockManager, AWaiterIsGrantedWhenTheHolderEnds) {
   EXPECT_EQ(lm.stats().waits, 1u);
 }
 
+// Release gives up one key: a waiter takes it at once, the key no longer
+// counts against the budget, the holder's other keys stay held and go at
+// its end. Lock says which requests granted a key the holder had not held.
+TEST(LockManager, AReleasedKeyGoesToItsWaiterAndTheRestStays) {
+  LockManager lm;
+  const uint64_t cost = LockManager::kLockCost + 2 * (4 + 1);
+  bool granted_new = false;
+  ASSERT_TRUE(lm.Lock(1, 1, "a", LockMode::kShared, kLong, nullptr, &granted_new).ok());
+  EXPECT_TRUE(granted_new);
+  ASSERT_TRUE(lm.Lock(1, 1, "a", LockMode::kExclusive, kLong, nullptr, &granted_new).ok());
+  EXPECT_FALSE(granted_new);  // an upgrade
+  for (const char* k : {"b", "c"}) ASSERT_TRUE(lm.Lock(1, 1, k, LockMode::kExclusive, kLong).ok());
+  auto waiter = std::async(std::launch::async, [&] {
+    bool fresh = false;
+    Status st = lm.Lock(2, 1, "b", LockMode::kExclusive, kLong, nullptr, &fresh);
+    EXPECT_TRUE(fresh);
+    return st;
+  });
+  EXPECT_EQ(waiter.wait_for(100ms), std::future_status::timeout);
+  lm.Release(1, 1, "b");
+  ASSERT_TRUE(waiter.get().ok());
+  EXPECT_FALSE(lm.Holds(1, 1, "b", LockMode::kShared));
+  EXPECT_TRUE(lm.Holds(2, 1, "b", LockMode::kExclusive));
+  lm.Release(1, 1, "b");  // held no more: nothing happens
+  lm.Release(3, 1, "a");  // not its lock
+  EXPECT_TRUE(lm.Holds(1, 1, "a", LockMode::kExclusive));
+  EXPECT_EQ(lm.stats().memory_bytes, 3 * cost);
+  lm.Release(1, 1, "c");
+  EXPECT_TRUE(lm.Lock(3, 1, "c", LockMode::kExclusive, 0ms).ok());
+  lm.ReleaseAll(1);
+  lm.ReleaseAll(2);
+  lm.ReleaseAll(3);
+  EXPECT_EQ(lm.stats().memory_bytes, 0u);
+  EXPECT_TRUE(lm.Lock(4, 1, "a", LockMode::kExclusive, 0ms).ok());
+}
+
 // L10: the hook hears of each holder once the request is queued, under the
 // manager's mutex (each one it names still holds the key); the waiter is
 // granted when the holders end.

@@ -456,10 +456,13 @@ Status BTree::RecoverChains(const std::vector<std::string>& keep,
     if (!meta.ok()) return meta.status();
     at = DecodeFixed32((*meta)->data() + kMetaRetired);
   }
+  // A batch's chain heads stay pinned until its commit: at most a quarter
+  // of the pool (a loser with many long values retires many chains).
+  const uint64_t batch = std::clamp<uint64_t>(pool_->frame_count() / 4, 1, 64);
   while (at != 0) {
     SUBITO_RETURN_IF_ERROR(pool_->LogFreeCheck());
     Op op(this);
-    for (int k = 0; k < 64 && at != 0; ++k) {
+    for (uint64_t n = 0; n < batch && at != 0; ++n) {
       Result<PageHandle*> h = ChainHead(op, at);
       if (!h.ok()) return h.status();
       const uint32_t next = DecodeFixed32((*h)->data() + kChainListNext);

@@ -64,16 +64,17 @@ txn::ReadView TransactionImpl::View(bool& own) {
   return {read_ts_, state_.get()};
 }
 
-Status TransactionImpl::LockKey(IndexImpl* ix, const std::string& key, ReadMode mode) {
+Status TransactionImpl::LockKey(IndexImpl* ix, const std::string& key, ReadMode mode,
+                                bool* granted_new) {
   const bool shared = mode == ReadMode::kShared || mode == ReadMode::kSharedSkipLocked;
   return LocksToHold().Lock(
       state_->id, ix->space(), key, shared ? txn::LockMode::kShared : txn::LockMode::kExclusive,
-      SkipsLocked(mode) ? std::chrono::milliseconds(0) : lock_timeout_, interrupted_);
+      SkipsLocked(mode) ? std::chrono::milliseconds(0) : lock_timeout_, interrupted_, granted_new);
 }
 
 Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
                                  std::optional<std::string> after,
-                                 std::optional<std::string> before) {
+                                 std::optional<std::string> before, uint32_t fresh_lock_length) {
   SUBITO_RETURN_IF_ERROR(db_->Writable());
   if (prepared_) return Status::InvalidArgument(kPreparedOnlyEnds);
   btree::BTree* tree = ix->tree.get();
@@ -109,7 +110,8 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
   SUBITO_RETURN_IF_ERROR(db_->pool()->LogFreeCheck());  // may relocate this one too
   RegisterOwner();  // before mu_: RelieveLog takes the owners' mutex, then mu_
   std::unique_lock lock(mu_);
-  SUBITO_RETURN_IF_ERROR(PushUndo(ix, {ix, key, before, before_chain, 0}, rec));
+  SUBITO_RETURN_IF_ERROR(
+      PushUndo(ix, {ix, key, before, before_chain, 0, false, fresh_lock_length}, rec));
   ix->versions->Add(key, state_, std::move(before), before_chain);
   // Purge visits each key once (again only after a savepoint rollback).
   if (++live_writes_[{ix->space(), key}] == 1) written_.push_back({ix->versions, key});
@@ -180,7 +182,7 @@ Status TransactionImpl::RelocateIfOld(uint64_t limit, bool wait) {
     u.index->file->CountRedo(a->end - a->start);
   }
   if (st.ok()) {
-    const std::string rec = txn::EncodeUndoReset(state_->id, new_pin);
+    const std::string rec = txn::EncodeTxnValue(state_->id, new_pin);
     Result<log::AppendResult> a =
         log->Append(txn::kRecordTxnUndoReset, rec.data(), static_cast<uint32_t>(rec.size()));
     Result<uint64_t> end = a.ok() ? CopyPrepare(a->end) : Result<uint64_t>(a.status());
@@ -298,7 +300,7 @@ Status TransactionImpl::ApplyUndo(const Undo& u) {
   return st;
 }
 
-Status TransactionImpl::RollbackTo(uint64_t savepoint) {
+Status TransactionImpl::RollBack(uint64_t savepoint, bool whole) {
   if (ended_) return Status::InvalidArgument(kEnded);
   if (savepoint > Position()) {
     return Status::InvalidArgument("savepoint is ahead of the transaction");
@@ -321,6 +323,8 @@ Status TransactionImpl::RollbackTo(uint64_t savepoint) {
   log::RedoLog* log = db_->log();
   const uint64_t chunk_bytes = txn::RollbackChunkBytes(log->capacity());
   bool wait_for_space = true;
+  std::shared_ptr<txn::TxnState> stand_in;  // HandOver's, made at the first key
+  std::vector<std::pair<uint32_t, std::string>> insert_locks;
   while (Position() > savepoint) {
     if (!db_->pool()->AwaitRoomWhilePaused() && wait_for_space &&
         !db_->pool()->LogFreeCheck().ok()) {
@@ -337,14 +341,41 @@ Status TransactionImpl::RollbackTo(uint64_t savepoint) {
       SUBITO_RETURN_IF_ERROR(ApplyUndo(u));
       auto it = live_writes_.find({u.index->space(), u.key});
       if (it != live_writes_.end() && --it->second == 0) {
-        u.index->versions->MarkUndoneBySelf(u.key, state_.get());
         live_writes_.erase(it);
+        if (!whole) {
+          if (!stand_in) {
+            stand_in = std::make_shared<txn::TxnState>(state_->id);
+            db_->txns().End(stand_in, /*committed=*/false, {});
+          }
+          u.index->versions->HandOver(u.key, state_.get(), stand_in);
+          // The lock was taken for this insert (after the savepoint), so
+          // every change of this transaction under it is taken back too.
+          if (u.lock_length != 0 && !u.before) {
+            insert_locks.emplace_back(u.index->space(), u.key.substr(0, u.lock_length));
+          }
+        }
       }
       undo_bytes_ -= u.logged;
       undo_.pop_back();
     }
   }
+  if (!insert_locks.empty()) ReleaseInsertLocks(insert_locks);
   return Status::OK();
+}
+
+void TransactionImpl::ReleaseInsertLocks(
+    const std::vector<std::pair<uint32_t, std::string>>& locks) {
+  {
+    std::lock_guard lock(mu_);
+    // The cut names a count at or above the newest anchor's (txn_records.h);
+    // the undo file's entries below it stay live.
+    if (ListSize() < anchored_count_) return;
+    const std::string rec = txn::EncodeTxnValue(state_->id, ListSize());
+    Result<log::AppendResult> a =
+        db_->log()->Append(txn::kRecordTxnUndoCut, rec.data(), static_cast<uint32_t>(rec.size()));
+    if (!a.ok()) return;
+  }
+  for (const auto& [space, key] : locks) db_->locks().Release(state_->id, space, key);
 }
 
 template <typename Fn>
@@ -414,20 +445,28 @@ Status TransactionImpl::Insert(Table* table, const Row& input) {
     IndexImpl* primary = tb->indexes[0].get();
     const std::string pk = RowKey(def, 0, *row);
     SUBITO_RETURN_IF_ERROR(WaitForRanges(primary, pk));
-    SUBITO_RETURN_IF_ERROR(LockKey(primary, pk, ReadMode::kExclusive));
+    bool fresh = false;
+    SUBITO_RETURN_IF_ERROR(LockKey(primary, pk, ReadMode::kExclusive, &fresh));
     Result<std::optional<std::string>> cur = LatestOf(primary, pk);
     if (!cur.ok()) return cur.status();
     if (cur->has_value()) return Status::AlreadyExists("duplicate primary key in " + def.name);
+    // Per index, the length of the unique prefix locked for this insert
+    // alone (Undo::lock_length).
+    std::vector<uint32_t> fresh_prefix(tb->indexes.size(), 0);
     for (uint32_t i = 1; i < tb->indexes.size(); ++i) {
       if (!def.indexes[i - 1].unique || KeyHasNull(def, i, *row)) continue;
+      const std::string prefix = UniquePrefix(tb, i, *row);
+      bool fresh_prefix_lock = false;
       SUBITO_RETURN_IF_ERROR(
-          LockKey(tb->indexes[i].get(), UniquePrefix(tb, i, *row), ReadMode::kExclusive));
+          LockKey(tb->indexes[i].get(), prefix, ReadMode::kExclusive, &fresh_prefix_lock));
+      if (fresh_prefix_lock) fresh_prefix[i] = static_cast<uint32_t>(prefix.size());
       SUBITO_RETURN_IF_ERROR(CheckUnique(tb, i, *row));
     }
-    SUBITO_RETURN_IF_ERROR(WriteKey(primary, pk, EncodeRow(def, *row), std::nullopt));
+    SUBITO_RETURN_IF_ERROR(WriteKey(primary, pk, EncodeRow(def, *row), std::nullopt,
+                                    fresh ? static_cast<uint32_t>(pk.size()) : 0));
     for (uint32_t i = 1; i < tb->indexes.size(); ++i) {
-      SUBITO_RETURN_IF_ERROR(
-          WriteKey(tb->indexes[i].get(), RowKey(def, i, *row), std::string(), std::nullopt));
+      SUBITO_RETURN_IF_ERROR(WriteKey(tb->indexes[i].get(), RowKey(def, i, *row), std::string(),
+                                      std::nullopt, fresh_prefix[i]));
     }
     tb->SawAutoIncrement(*row);
     tb->rows_inserted.fetch_add(1, std::memory_order_relaxed);
@@ -479,9 +518,11 @@ Status TransactionImpl::Update(Table* table, const Row& old_input, const Row& ne
     const Row& old = cur->row;
     const std::string new_pk = RowKey(def, 0, *row);
     const bool pk_changes = new_pk != old_pk;
+    bool fresh_pk = false;  // as Insert's locks (Undo::lock_length)
+    std::vector<uint32_t> fresh_prefix(tb->indexes.size(), 0);
     if (pk_changes) {
       SUBITO_RETURN_IF_ERROR(WaitForRanges(primary, new_pk));
-      SUBITO_RETURN_IF_ERROR(LockKey(primary, new_pk, ReadMode::kExclusive));
+      SUBITO_RETURN_IF_ERROR(LockKey(primary, new_pk, ReadMode::kExclusive, &fresh_pk));
       Result<std::optional<std::string>> taken = LatestOf(primary, new_pk);
       if (!taken.ok()) return taken.status();
       if (taken->has_value()) return Status::AlreadyExists("duplicate primary key in " + def.name);
@@ -497,21 +538,26 @@ Status TransactionImpl::Update(Table* table, const Row& old_input, const Row& ne
         SUBITO_RETURN_IF_ERROR(LockKey(ix, UniquePrefix(tb, i, old), ReadMode::kExclusive));
       }
       if (!new_null && (old_null || UniquePrefix(tb, i, old) != UniquePrefix(tb, i, *row))) {
-        SUBITO_RETURN_IF_ERROR(LockKey(ix, UniquePrefix(tb, i, *row), ReadMode::kExclusive));
+        const std::string prefix = UniquePrefix(tb, i, *row);
+        bool fresh = false;
+        SUBITO_RETURN_IF_ERROR(LockKey(ix, prefix, ReadMode::kExclusive, &fresh));
+        if (fresh) fresh_prefix[i] = static_cast<uint32_t>(prefix.size());
         SUBITO_RETURN_IF_ERROR(CheckUnique(tb, i, *row));
       }
     }
     std::string bytes = EncodeRow(def, *row);
     if (pk_changes) {
       SUBITO_RETURN_IF_ERROR(WriteKey(primary, old_pk, std::nullopt, std::move(cur->bytes)));
-      SUBITO_RETURN_IF_ERROR(WriteKey(primary, new_pk, std::move(bytes), std::nullopt));
+      SUBITO_RETURN_IF_ERROR(WriteKey(primary, new_pk, std::move(bytes), std::nullopt,
+                                      fresh_pk ? static_cast<uint32_t>(new_pk.size()) : 0));
     } else {
       SUBITO_RETURN_IF_ERROR(WriteKey(primary, new_pk, std::move(bytes), std::move(cur->bytes)));
     }
     for (uint32_t i : changed) {
       IndexImpl* ix = tb->indexes[i].get();
       SUBITO_RETURN_IF_ERROR(WriteKey(ix, RowKey(def, i, old), std::nullopt, std::string()));
-      SUBITO_RETURN_IF_ERROR(WriteKey(ix, RowKey(def, i, *row), std::string(), std::nullopt));
+      SUBITO_RETURN_IF_ERROR(
+          WriteKey(ix, RowKey(def, i, *row), std::string(), std::nullopt, fresh_prefix[i]));
     }
     tb->SawAutoIncrement(*row);
     tb->rows_updated.fetch_add(1, std::memory_order_relaxed);
@@ -649,7 +695,7 @@ Status TransactionImpl::End(bool commit) {
   }
   if (!commit) {
     Status r = Unprepare();
-    if (r.ok()) r = RollbackTo(0);
+    if (r.ok()) r = RollBack(0, /*whole=*/true);
     if (r.ok() && pinned_) {
       SetEndLogging(true);
       const std::string rec = txn::EncodeTxnEnd(state_->id);

@@ -104,7 +104,9 @@ class TransactionImpl final : public Transaction, public UndoOwner {
     std::lock_guard lock(mu_);  // a relief may move undo_ to the file
     return ListSize();
   }
-  Status RollbackTo(uint64_t savepoint) override;
+  // A rollback to a savepoint gives up the locks of the inserts it takes
+  // back (Undo::lock_length), after a cut record (txn_records.h).
+  Status RollbackTo(uint64_t savepoint) override { return RollBack(savepoint, /*whole=*/false); }
   Status Commit() override;
   Status Rollback() override;
   uint64_t id() const override { return state_->id; }
@@ -141,8 +143,9 @@ class TransactionImpl final : public Transaction, public UndoOwner {
     if (own) db_->txns().CloseSnapshot(v.read_ts);
   }
 
-  // For cursors.
-  Status LockKey(IndexImpl* ix, const std::string& key, ReadMode mode);
+  // For cursors. *granted_new (if set): the transaction held no lock on the
+  // key before this call took one.
+  Status LockKey(IndexImpl* ix, const std::string& key, ReadMode mode, bool* granted_new = nullptr);
   // Waits while another transaction's range holds `key` (L7), before the
   // key's own lock is taken: an insert that waits for a range holds no lock
   // the range's owner may ask for next (InnoDB: its lookup finds nothing
@@ -181,6 +184,11 @@ class TransactionImpl final : public Transaction, public UndoOwner {
     bool before_chain;     // before is the reference to a chain the write retired
     uint64_t logged;       // the span of its record in the log
     bool empties = false;  // a bulk insert's mark: undo empties the index
+    // An insert under a lock its own statement took: a rollback to a
+    // savepoint that takes it back releases the lock on key[0, lock_length)
+    // in the index's space (the primary key, or a unique prefix). 0: none
+    // (entries read back from the undo file know of no lock).
+    uint32_t lock_length = 0;
   };
   // writes: the caller writes or reads with locks, and so waits while
   // another transaction bulk-inserts into the table (bulk_insert.cc). A
@@ -226,9 +234,20 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // The snapshot of a consistent read: the transaction's (REPEATABLE READ)
   // or a new one per statement (READ COMMITTED, own=true: close it after).
   txn::ReadView View(bool& own);
+  // fresh_lock_length: see Undo::lock_length.
   Status WriteKey(IndexImpl* ix, const std::string& key, std::optional<std::string> after,
-                  std::optional<std::string> before);
+                  std::optional<std::string> before, uint32_t fresh_lock_length = 0);
   Status ApplyUndo(const Undo& u);
+  // Applies the undo list's entries above `savepoint`, newest first. Not
+  // `whole`: keys left with no change of this transaction pass their
+  // versions to an aborted stand-in (VersionStore::HandOver), and the locks
+  // of the inserts taken back are released (ReleaseInsertLocks).
+  Status RollBack(uint64_t savepoint, bool whole);
+  // After a rollback to a savepoint: appends the cut record (txn_records.h)
+  // and releases `locks` (space, key). Nothing is released if the list
+  // reaches below the newest anchor (the cut could not name it) or the
+  // record cannot be appended.
+  void ReleaseInsertLocks(const std::vector<std::pair<uint32_t, std::string>>& locks);
   // Keeps retired_ up to date with what a tree change did with chains.
   void NoteMoves(IndexImpl* ix, const btree::BTree::ChainMoves& moves) {
     for (const std::string& r : moves.restored) retired_.erase({ix->versions, r});

@@ -101,14 +101,26 @@ void LockManager::Holders::Erase(TxnId txn) {
       rest_.end());
 }
 
-void LockManager::Grant(Node node, TxnId txn, LockMode mode) {
+bool LockManager::Grant(Node node, TxnId txn, LockMode mode) {
   if (LockMode* own = node->second.granted.Find(txn)) {
     if (mode == LockMode::kExclusive) *own = mode;  // an upgrade; S never weakens X
-    return;
+    return false;
   }
   node->second.granted.Add(txn, mode);
   held_[txn].push_back(node);
   bytes_ += Cost(node->first);
+  return true;
+}
+
+void LockManager::Drop(Node node, TxnId txn) {
+  bytes_ -= Cost(node->first);
+  Entry& e = node->second;
+  e.granted.Erase(txn);
+  if (e.idle()) {
+    table_.erase(node);
+  } else if (e.waiters) {
+    e.waiters->cv.notify_all();
+  }
 }
 
 std::string LockManager::Name(uint32_t space, std::string_view key) {
@@ -208,7 +220,8 @@ void LockManager::ReportWait(TxnId txn, const std::vector<TxnId>& blockers) {
 
 Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMode mode,
                          std::chrono::milliseconds timeout,
-                         const std::function<bool()>& interrupted) {
+                         const std::function<bool()>& interrupted, bool* granted_new) {
+  if (granted_new != nullptr) *granted_new = false;
   std::string name = Name(space, key);
   std::unique_lock lk(mu_);
   if (budget_ != 0 && bytes_ + Cost(name) > budget_) {
@@ -224,7 +237,8 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
   Entry& e = node->second;
   std::vector<TxnId> blockers = Blockers(e, txn, mode);
   if (blockers.empty()) {
-    Grant(node, txn, mode);
+    const bool added = Grant(node, txn, mode);
+    if (granted_new != nullptr) *granted_new = added;
     ++stats_.granted_at_once;
     return Status::OK();
   }
@@ -252,7 +266,8 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
     ++stats_.timeouts;
     return TimedOutWait(txn, timeout);
   }
-  Grant(node, txn, mode);
+  const bool added = Grant(node, txn, mode);
+  if (granted_new != nullptr) *granted_new = added;
   w.cv.notify_all();  // compatible waiters behind may go too
   return Status::OK();
 }
@@ -348,17 +363,22 @@ void LockManager::ReleaseAll(TxnId txn) {
   }
   auto h = held_.find(txn);
   if (h == held_.end()) return;
-  for (Node node : h->second) {
-    bytes_ -= Cost(node->first);
-    Entry& e = node->second;
-    e.granted.Erase(txn);
-    if (e.idle()) {
-      table_.erase(node);
-    } else if (e.waiters) {
-      e.waiters->cv.notify_all();
-    }
-  }
+  for (Node node : h->second) Drop(node, txn);
   held_.erase(h);
+}
+
+void LockManager::Release(TxnId txn, uint32_t space, std::string_view key) {
+  std::lock_guard lk(mu_);
+  auto node = table_.find(Name(space, key));
+  if (node == table_.end() || node->second.granted.Find(txn) == nullptr) return;
+  auto h = held_.find(txn);
+  if (h == held_.end()) return;
+  // Released keys are among the newest taken: search from the end.
+  std::vector<Node>& nodes = h->second;
+  auto at = std::find(nodes.rbegin(), nodes.rend(), node);
+  if (at == nodes.rend()) return;
+  nodes.erase(std::next(at).base());
+  Drop(node, txn);
 }
 
 bool LockManager::Holds(TxnId txn, uint32_t space, std::string_view key, LockMode mode) const {

@@ -1,6 +1,9 @@
 // LockManager: row locks for transactions. A lock names one index key
 // (space id + encoded key); it is shared (locking reads) or exclusive
-// (writes). Locks are held until the transaction ends (ReleaseAll).
+// (writes). Locks are held until the transaction ends (ReleaseAll), except
+// a key lock its holder gives back with Release (the key lock an insert
+// took that a rollback to a savepoint took back, as InnoDB's implicit lock
+// goes with the record).
 //
 // Rules:
 //  L1. Shared is compatible with shared; exclusive with nothing. A
@@ -114,9 +117,13 @@ class LockManager {
   // busy; a year or more: no limit), and not at all once `interrupted`
   // (if set) returns true (L5). `interrupted` is called with the manager's
   // mutex held: it must only read a flag.
+  // *granted_new (if set): whether txn held no lock on the key before
+  // this request granted one.
   Status Lock(TxnId txn, uint32_t space, std::string_view key, LockMode mode,
-              std::chrono::milliseconds timeout,
-              const std::function<bool()>& interrupted = nullptr);
+              std::chrono::milliseconds timeout, const std::function<bool()>& interrupted = nullptr,
+              bool* granted_new = nullptr);
+  // Ends txn's lock on one key (if it holds one): waiters may take it.
+  void Release(TxnId txn, uint32_t space, std::string_view key);
   // Holds `range` of `space` for txn until ReleaseAll (L6, L8). A range
   // that continues or lies within txn's newest range in the space is merged
   // with it.
@@ -221,8 +228,13 @@ class LockManager {
   WaitHook wait_hook_;               // L10, guarded by mu_
   static uint64_t Cost(const std::string& name) { return kLockCost + 2 * name.size(); }
   // Grants txn the key of `node` (which it may hold already, then in a
-  // weaker mode) and records it for ReleaseAll (L9's accounting).
-  void Grant(Node node, TxnId txn, LockMode mode);
+  // weaker mode) and records it for ReleaseAll (L9's accounting). Returns
+  // whether txn held nothing there before.
+  bool Grant(Node node, TxnId txn, LockMode mode);
+  // txn gives up the key of `node`, which it holds: the entry goes if idle,
+  // else its waiters are woken. Caller holds mu_ and erases the node from
+  // held_ itself.
+  void Drop(Node node, TxnId txn);
 };
 
 }  // namespace subito::txn

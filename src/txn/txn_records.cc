@@ -61,15 +61,16 @@ Result<uint64_t> DecodeTxnEnd(const uint8_t* payload, uint32_t length) {
   return DecodeFixed64(payload);
 }
 
-std::string EncodeUndoReset(uint64_t txn, uint64_t first_copy_lsn) {
+std::string EncodeTxnValue(uint64_t txn, uint64_t value) {
   std::string out(16, '\0');
   EncodeFixed64(reinterpret_cast<uint8_t*>(out.data()), txn);
-  EncodeFixed64(reinterpret_cast<uint8_t*>(out.data()) + 8, first_copy_lsn);
+  EncodeFixed64(reinterpret_cast<uint8_t*>(out.data()) + 8, value);
   return out;
 }
 
-Result<std::pair<uint64_t, uint64_t>> DecodeUndoReset(const uint8_t* payload, uint32_t length) {
-  if (length != 16) return Status::Corruption("undo-reset record: wrong length");
+Result<std::pair<uint64_t, uint64_t>> DecodeTxnValue(const uint8_t* payload, uint32_t length,
+                                                     const char* record) {
+  if (length != 16) return Status::Corruption(std::string(record) + " record: wrong length");
   return std::pair<uint64_t, uint64_t>(DecodeFixed64(payload), DecodeFixed64(payload + 8));
 }
 

@@ -22,6 +22,15 @@
 //                     undo file (txn/undo_file.h): the transaction's undo
 //                     list is the file's first `count` entries, then its
 //                     undo records after this one.
+//   kRecordTxnUndoCut  u64 txn, u64 count: the transaction's undo list is
+//                     its first `count` entries; the entries after them
+//                     were applied by a rollback to a savepoint (their
+//                     compensation lies before this record) and are dead:
+//                     recovery does not apply them again. Written only
+//                     when count is at least the newest anchor's, after
+//                     the rollback and before the transaction gives up
+//                     the locks of keys the rollback left it no change of
+//                     (below: "Statement rollback").
 //   kRecordTxnPrepare u64 txn, u32 xid length, xid bytes (at most
 //                     kMaxXidBytes): the transaction is prepared (two-phase
 //                     commit, XA) under that name. Appended once its undo
@@ -30,13 +39,25 @@
 //
 // Undo is logical and idempotent: "make key hold `before` (or be absent)".
 // The writer holds the key's exclusive lock from before the undo record
-// until its commit or abort record, so no other change to the key can lie
-// between; applying a transaction's undo records newest to oldest restores
-// every key it touched, however much of it was already applied (a rollback
-// or a recovery cut short). A chain named by an undo record stays retired
+// until its commit or abort record, or until a cut record makes the entry
+// dead, so no other change to the key can lie between the record and the
+// end of its life; applying a transaction's live undo records newest to
+// oldest restores every key it touched, however much of it was already
+// applied (a rollback or a recovery cut short). A chain named by an undo record stays retired
 // or in its leaf until the transaction's end record is durable: a chain
 // taken out of a leaf, even by undo, is retired, never freed, and only the
 // purge after the end releases the transaction's retired chains.
+//
+// Statement rollback: a rollback to a savepoint that takes back inserts of
+// keys the transaction had not locked before them appends a cut record,
+// then releases those keys' locks (InnoDB's implicit locks go with the
+// records a rollback removes). Another transaction may then change the key
+// and commit. Applied again by recovery, the dead undo entry would undo
+// that change; the cut keeps recovery from it. Its LSN precedes every
+// record of the other transaction's change of the key, so any log prefix
+// holding that change holds the cut (the log recovers a prefix, and a page
+// is written only once the log is durable to its LSN). A cut that cannot
+// be appended keeps the locks.
 //
 // Relocation: a transaction that has been open while much log was written
 // would hold the checkpoint back (its undo records must stay readable). It
@@ -84,6 +105,7 @@ inline constexpr uint16_t kRecordTxnUndoReset = log::kRecordTxnFirst + 4;
 inline constexpr uint16_t kRecordTxnUndoFile = log::kRecordTxnFirst + 5;
 inline constexpr uint16_t kRecordTxnPrepare = log::kRecordTxnFirst + 6;
 inline constexpr uint16_t kRecordTxnUnprepare = log::kRecordTxnFirst + 7;
+inline constexpr uint16_t kRecordTxnUndoCut = log::kRecordTxnFirst + 8;
 inline constexpr uint32_t kMaxXidBytes = 1024;
 inline constexpr uint32_t kUndoHeaderSize = 17;
 
@@ -115,8 +137,11 @@ std::string EncodeUndo(uint64_t txn, uint32_t space, std::string_view key,
 Result<UndoRecord> DecodeUndo(const uint8_t* payload, uint32_t length);
 std::string EncodeTxnEnd(uint64_t txn);  // commit, abort and unprepare
 Result<uint64_t> DecodeTxnEnd(const uint8_t* payload, uint32_t length);
-std::string EncodeUndoReset(uint64_t txn, uint64_t first_copy_lsn);
-Result<std::pair<uint64_t, uint64_t>> DecodeUndoReset(const uint8_t* payload, uint32_t length);
+// kRecordTxnUndoReset (value: the first copy's LSN) and kRecordTxnUndoCut
+// (value: the count of entries kept). `record` names it in errors.
+std::string EncodeTxnValue(uint64_t txn, uint64_t value);
+Result<std::pair<uint64_t, uint64_t>> DecodeTxnValue(const uint8_t* payload, uint32_t length,
+                                                     const char* record);
 std::string EncodePrepare(uint64_t txn, std::string_view xid);
 Result<std::pair<uint64_t, std::string>> DecodePrepare(const uint8_t* payload, uint32_t length);
 

@@ -58,12 +58,9 @@ void VersionStore::Add(std::string_view key, const std::shared_ptr<TxnState>& wr
     Charge(KeyCost(key));
   }
   auto& chain = it->second;
-  if (!chain.empty() && chain.back().writer == writer) {
-    chain.back().undone_by_self = false;
-    return;
-  }
+  if (!chain.empty() && chain.back().writer == writer) return;
   const bool chain_ref = before && before_chain;
-  chain.push_back(Version{writer, std::move(before), chain_ref, false});
+  chain.push_back(Version{writer, std::move(before), chain_ref});
   Charge(Cost(chain.back()));
 }
 
@@ -101,8 +98,8 @@ Result<std::optional<std::string>> VersionStore::Visible(std::string_view key,
     auto it = chains_.find(key);
     if (it == chains_.end()) return CheckedValue(std::move(latest), view);
     const std::vector<Version>& c = it->second;
-    // From the newest: the reader's own write (seen, or undone and
-    // skipped), or a writer still active, is only ever the newest (V5).
+    // From the newest: the reader's own write, or a writer still active,
+    // is only ever the newest (V5).
     size_t top = c.size();
     uint64_t examined = 0;
     while (top > 0) {
@@ -110,7 +107,7 @@ Result<std::optional<std::string>> VersionStore::Visible(std::string_view key,
       const bool self = v.writer.get() == view.self;
       if (!self && v.writer->end_ts.load(std::memory_order_acquire) != 0) break;
       ++examined;
-      if (self && !v.undone_by_self) {
+      if (self) {
         examined_.fetch_add(examined, std::memory_order_relaxed);
         return CheckedValue(std::move(latest), view);  // its own write
       }
@@ -186,13 +183,14 @@ bool VersionStore::ChangedByActiveOther(std::string_view key, const TxnState* se
   return w != self && w->end_ts.load(std::memory_order_acquire) == 0;
 }
 
-void VersionStore::MarkUndoneBySelf(std::string_view key, const TxnState* writer) {
+void VersionStore::HandOver(std::string_view key, const TxnState* writer,
+                            const std::shared_ptr<TxnState>& stand_in) {
   std::unique_lock lock(mu_);
   auto it = chains_.find(key);
   if (it == chains_.end()) return;
   // The writer's version is the newest (V5).
   if (!it->second.empty() && it->second.back().writer.get() == writer) {
-    it->second.back().undone_by_self = true;
+    it->second.back().writer = stand_in;
   }
 }
 

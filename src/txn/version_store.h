@@ -192,10 +192,14 @@ class VersionStore {
   std::optional<std::string> Neighbor(std::optional<std::string_view> key, bool forward,
                                       bool inclusive) const;
   // The writer rolled back (to a savepoint) its first change of key: the
-  // tree holds the version's `before` again. The writer's own reads then
-  // skip the version; others still need it (they may have read the tree
-  // before the rollback). A new change of the key by the writer clears it.
-  void MarkUndoneBySelf(std::string_view key, const TxnState* writer);
+  // tree holds the version's `before` again. The version passes to
+  // `stand_in`, an aborted state that ended after every other writer of
+  // the key (TxnSystem::End): every reader, the writer included, skips it,
+  // and readers that read the tree before the rollback still find it
+  // (V3). The writer may then give up the key's lock, and another
+  // transaction's version follow it (V5 holds: the stand-in has ended).
+  void HandOver(std::string_view key, const TxnState* writer,
+                const std::shared_ptr<TxnState>& stand_in);
   // The writer's index was emptied by the undo of its bulk insert (txn
   // records, had_before 3), before which the index had no version: every
   // version of the writer goes (their `before` values were the writer's
@@ -228,7 +232,6 @@ class VersionStore {
     std::shared_ptr<TxnState> writer;
     std::optional<std::string> before;
     bool before_chain = false;
-    bool undone_by_self = false;
   };
   // What a version and a key cost against the budget (V4).
   static int64_t Cost(const Version& v) {

@@ -575,8 +575,9 @@ int ha_subito::write_row(const uchar* buf) {
       if (Status st = txn_loader_->Add(row); !st.ok()) err = Error(st);
     } else if (subito::Transaction* txn = Txn(); txn == nullptr) {
       return HA_ERR_INTERNAL_ERROR;
-    } else if (Status st = txn->Insert(t, row); !st.ok()) {
-      err = Error(st);
+    } else {
+      txn->SetReplacesDuplicates(duplicates_ != 0);
+      if (Status st = txn->Insert(t, row); !st.ok()) err = Error(st);
     }
     // An explicit value moves the counter once its row is in, and, as in
     // InnoDB, when REPLACE, INSERT ... SELECT or LOAD DATA with REPLACE or
@@ -694,6 +695,7 @@ int ha_subito::update_row(const uchar* old_data, const uchar* new_data) {
     if (old_row == new_row) return HA_ERR_RECORD_IS_THE_SAME;
     subito::Transaction* txn = Txn();
     if (txn == nullptr) return HA_ERR_INTERNAL_ERROR;
+    txn->SetReplacesDuplicates(duplicates_ != 0);
     Status st = txn->Update(EngineTable(), old_row, new_row);
     return st.ok() ? 0 : Error(st);
   });
@@ -840,6 +842,21 @@ int ha_subito::extra(enum ha_extra_function operation) {
         return EndBulk(true);
       case HA_EXTRA_ABORT_COPY:
         return EndBulk(false);
+      case HA_EXTRA_INSERT_WITH_UPDATE:
+        duplicates_ |= kDupUpdate;
+        return 0;
+      case HA_EXTRA_NO_IGNORE_DUP_KEY:
+        duplicates_ &= ~kDupUpdate;
+        return 0;
+      case HA_EXTRA_WRITE_CAN_REPLACE:
+        duplicates_ |= kDupReplace;
+        return 0;
+      case HA_EXTRA_WRITE_CANNOT_REPLACE:
+        duplicates_ &= ~kDupReplace;
+        return 0;
+      case HA_EXTRA_RESET_STATE:
+        duplicates_ = 0;
+        return 0;
       default:
         return 0;
     }
@@ -854,6 +871,7 @@ int ha_subito::reset() {
     search_prefix_.clear();
     search_key_.clear();
     dup_key_ = -1;
+    duplicates_ = 0;
     return 0;
   });
 }

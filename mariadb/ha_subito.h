@@ -231,6 +231,11 @@ class ha_subito final : public handler {
   std::unique_ptr<subito::BulkLoader> txn_loader_;
   uint64_t bulk_rows_ = 0;
   int dup_key_ = -1;
+  // REPLACE (kDupReplace) or INSERT ... ON DUPLICATE KEY UPDATE
+  // (kDupUpdate), from extra(): a duplicate key is locked exclusively, as
+  // InnoDB's trx->duplicates (TRX_DUP_REPLACE, TRX_DUP_IGNORE) does.
+  static constexpr unsigned kDupUpdate = 1, kDupReplace = 2;
+  unsigned duplicates_ = 0;
   // Auto-increment values the statement still has reserved (InnoDB's
   // trx->n_autoinc_rows): set by its first get_auto_increment.
   ulonglong autoinc_rows_left_ = 0;

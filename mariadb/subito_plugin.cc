@@ -423,7 +423,9 @@ int SavepointRelease(handlerton*, THD*, void*) {
 }
 
 bool SavepointCanReleaseMdl(handlerton*, THD*) {
-  return false;  // row locks taken after the savepoint stay held
+  // Row locks taken after the savepoint stay held (but those of inserts the
+  // rollback takes back), and so do metadata locks.
+  return false;
 }
 
 // KILL [QUERY]: the server has set thd->killed; a lock wait of the

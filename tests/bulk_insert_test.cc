@@ -279,6 +279,33 @@ TEST_F(BulkInsertTest, ASavepointFinishesTheLoadSoItsRollbackIsExact) {
   ASSERT_OK(check->Commit());
 }
 
+// A change of a loaded row taken back by a rollback to a savepoint hands the
+// row's version to a stand-in (VersionStore::HandOver); the rollback of the
+// load then drops that version too: no snapshot finds the row whose load
+// was rolled back, even while an older snapshot holds the purge back.
+TEST_F(BulkInsertTest, ARolledBackLoadLeavesNoVersionOfItsRows) {
+  auto older = db_->Begin();
+  older->TakeSnapshot();
+  auto txn = db_->Begin();
+  Load(txn.get(), t_, 0, 3);
+  const uint64_t sp = txn->Savepoint();
+  Row changed = RowOf(1);
+  changed[3] = std::string("changed, taken back");
+  ASSERT_OK(txn->Update(t_, RowOf(1), changed));
+  ASSERT_OK(txn->RollbackTo(sp));
+  ASSERT_OK(txn->Rollback());
+  auto check = db_->Begin();
+  auto got = check->Get(t_, {int64_t{1}});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_FALSE(got->has_value());
+  for (uint32_t index = 0; index < 3; ++index) {
+    EXPECT_EQ(ScanAll(check.get(), t_, index).size(), 0u) << "index " << index;
+  }
+  ASSERT_OK(check->Commit());
+  EXPECT_EQ(ScanAll(older.get(), t_).size(), 0u);
+  ASSERT_OK(older->Commit());
+}
+
 // A snapshot older than a bulk insert's commit reads the table empty, so it
 // may not change the table (it would not see its own rows): retry.
 TEST_F(BulkInsertTest, ASnapshotOlderThanTheLoadMayNotChangeTheTable) {

@@ -431,13 +431,23 @@ TEST_P(SavepointCrash, AKeyARollbackGaveUpKeepsAnotherTransactionsCommittedRow) 
   const bool spill = GetParam();
   auto t = db->CreateTable(test::SampleTable());
   ASSERT_TRUE(t.ok()) << t.status().ToString();
-  const Row theirs = test::SampleRow(2, 3, "b", "committed by the other transaction");
+  // Another primary key than the loser's row taken back, the same unique
+  // value: the unique prefix's lock is what was given up there.
+  const Row theirs = test::SampleRow(3, 3, "b", "committed by the other transaction");
   {
     auto setup = db->Begin();
     ASSERT_OK(setup->Insert(*t, test::SampleRow(9, 9, "z", "there before")));
     ASSERT_OK(setup->Commit());
   }
   auto loser = db->Begin();
+  // A rollback that takes back entries without giving up a lock comes
+  // first: the cut it writes keeps recovery's list this one's, so the
+  // later cut keeps the live entries after it (row 5).
+  const uint64_t sp0 = loser->Savepoint();
+  ASSERT_OK(loser->Update(*t, test::SampleRow(9, 0, std::nullopt, ""),
+                          test::SampleRow(9, 7, "z", "taken back")));
+  ASSERT_OK(loser->RollbackTo(sp0));
+  ASSERT_OK(loser->Insert(*t, test::SampleRow(5, 5, "e", "after the first rollback")));
   ASSERT_OK(loser->Insert(*t, test::SampleRow(1, 1, "a", "before the savepoint")));
   ASSERT_OK(loser->Update(*t, test::SampleRow(9, 0, std::nullopt, ""),
                           test::SampleRow(9, 8, "y", "changed before the savepoint")));
@@ -478,6 +488,45 @@ TEST_P(SavepointCrash, AKeyARollbackGaveUpKeepsAnotherTransactionsCommittedRow) 
     EXPECT_EQ(test::ScanAll(txn.get(), rt, 2), want);       // by u: "b", "z"
     ASSERT_OK(txn->Commit());
   }
+}
+
+// A rollback into the undo file keeps its locks (a cut below the newest
+// anchor could not name the list), until the next anchor writes the list
+// anew; then a rollback gives its inserts' locks up again. The image after
+// both recovers the other transaction's row and none of the loser's.
+TEST_F(EngineCrash, ARollbackIntoTheUndoFileKeepsItsLocksUntilTheNextAnchor) {
+  auto t = db->CreateTable(test::SampleTable());
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto loser = db->Begin();
+  auto other = db->Begin();
+  other->SetLockWaitTimeout(std::chrono::milliseconds(0));
+  const uint64_t sp0 = loser->Savepoint();
+  ASSERT_OK(loser->Insert(*t, test::SampleRow(1, 1, "a", "taken back from the file")));
+  for (int64_t id = 1000; db->Stats().undo_spills == 0; ++id) {
+    ASSERT_LT(id, 2000) << "no undo file: the test lost its reach";
+    ASSERT_OK(loser->Insert(*t, test::SampleRow(id, 0, std::nullopt, std::string(1000, 's'))));
+  }
+  ASSERT_OK(loser->RollbackTo(sp0));
+  EXPECT_TRUE(other->Insert(*t, test::SampleRow(1, 2, "b", "")).IsTimedOut());
+  ASSERT_OK(loser->Insert(*t, test::SampleRow(2, 2, "c", "live")));  // anchors anew
+  const uint64_t sp1 = loser->Savepoint();
+  ASSERT_OK(loser->Insert(*t, test::SampleRow(3, 3, "d", "taken back")));
+  ASSERT_OK(loser->RollbackTo(sp1));
+  const Row theirs = test::SampleRow(3, 4, "d", "committed by the other transaction");
+  ASSERT_OK(other->Insert(*t, theirs));
+  ASSERT_OK(other->Commit());
+  const std::string image = CutImage(clock->Now(), "crash");
+  ASSERT_OK(loser->Rollback());
+  db.reset();
+  auto rdb = Database::Open(PlainOptions(image));
+  ASSERT_TRUE(rdb.ok()) << rdb.status().ToString();
+  ASSERT_TRUE(test::AwaitBackgroundUndo(rdb->get()));
+  Table* rt = (*rdb)->FindTable("t");
+  ASSERT_NE(rt, nullptr);
+  auto txn = (*rdb)->Begin();
+  EXPECT_EQ(test::ScanAll(txn.get(), rt), std::vector<Row>{theirs});
+  EXPECT_EQ(test::ScanAll(txn.get(), rt, 2), std::vector<Row>{theirs});
+  ASSERT_OK(txn->Commit());
 }
 
 INSTANTIATE_TEST_SUITE_P(UndoInLogOrFile, SavepointCrash, ::testing::Bool(),

@@ -434,6 +434,36 @@ TEST_P(IsolationTest, ARollbackToASavepointReleasesTheLocksOfItsInserts) {
   ASSERT_OK(after->Commit());
 }
 
+// An insert that meets a duplicate locks it shared, as InnoDB's duplicate
+// check does (another transaction's duplicate check or locking read goes
+// on; its write waits), or exclusively when the transaction replaces
+// duplicates (REPLACE, ON DUPLICATE KEY UPDATE). Keys it locked for the row
+// that did not go in are given up.
+TEST_P(IsolationTest, ADuplicateIsLockedSharedUnlessDuplicatesAreReplaced) {
+  using std::chrono::milliseconds;
+  {
+    auto setup = db_->Begin(GetParam());
+    ASSERT_OK(setup->Insert(t_, SampleRow(50, 0, "w", "unique w")));
+    ASSERT_OK(setup->Commit());
+  }
+  auto t1 = db_->Begin(GetParam());
+  EXPECT_TRUE(t1->Insert(t_, R(1, "dup")).IsAlreadyExists());
+  EXPECT_TRUE(t1->Insert(t_, SampleRow(60, 0, "w", "dup of w")).IsAlreadyExists());
+  t1->SetReplacesDuplicates(true);
+  EXPECT_TRUE(t1->Insert(t_, R(2, "dup, to replace")).IsAlreadyExists());
+
+  auto t2 = db_->Begin(GetParam());
+  t2->SetLockWaitTimeout(milliseconds(0));
+  EXPECT_TRUE(t2->Insert(t_, R(1, "")).IsAlreadyExists());  // no wait
+  EXPECT_EQ(V(t2.get(), 1, ReadMode::kShared), "v0");
+  EXPECT_TRUE(t2->Update(t_, R(1, ""), R(1, "t2")).IsTimedOut());
+  EXPECT_TRUE(t2->Insert(t_, SampleRow(61, 0, "w", "")).IsAlreadyExists());
+  ASSERT_OK(t2->Insert(t_, R(60, "t2")));  // the key t1's failed row locked first
+  EXPECT_TRUE(t2->Get(t_, {int64_t{2}}, ReadMode::kShared).status().IsTimedOut());
+  ASSERT_OK(t2->Commit());
+  ASSERT_OK(t1->Commit());
+}
+
 // A cursor outlives neither its transaction's end nor, for snapshots, an
 // index built after the snapshot.
 TEST_P(IsolationTest, CursorsRefuseEndedTransactionsAndNewerIndexes) {

@@ -507,8 +507,14 @@ class BulkLoader {
 class Transaction {
  public:
   virtual ~Transaction() = default;  // rolls back if neither ended
-  // AlreadyExists on a duplicate primary or unique key.
+  // AlreadyExists on a duplicate primary or unique key. The duplicate key
+  // stays locked: shared, or exclusive once SetReplacesDuplicates(true).
   virtual Status Insert(Table* table, const Row& row) = 0;
+  // Whether this transaction's inserts and updates replace or update the
+  // rows they meet as duplicates (REPLACE, INSERT ... ON DUPLICATE KEY
+  // UPDATE): a duplicate key is then locked exclusively, else shared (as
+  // InnoDB's trx->duplicates decides), unless held before. Off at first.
+  virtual void SetReplacesDuplicates(bool replaces) = 0;
   // Replaces the row whose primary key `old_row` names (NotFound if none)
   // by new_row; the primary key may change.
   virtual Status Update(Table* table, const Row& old_row, const Row& new_row) = 0;
@@ -534,8 +540,10 @@ class Transaction {
   virtual Result<std::unique_ptr<Cursor>> OpenCursor(Table* table, uint32_t index,
                                                      ReadMode mode = ReadMode::kSnapshot) = 0;
 
-  // Statement rollback: RollbackTo(Savepoint()) undoes what came after (its
-  // locks stay held, as in InnoDB).
+  // Statement rollback: RollbackTo(Savepoint()) undoes what came after. Its
+  // locks stay held, as InnoDB's explicit locks, except those of the
+  // inserts it takes back that no change before the savepoint needed (as
+  // InnoDB's implicit locks go with the records).
   // A bulk insert's open load is finished first (BulkInsert: its later rows
   // go in one by one, so that a rollback to the savepoint is exact).
   virtual uint64_t Savepoint() const = 0;

@@ -194,6 +194,7 @@ Status TransactionImpl::RelocateIfOld(uint64_t limit, bool wait) {
   }
   db_->pool()->EndChange(pin_token_);
   pin_token_ = new_pin;
+  log_list_exact_ = true;
   db_->relocations.fetch_add(1, std::memory_order_relaxed);
   return Status::OK();
 }
@@ -247,6 +248,7 @@ Status TransactionImpl::ReAnchor(bool wait) {
   }
   db_->pool()->EndChange(pin_token_);
   pin_token_ = new_pin;
+  log_list_exact_ = true;
   db_->undo_spills.fetch_add(1, std::memory_order_relaxed);
   return Status::OK();
 }
@@ -323,8 +325,19 @@ Status TransactionImpl::RollBack(uint64_t savepoint, bool whole) {
   log::RedoLog* log = db_->log();
   const uint64_t chunk_bytes = txn::RollbackChunkBytes(log->capacity());
   bool wait_for_space = true;
-  std::shared_ptr<txn::TxnState> stand_in;  // HandOver's, made at the first key
-  std::vector<std::pair<uint32_t, std::string>> insert_locks;
+  // HandOver's, made at the first key and ended once every key is back:
+  // until then readers take its versions for an active writer's (V3: a
+  // reader may have read a key from the tree before the key's undo).
+  std::shared_ptr<txn::TxnState> stand_in;
+  struct EndStandIn {
+    txn::TxnSystem& txns;
+    std::shared_ptr<txn::TxnState>& stand_in;
+    ~EndStandIn() {
+      if (stand_in) txns.End(stand_in, /*committed=*/false, {});
+    }
+  } end_stand_in{db_->txns(), stand_in};
+  KeyLocks insert_locks;
+  bool took_back = false;
   while (Position() > savepoint) {
     if (!db_->pool()->AwaitRoomWhilePaused() && wait_for_space &&
         !db_->pool()->LogFreeCheck().ok()) {
@@ -339,14 +352,12 @@ Status TransactionImpl::RollBack(uint64_t savepoint, bool whole) {
       const Undo& u = undo_.back();
       bytes += txn::RollbackWeight(u.key, u.before, u.empties, db_->pool()->page_size());
       SUBITO_RETURN_IF_ERROR(ApplyUndo(u));
+      took_back = true;
       auto it = live_writes_.find({u.index->space(), u.key});
       if (it != live_writes_.end() && --it->second == 0) {
         live_writes_.erase(it);
         if (!whole) {
-          if (!stand_in) {
-            stand_in = std::make_shared<txn::TxnState>(state_->id);
-            db_->txns().End(stand_in, /*committed=*/false, {});
-          }
+          if (!stand_in) stand_in = std::make_shared<txn::TxnState>(state_->id);
           u.index->versions->HandOver(u.key, state_.get(), stand_in);
           // The lock was taken for this insert (after the savepoint), so
           // every change of this transaction under it is taken back too.
@@ -359,23 +370,38 @@ Status TransactionImpl::RollBack(uint64_t savepoint, bool whole) {
       undo_.pop_back();
     }
   }
-  if (!insert_locks.empty()) ReleaseInsertLocks(insert_locks);
+  if (stand_in) {
+    db_->txns().End(stand_in, /*committed=*/false, {});
+    stand_in.reset();
+  }
+  if (!whole && took_back) CutUndoList(insert_locks);
   return Status::OK();
 }
 
-void TransactionImpl::ReleaseInsertLocks(
-    const std::vector<std::pair<uint32_t, std::string>>& locks) {
+void TransactionImpl::ReleaseKeyLocks(const KeyLocks& locks) {
+  for (const auto& [space, key] : locks) db_->locks().Release(state_->id, space, key);
+}
+
+void TransactionImpl::CutUndoList(const KeyLocks& locks) {
   {
     std::lock_guard lock(mu_);
-    // The cut names a count at or above the newest anchor's (txn_records.h);
-    // the undo file's entries below it stay live.
-    if (ListSize() < anchored_count_) return;
+    // The cut keeps the first ListSize() entries of the list recovery
+    // finds, so that list must be this one's with the entries taken back at
+    // its end (log_list_exact_), and its undo-file part must not be cut
+    // (txn_records.h).
+    if (!log_list_exact_ || ListSize() < anchored_count_) {
+      log_list_exact_ = false;
+      return;
+    }
     const std::string rec = txn::EncodeTxnValue(state_->id, ListSize());
     Result<log::AppendResult> a =
         db_->log()->Append(txn::kRecordTxnUndoCut, rec.data(), static_cast<uint32_t>(rec.size()));
-    if (!a.ok()) return;
+    if (!a.ok()) {
+      log_list_exact_ = false;
+      return;
+    }
   }
-  for (const auto& [space, key] : locks) db_->locks().Release(state_->id, space, key);
+  ReleaseKeyLocks(locks);
 }
 
 template <typename Fn>
@@ -404,15 +430,28 @@ std::string UniquePrefix(TableImpl* t, uint32_t index, const Row& row) {
   return *EncodeKey(t->def(), t->def().indexes[index - 1].columns, vals);
 }
 
-Status CheckUnique(TableImpl* t, uint32_t index, const Row& row) {
+namespace {
+
+// Whether the unique index holds an entry with the row's prefix (its
+// newest entries: the prefix's lock orders writers).
+Result<bool> UniqueTaken(TableImpl* t, uint32_t index, const Row& row) {
   const std::string prefix = UniquePrefix(t, index, row);
   btree::BTree::Cursor c(t->indexes[index]->tree.get());
   SUBITO_RETURN_IF_ERROR(c.Seek(btree::SeekMode::kGE, prefix));
-  if (c.Valid() && HasPrefix(c.key(), prefix)) {
-    return Status::AlreadyExists("duplicate entry for unique index " +
-                                 t->def().indexes[index - 1].name + " of " + t->def().name);
-  }
-  return Status::OK();
+  return c.Valid() && HasPrefix(c.key(), prefix);
+}
+
+Status UniqueDuplicate(const TableDef& def, uint32_t index) {
+  return Status::AlreadyExists("duplicate entry for unique index " + def.indexes[index - 1].name +
+                               " of " + def.name);
+}
+
+}  // namespace
+
+Status CheckUnique(TableImpl* t, uint32_t index, const Row& row) {
+  Result<bool> taken = UniqueTaken(t, index, row);
+  if (!taken.ok()) return taken.status();
+  return *taken ? UniqueDuplicate(t->def(), index) : Status::OK();
 }
 
 Result<TransactionImpl::LockedRow> TransactionImpl::LockRowToWrite(TableImpl* t, const Row& input,
@@ -433,6 +472,28 @@ Result<TransactionImpl::LockedRow> TransactionImpl::LockRowToWrite(TableImpl* t,
   return LockedRow{std::move(*pk), std::move(**cur), std::move(*row)};
 }
 
+Result<bool> TransactionImpl::LockToInsert(IndexImpl* ix, const std::string& key,
+                                           const std::function<Result<bool>()>& taken,
+                                           bool* fresh) {
+  *fresh = false;
+  bool fresh_shared = false;
+  Result<bool> there = taken();
+  if (!there.ok()) return there;
+  if (*there && !replaces_duplicates_) {
+    SUBITO_RETURN_IF_ERROR(LockKey(ix, key, ReadMode::kShared, &fresh_shared));
+    there = taken();
+    if (!there.ok() || *there) return there;
+  }
+  SUBITO_RETURN_IF_ERROR(LockKey(ix, key, ReadMode::kExclusive, fresh));
+  *fresh = *fresh || fresh_shared;
+  there = taken();
+  if (!there.ok()) return there;
+  if (*there && *fresh && !replaces_duplicates_) {
+    db_->locks().Downgrade(state_->id, ix->space(), key);
+  }
+  return there;
+}
+
 Status TransactionImpl::Insert(Table* table, const Row& input) {
   Result<TableImpl*> t = Use(table, /*writes=*/true);
   if (!t.ok()) return t.status();
@@ -446,21 +507,38 @@ Status TransactionImpl::Insert(Table* table, const Row& input) {
     const std::string pk = RowKey(def, 0, *row);
     SUBITO_RETURN_IF_ERROR(WaitForRanges(primary, pk));
     bool fresh = false;
-    SUBITO_RETURN_IF_ERROR(LockKey(primary, pk, ReadMode::kExclusive, &fresh));
-    Result<std::optional<std::string>> cur = LatestOf(primary, pk);
-    if (!cur.ok()) return cur.status();
-    if (cur->has_value()) return Status::AlreadyExists("duplicate primary key in " + def.name);
-    // Per index, the length of the unique prefix locked for this insert
-    // alone (Undo::lock_length).
+    Result<bool> dup = LockToInsert(
+        primary, pk,
+        [&]() -> Result<bool> {
+          Result<std::optional<std::string>> cur = LatestOf(primary, pk);
+          if (!cur.ok()) return cur.status();
+          return cur->has_value();
+        },
+        &fresh);
+    if (!dup.ok()) return dup.status();
+    if (*dup) return Status::AlreadyExists("duplicate primary key in " + def.name);
+    // The locks taken for this row's free keys alone: a duplicate met
+    // before the row goes in gives them up (as InnoDB's implicit locks go
+    // with the entries its rollback removes), and so does a rollback of
+    // the row once it is in (Undo::lock_length, per index).
+    KeyLocks fresh_locks;
+    if (fresh) fresh_locks.emplace_back(primary->space(), pk);
     std::vector<uint32_t> fresh_prefix(tb->indexes.size(), 0);
     for (uint32_t i = 1; i < tb->indexes.size(); ++i) {
       if (!def.indexes[i - 1].unique || KeyHasNull(def, i, *row)) continue;
+      IndexImpl* ix = tb->indexes[i].get();
       const std::string prefix = UniquePrefix(tb, i, *row);
       bool fresh_prefix_lock = false;
-      SUBITO_RETURN_IF_ERROR(
-          LockKey(tb->indexes[i].get(), prefix, ReadMode::kExclusive, &fresh_prefix_lock));
-      if (fresh_prefix_lock) fresh_prefix[i] = static_cast<uint32_t>(prefix.size());
-      SUBITO_RETURN_IF_ERROR(CheckUnique(tb, i, *row));
+      dup = LockToInsert(
+          ix, prefix, [&] { return UniqueTaken(tb, i, *row); }, &fresh_prefix_lock);
+      if (!dup.ok()) return dup.status();
+      if (*dup) {
+        ReleaseKeyLocks(fresh_locks);
+        return UniqueDuplicate(def, i);
+      }
+      if (!fresh_prefix_lock) continue;
+      fresh_prefix[i] = static_cast<uint32_t>(prefix.size());
+      fresh_locks.emplace_back(ix->space(), prefix);
     }
     SUBITO_RETURN_IF_ERROR(WriteKey(primary, pk, EncodeRow(def, *row), std::nullopt,
                                     fresh ? static_cast<uint32_t>(pk.size()) : 0));
@@ -518,14 +596,23 @@ Status TransactionImpl::Update(Table* table, const Row& old_input, const Row& ne
     const Row& old = cur->row;
     const std::string new_pk = RowKey(def, 0, *row);
     const bool pk_changes = new_pk != old_pk;
-    bool fresh_pk = false;  // as Insert's locks (Undo::lock_length)
+    // The locks of new keys, as Insert's.
+    bool fresh_pk = false;
+    KeyLocks fresh_locks;
     std::vector<uint32_t> fresh_prefix(tb->indexes.size(), 0);
     if (pk_changes) {
       SUBITO_RETURN_IF_ERROR(WaitForRanges(primary, new_pk));
-      SUBITO_RETURN_IF_ERROR(LockKey(primary, new_pk, ReadMode::kExclusive, &fresh_pk));
-      Result<std::optional<std::string>> taken = LatestOf(primary, new_pk);
-      if (!taken.ok()) return taken.status();
-      if (taken->has_value()) return Status::AlreadyExists("duplicate primary key in " + def.name);
+      Result<bool> dup = LockToInsert(
+          primary, new_pk,
+          [&]() -> Result<bool> {
+            Result<std::optional<std::string>> taken = LatestOf(primary, new_pk);
+            if (!taken.ok()) return taken.status();
+            return taken->has_value();
+          },
+          &fresh_pk);
+      if (!dup.ok()) return dup.status();
+      if (*dup) return Status::AlreadyExists("duplicate primary key in " + def.name);
+      if (fresh_pk) fresh_locks.emplace_back(primary->space(), new_pk);
     }
     std::vector<uint32_t> changed;
     for (uint32_t i = 1; i < tb->indexes.size(); ++i) {
@@ -540,9 +627,16 @@ Status TransactionImpl::Update(Table* table, const Row& old_input, const Row& ne
       if (!new_null && (old_null || UniquePrefix(tb, i, old) != UniquePrefix(tb, i, *row))) {
         const std::string prefix = UniquePrefix(tb, i, *row);
         bool fresh = false;
-        SUBITO_RETURN_IF_ERROR(LockKey(ix, prefix, ReadMode::kExclusive, &fresh));
-        if (fresh) fresh_prefix[i] = static_cast<uint32_t>(prefix.size());
-        SUBITO_RETURN_IF_ERROR(CheckUnique(tb, i, *row));
+        Result<bool> dup = LockToInsert(
+            ix, prefix, [&] { return UniqueTaken(tb, i, *row); }, &fresh);
+        if (!dup.ok()) return dup.status();
+        if (*dup) {
+          ReleaseKeyLocks(fresh_locks);
+          return UniqueDuplicate(def, i);
+        }
+        if (!fresh) continue;
+        fresh_prefix[i] = static_cast<uint32_t>(prefix.size());
+        fresh_locks.emplace_back(ix->space(), prefix);
       }
     }
     std::string bytes = EncodeRow(def, *row);

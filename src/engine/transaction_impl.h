@@ -127,6 +127,7 @@ class TransactionImpl final : public Transaction, public UndoOwner {
                                                    const txn::ReadView& view,
                                                    std::shared_ptr<const txn::AsOfSnapshot> as_of);
   void SetLockWaitTimeout(std::chrono::milliseconds timeout) override { lock_timeout_ = timeout; }
+  void SetReplacesDuplicates(bool replaces) override { replaces_duplicates_ = replaces; }
   void SetInterruptCheck(std::function<bool()> interrupted) override {
     interrupted_ = std::move(interrupted);
   }
@@ -240,14 +241,26 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   Status ApplyUndo(const Undo& u);
   // Applies the undo list's entries above `savepoint`, newest first. Not
   // `whole`: keys left with no change of this transaction pass their
-  // versions to an aborted stand-in (VersionStore::HandOver), and the locks
-  // of the inserts taken back are released (ReleaseInsertLocks).
+  // versions to an aborted stand-in (VersionStore::HandOver), and the list
+  // is cut (CutUndoList), which releases the locks of the inserts taken
+  // back.
   Status RollBack(uint64_t savepoint, bool whole);
-  // After a rollback to a savepoint: appends the cut record (txn_records.h)
-  // and releases `locks` (space, key). Nothing is released if the list
-  // reaches below the newest anchor (the cut could not name it) or the
+  // Key locks by (space, key).
+  using KeyLocks = std::vector<std::pair<uint32_t, std::string>>;
+  // After a rollback to a savepoint that took entries back: appends the cut
+  // record (txn_records.h) and releases `locks`. Nothing is released, and
+  // log_list_exact_ turns false, if recovery's list is not this one's, the
+  // list reaches below the newest anchor (the cut could not name it) or the
   // record cannot be appended.
-  void ReleaseInsertLocks(const std::vector<std::pair<uint32_t, std::string>>& locks);
+  void CutUndoList(const KeyLocks& locks);
+  void ReleaseKeyLocks(const KeyLocks& locks);
+  // Locks `key` of ix (a primary key or unique prefix) for a row change
+  // that puts it there, and returns whether it is taken (`taken` reads
+  // that in the tree). A taken key is locked shared, as InnoDB's duplicate
+  // check, or exclusive if this transaction replaces duplicates; a free one
+  // exclusive. *fresh: this call took the transaction's first lock on it.
+  Result<bool> LockToInsert(IndexImpl* ix, const std::string& key,
+                            const std::function<Result<bool>()>& taken, bool* fresh);
   // Keeps retired_ up to date with what a tree change did with chains.
   void NoteMoves(IndexImpl* ix, const btree::BTree::ChainMoves& moves) {
     for (const std::string& r : moves.restored) retired_.erase({ix->versions, r});
@@ -333,6 +346,7 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   bool has_snapshot_ = false;      // read_ts_: the transaction's (RR) or statement's (RC) snapshot
   bool statement_scoped_ = false;  // StartStatement was called
   std::chrono::milliseconds lock_timeout_ = db_->lock_timeout();
+  bool replaces_duplicates_ = false;  // SetReplacesDuplicates
   std::function<bool()> interrupted_;
   uint64_t read_ts_ = 0;
   bool pinned_ = false;
@@ -346,6 +360,12 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // The count of the newest durable anchor: positions below it are
   // rewritten only with the same entries (U2).
   uint64_t anchored_count_ = 0;
+  // Whether the undo list recovery would find (the newest anchor's entries,
+  // then the undo records after it and after any undo reset, cut by cut
+  // records) is this list: false after a rollback to a savepoint that
+  // could not write its cut (its entries stay among the records), true
+  // again after a relocation or an anchor, which write the list anew.
+  bool log_list_exact_ = true;
   // The indexes of the entries in the undo file, by space (entries
   // reloaded from it name a space); filled as they are written there.
   std::map<uint32_t, IndexImpl*> wrote_spaces_;

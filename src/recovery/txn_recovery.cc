@@ -27,18 +27,20 @@ struct UndoTrail {
     std::erase_if(tail, [&](log::Lsn at) { return at < lsn; });
   }
   // A cut record (txn_records.h): the list is its first `count` entries,
-  // at or above the anchor's.
+  // at or above the anchor's. Analysis may have begun after some of the
+  // list's records (a relocation or an anchor after the cut moved the
+  // transaction's pin past them): then the records seen are cut to
+  // `count` at most, and the reset or anchor that follows in the log
+  // supersedes them.
   Status Cut(uint64_t count, log::Lsn lsn) {
     const uint64_t in_file = anchor ? anchor->count : 0;
-    if (count < in_file || count - in_file > tail.size()) {
+    if (count < in_file) {
       return Status::Corruption(StrFormat(
-          "undo-cut record at LSN %llu keeps %llu entries of a list of %llu (%llu in its undo "
-          "file)",
+          "undo-cut record at LSN %llu keeps %llu entries of a list whose undo file holds %llu",
           static_cast<unsigned long long>(lsn), static_cast<unsigned long long>(count),
-          static_cast<unsigned long long>(in_file) + tail.size(),
           static_cast<unsigned long long>(in_file)));
     }
-    tail.resize(count - in_file);
+    if (count - in_file < tail.size()) tail.resize(count - in_file);
     return Status::OK();
   }
 };

@@ -381,6 +381,16 @@ void LockManager::Release(TxnId txn, uint32_t space, std::string_view key) {
   Drop(node, txn);
 }
 
+void LockManager::Downgrade(TxnId txn, uint32_t space, std::string_view key) {
+  std::lock_guard lk(mu_);
+  auto node = table_.find(Name(space, key));
+  if (node == table_.end()) return;
+  LockMode* own = node->second.granted.Find(txn);
+  if (own == nullptr || *own == LockMode::kShared) return;
+  *own = LockMode::kShared;
+  if (node->second.waiters) node->second.waiters->cv.notify_all();
+}
+
 bool LockManager::Holds(TxnId txn, uint32_t space, std::string_view key, LockMode mode) const {
   std::lock_guard lk(mu_);
   auto it = table_.find(Name(space, key));

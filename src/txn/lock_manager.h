@@ -124,6 +124,9 @@ class LockManager {
               bool* granted_new = nullptr);
   // Ends txn's lock on one key (if it holds one): waiters may take it.
   void Release(TxnId txn, uint32_t space, std::string_view key);
+  // Turns txn's exclusive lock on the key (if it holds one) into a shared
+  // one: waiting readers may share it.
+  void Downgrade(TxnId txn, uint32_t space, std::string_view key);
   // Holds `range` of `space` for txn until ReleaseAll (L6, L8). A range
   // that continues or lies within txn's newest range in the space is merged
   // with it.

@@ -26,10 +26,10 @@
 //                     its first `count` entries; the entries after them
 //                     were applied by a rollback to a savepoint (their
 //                     compensation lies before this record) and are dead:
-//                     recovery does not apply them again. Written only
-//                     when count is at least the newest anchor's, after
-//                     the rollback and before the transaction gives up
-//                     the locks of keys the rollback left it no change of
+//                     recovery does not apply them again. Written after
+//                     the rollback, when count is at least the newest
+//                     anchor's, before the transaction gives up the
+//                     locks of keys the rollback left it no change of
 //                     (below: "Statement rollback").
 //   kRecordTxnPrepare u64 txn, u32 xid length, xid bytes (at most
 //                     kMaxXidBytes): the transaction is prepared (two-phase
@@ -48,16 +48,20 @@
 // taken out of a leaf, even by undo, is retired, never freed, and only the
 // purge after the end releases the transaction's retired chains.
 //
-// Statement rollback: a rollback to a savepoint that takes back inserts of
-// keys the transaction had not locked before them appends a cut record,
-// then releases those keys' locks (InnoDB's implicit locks go with the
-// records a rollback removes). Another transaction may then change the key
-// and commit. Applied again by recovery, the dead undo entry would undo
-// that change; the cut keeps recovery from it. Its LSN precedes every
-// record of the other transaction's change of the key, so any log prefix
-// holding that change holds the cut (the log recovers a prefix, and a page
-// is written only once the log is durable to its LSN). A cut that cannot
-// be appended keeps the locks.
+// Statement rollback: every rollback to a savepoint that takes entries back
+// appends a cut record, so that the list recovery finds (anchor, records,
+// cuts) stays the transaction's own; then it releases the locks of the
+// inserts it took back of keys the transaction had not locked before them
+// (InnoDB's implicit locks go with the records a rollback removes).
+// Another transaction may then change such a key and commit. Applied again
+// by recovery, the dead undo entry would undo that change; the cut keeps
+// recovery from it. Its LSN precedes every record of the other
+// transaction's change of the key, so any log prefix holding that change
+// holds the cut (the log recovers a prefix, and a page is written only once
+// the log is durable to its LSN). A rollback that cannot append its cut, or
+// whose list reaches into the undo file below the newest anchor, keeps the
+// locks, and so do the later ones until a relocation or an anchor writes
+// the list anew (the records after the last cut hold dead entries then).
 //
 // Relocation: a transaction that has been open while much log was written
 // would hold the checkpoint back (its undo records must stay readable). It

@@ -201,7 +201,7 @@ void VersionStore::DropVersionsOf(const TxnState* writer) {
     auto& chain = it->second;
     size_t out = 0;
     for (size_t i = 0; i < chain.size(); ++i) {
-      if (chain[i].writer.get() == writer) {
+      if (chain[i].writer->id == writer->id) {  // its stand-ins too (HandOver)
         freed += Cost(chain[i]);
       } else {
         if (out != i) chain[out] = std::move(chain[i]);

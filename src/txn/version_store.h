@@ -193,17 +193,19 @@ class VersionStore {
                                       bool inclusive) const;
   // The writer rolled back (to a savepoint) its first change of key: the
   // tree holds the version's `before` again. The version passes to
-  // `stand_in`, an aborted state that ended after every other writer of
-  // the key (TxnSystem::End): every reader, the writer included, skips it,
-  // and readers that read the tree before the rollback still find it
-  // (V3). The writer may then give up the key's lock, and another
-  // transaction's version follow it (V5 holds: the stand-in has ended).
+  // `stand_in`, a state with the writer's id that the rollback ends,
+  // aborted, once every key it takes back is back (TxnSystem::End): every
+  // reader, the writer included, skips it from then on, and readers that
+  // read the tree before the key's undo still find it (V3). The writer may
+  // then give up the key's lock, and another transaction's version follow
+  // it (V5 holds: the stand-in has ended, after every older writer).
   void HandOver(std::string_view key, const TxnState* writer,
                 const std::shared_ptr<TxnState>& stand_in);
   // The writer's index was emptied by the undo of its bulk insert (txn
   // records, had_before 3), before which the index had no version: every
   // version of the writer goes (their `before` values were the writer's
-  // own rows, which no longer exist anywhere).
+  // own rows, which no longer exist anywhere). So do the versions it
+  // handed to stand-ins (HandOver), which carry its id.
   void DropVersionsOf(const TxnState* writer);
   // Whether the key's newest version is another transaction's that has not
   // ended (its change may still be rolled back).

@@ -572,6 +572,10 @@ int ha_subito::write_row(const uchar* buf) {
     if (bulk_) {
       err = BulkWrite(row);
     } else if (txn_loader_) {
+      // A loader that cannot take the row inserts it (bulk_insert.cc).
+      if (subito::Transaction* txn = Txn(); txn != nullptr) {
+        txn->SetReplacesDuplicates(duplicates_ != 0);
+      }
       if (Status st = txn_loader_->Add(row); !st.ok()) err = Error(st);
     } else if (subito::Transaction* txn = Txn(); txn == nullptr) {
       return HA_ERR_INTERNAL_ERROR;

@@ -442,7 +442,8 @@ TEST_P(SavepointCrash, AKeyARollbackGaveUpKeepsAnotherTransactionsCommittedRow) 
   auto loser = db->Begin();
   // A rollback that takes back entries without giving up a lock comes
   // first: the cut it writes keeps recovery's list this one's, so the
-  // later cut keeps the live entries after it (row 5).
+  // later cut keeps every live entry (without it, the last entries of row
+  // 9's second update were dropped, and its index entries stayed).
   const uint64_t sp0 = loser->Savepoint();
   ASSERT_OK(loser->Update(*t, test::SampleRow(9, 0, std::nullopt, ""),
                           test::SampleRow(9, 7, "z", "taken back")));

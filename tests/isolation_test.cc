@@ -434,6 +434,46 @@ TEST_P(IsolationTest, ARollbackToASavepointReleasesTheLocksOfItsInserts) {
   ASSERT_OK(after->Commit());
 }
 
+// A locking read passes over keys whose inserts were taken back (by a
+// rollback to a savepoint or of the whole transaction): they keep versions
+// for older snapshots, but no row was committed there, so nothing is locked
+// (InnoDB's rollback removes the records).
+TEST_P(IsolationTest, LockingReadsPassOverInsertsTakenBack) {
+  using std::chrono::milliseconds;
+  auto older = db_->Begin(GetParam());
+  older->TakeSnapshot();  // holds the versions back from the purge
+  EXPECT_EQ(V(older.get(), 1), "v0");
+  {
+    auto whole = db_->Begin(GetParam());
+    ASSERT_OK(whole->Insert(t_, R(100, "taken back")));
+    ASSERT_OK(whole->Rollback());
+    auto part = db_->Begin(GetParam());
+    const uint64_t sp = part->Savepoint();
+    ASSERT_OK(part->Insert(t_, R(101, "taken back")));
+    ASSERT_OK(part->RollbackTo(sp));
+    ASSERT_OK(part->Commit());
+  }
+  EXPECT_GT(db_->Stats().version_keys, 0u);
+  auto scanner = db_->Begin(GetParam());
+  auto c = scanner->OpenCursor(t_, 0, ReadMode::kExclusive);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  size_t rows = 0;
+  Status st = (*c)->Seek(SeekOp::kFirst);
+  for (; st.ok() && (*c)->Valid(); st = (*c)->Next()) ++rows;
+  ASSERT_OK(st);
+  EXPECT_EQ(rows, 10u);
+  auto other = db_->Begin(GetParam());
+  other->SetLockWaitTimeout(milliseconds(0));
+  for (int64_t id : {100, 101}) {
+    auto got = other->Get(t_, {id}, ReadMode::kExclusive);
+    ASSERT_TRUE(got.ok()) << id << ": " << got.status().ToString();
+    EXPECT_FALSE(got->has_value());
+  }
+  ASSERT_OK(other->Commit());
+  ASSERT_OK(scanner->Commit());
+  ASSERT_OK(older->Commit());
+}
+
 // An insert that meets a duplicate locks it shared, as InnoDB's duplicate
 // check does (another transaction's duplicate check or locking read goes
 // on; its write waits), or exclusively when the transaction replaces
@@ -458,6 +498,8 @@ TEST_P(IsolationTest, ADuplicateIsLockedSharedUnlessDuplicatesAreReplaced) {
   EXPECT_EQ(V(t2.get(), 1, ReadMode::kShared), "v0");
   EXPECT_TRUE(t2->Update(t_, R(1, ""), R(1, "t2")).IsTimedOut());
   EXPECT_TRUE(t2->Insert(t_, SampleRow(61, 0, "w", "")).IsAlreadyExists());
+  // t1's shared lock on the unique value keeps a change of it out.
+  EXPECT_TRUE(t2->Delete(t_, SampleRow(50, 0, "w", "")).IsTimedOut());
   ASSERT_OK(t2->Insert(t_, R(60, "t2")));  // the key t1's failed row locked first
   EXPECT_TRUE(t2->Get(t_, {int64_t{2}}, ReadMode::kShared).status().IsTimedOut());
   ASSERT_OK(t2->Commit());

@@ -133,6 +133,26 @@ TEST(LockManager, AReleasedKeyGoesToItsWaiterAndTheRestStays) {
   EXPECT_TRUE(lm.Lock(4, 1, "a", LockMode::kExclusive, 0ms).ok());
 }
 
+// A downgraded lock is shared: waiting readers take it at once, a writer
+// still waits, and the holder may upgrade again once alone.
+TEST(LockManager, ADowngradedLockLetsReadersIn) {
+  LockManager lm;
+  ASSERT_TRUE(lm.Lock(1, 1, "k", LockMode::kExclusive, kLong).ok());
+  auto reader =
+      std::async(std::launch::async, [&] { return lm.Lock(2, 1, "k", LockMode::kShared, kLong); });
+  EXPECT_EQ(reader.wait_for(100ms), std::future_status::timeout);
+  lm.Downgrade(1, 1, "k");
+  ASSERT_TRUE(reader.get().ok());
+  EXPECT_TRUE(lm.Holds(1, 1, "k", LockMode::kShared));
+  EXPECT_FALSE(lm.Holds(1, 1, "k", LockMode::kExclusive));
+  EXPECT_TRUE(lm.Lock(3, 1, "k", LockMode::kExclusive, 0ms).IsTimedOut());
+  lm.Downgrade(2, 1, "k");  // shared already: nothing happens
+  lm.ReleaseAll(2);
+  ASSERT_TRUE(lm.Lock(1, 1, "k", LockMode::kExclusive, 0ms).ok());
+  lm.ReleaseAll(1);
+  EXPECT_EQ(lm.stats().memory_bytes, 0u);
+}
+
 // L10: the hook hears of each holder once the request is queued, under the
 // manager's mutex (each one it names still holds the key); the waiter is
 // granted when the holders end.

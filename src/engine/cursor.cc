@@ -323,6 +323,12 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
       return true;
     }
   }
+  // A locking read passes over a key that only changes taken back name (an
+  // insert rolled back, whose record InnoDB's rollback removes): no row was
+  // committed there, so there is nothing to lock or wait for.
+  if (!from_tree && mode_ != ReadMode::kSnapshot && index_->versions->OnlyAborted(key)) {
+    return false;
+  }
   std::optional<std::string> tree_value;
   if (from_tree) tree_value = tree_cursor_.value();
   if (index_->number == 0) {

@@ -74,7 +74,8 @@ Status TransactionImpl::LockKey(IndexImpl* ix, const std::string& key, ReadMode 
 
 Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
                                  std::optional<std::string> after,
-                                 std::optional<std::string> before, uint32_t fresh_lock_length) {
+                                 std::optional<std::string> before, uint32_t fresh_lock_length,
+                                 bool* pushed) {
   SUBITO_RETURN_IF_ERROR(db_->Writable());
   if (prepared_) return Status::InvalidArgument(kPreparedOnlyEnds);
   btree::BTree* tree = ix->tree.get();
@@ -112,6 +113,7 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
   std::unique_lock lock(mu_);
   SUBITO_RETURN_IF_ERROR(
       PushUndo(ix, {ix, key, before, before_chain, 0, false, fresh_lock_length}, rec));
+  if (pushed != nullptr) *pushed = true;
   ix->versions->Add(key, state_, std::move(before), before_chain);
   // Purge visits each key once (again only after a savepoint rollback).
   if (++live_writes_[{ix->space(), key}] == 1) written_.push_back({ix->versions, key});
@@ -345,13 +347,13 @@ Status TransactionImpl::RollBack(uint64_t savepoint, bool whole) {
     }
     std::lock_guard lock(mu_);
     if (!wait_for_space) (void)RelocateIfOld(log->capacity() / 4, /*wait=*/false);
-    if (undo_.empty()) SUBITO_RETURN_IF_ERROR(Reload(savepoint));
+    if (undo_.empty()) SUBITO_RETURN_IF_ERROR(NotExactOnError(Reload(savepoint), took_back));
     uint64_t bytes = 0;
     for (int n = 0; n < 16 && bytes < chunk_bytes && !undo_.empty() && ListSize() > savepoint;
          ++n) {
       const Undo& u = undo_.back();
       bytes += txn::RollbackWeight(u.key, u.before, u.empties, db_->pool()->page_size());
-      SUBITO_RETURN_IF_ERROR(ApplyUndo(u));
+      SUBITO_RETURN_IF_ERROR(NotExactOnError(ApplyUndo(u), took_back));
       took_back = true;
       auto it = live_writes_.find({u.index->space(), u.key});
       if (it != live_writes_.end() && --it->second == 0) {
@@ -505,6 +507,17 @@ Status TransactionImpl::Insert(Table* table, const Row& input) {
     const TableDef& def = tb->def();
     IndexImpl* primary = tb->indexes[0].get();
     const std::string pk = RowKey(def, 0, *row);
+    // The locks this call takes for the row's free keys: given up at once
+    // if the row does not go in (a duplicate, a lock wait that fails), as
+    // InnoDB's implicit locks go with the entries its rollback removes; an
+    // entry written under one takes it over (Undo::lock_length), and a
+    // rollback of the entry gives it up.
+    KeyLocks unwritten;
+    std::vector<uint32_t> fresh_length(tb->indexes.size(), 0);  // per index
+    const auto give_up = [&](Status st) {
+      ReleaseKeyLocks(unwritten);
+      return st;
+    };
     SUBITO_RETURN_IF_ERROR(WaitForRanges(primary, pk));
     bool fresh = false;
     Result<bool> dup = LockToInsert(
@@ -517,34 +530,34 @@ Status TransactionImpl::Insert(Table* table, const Row& input) {
         &fresh);
     if (!dup.ok()) return dup.status();
     if (*dup) return Status::AlreadyExists("duplicate primary key in " + def.name);
-    // The locks taken for this row's free keys alone: a duplicate met
-    // before the row goes in gives them up (as InnoDB's implicit locks go
-    // with the entries its rollback removes), and so does a rollback of
-    // the row once it is in (Undo::lock_length, per index).
-    KeyLocks fresh_locks;
-    if (fresh) fresh_locks.emplace_back(primary->space(), pk);
-    std::vector<uint32_t> fresh_prefix(tb->indexes.size(), 0);
+    if (fresh) {
+      unwritten.emplace_back(primary->space(), pk);
+      fresh_length[0] = static_cast<uint32_t>(pk.size());
+    }
     for (uint32_t i = 1; i < tb->indexes.size(); ++i) {
       if (!def.indexes[i - 1].unique || KeyHasNull(def, i, *row)) continue;
       IndexImpl* ix = tb->indexes[i].get();
       const std::string prefix = UniquePrefix(tb, i, *row);
-      bool fresh_prefix_lock = false;
+      bool fresh_prefix = false;
       dup = LockToInsert(
-          ix, prefix, [&] { return UniqueTaken(tb, i, *row); }, &fresh_prefix_lock);
-      if (!dup.ok()) return dup.status();
-      if (*dup) {
-        ReleaseKeyLocks(fresh_locks);
-        return UniqueDuplicate(def, i);
-      }
-      if (!fresh_prefix_lock) continue;
-      fresh_prefix[i] = static_cast<uint32_t>(prefix.size());
-      fresh_locks.emplace_back(ix->space(), prefix);
+          ix, prefix, [&] { return UniqueTaken(tb, i, *row); }, &fresh_prefix);
+      if (!dup.ok()) return give_up(dup.status());
+      if (*dup) return give_up(UniqueDuplicate(def, i));
+      if (!fresh_prefix) continue;
+      unwritten.emplace_back(ix->space(), prefix);
+      fresh_length[i] = static_cast<uint32_t>(prefix.size());
     }
-    SUBITO_RETURN_IF_ERROR(WriteKey(primary, pk, EncodeRow(def, *row), std::nullopt,
-                                    fresh ? static_cast<uint32_t>(pk.size()) : 0));
-    for (uint32_t i = 1; i < tb->indexes.size(); ++i) {
-      SUBITO_RETURN_IF_ERROR(WriteKey(tb->indexes[i].get(), RowKey(def, i, *row), std::string(),
-                                      std::nullopt, fresh_prefix[i]));
+    for (uint32_t i = 0; i < tb->indexes.size(); ++i) {
+      IndexImpl* ix = tb->indexes[i].get();
+      bool pushed = false;
+      Status st = i == 0 ? WriteKey(primary, pk, EncodeRow(def, *row), std::nullopt,
+                                    fresh_length[0], &pushed)
+                         : WriteKey(ix, RowKey(def, i, *row), std::string(), std::nullopt,
+                                    fresh_length[i], &pushed);
+      if (pushed && fresh_length[i] != 0) {
+        std::erase_if(unwritten, [&](const auto& l) { return l.first == ix->space(); });
+      }
+      if (!st.ok()) return give_up(st);
     }
     tb->SawAutoIncrement(*row);
     tb->rows_inserted.fetch_add(1, std::memory_order_relaxed);
@@ -596,10 +609,14 @@ Status TransactionImpl::Update(Table* table, const Row& old_input, const Row& ne
     const Row& old = cur->row;
     const std::string new_pk = RowKey(def, 0, *row);
     const bool pk_changes = new_pk != old_pk;
-    // The locks of new keys, as Insert's.
+    // The locks of new keys, as Insert's (given up if a check fails).
     bool fresh_pk = false;
     KeyLocks fresh_locks;
     std::vector<uint32_t> fresh_prefix(tb->indexes.size(), 0);
+    const auto give_up = [&](Status st) {
+      ReleaseKeyLocks(fresh_locks);
+      return st;
+    };
     if (pk_changes) {
       SUBITO_RETURN_IF_ERROR(WaitForRanges(primary, new_pk));
       Result<bool> dup = LockToInsert(
@@ -622,18 +639,16 @@ Status TransactionImpl::Update(Table* table, const Row& old_input, const Row& ne
       IndexImpl* ix = tb->indexes[i].get();
       const bool old_null = KeyHasNull(def, i, old), new_null = KeyHasNull(def, i, *row);
       if (!old_null) {
-        SUBITO_RETURN_IF_ERROR(LockKey(ix, UniquePrefix(tb, i, old), ReadMode::kExclusive));
+        Status locked = LockKey(ix, UniquePrefix(tb, i, old), ReadMode::kExclusive);
+        if (!locked.ok()) return give_up(locked);
       }
       if (!new_null && (old_null || UniquePrefix(tb, i, old) != UniquePrefix(tb, i, *row))) {
         const std::string prefix = UniquePrefix(tb, i, *row);
         bool fresh = false;
         Result<bool> dup = LockToInsert(
             ix, prefix, [&] { return UniqueTaken(tb, i, *row); }, &fresh);
-        if (!dup.ok()) return dup.status();
-        if (*dup) {
-          ReleaseKeyLocks(fresh_locks);
-          return UniqueDuplicate(def, i);
-        }
+        if (!dup.ok()) return give_up(dup.status());
+        if (*dup) return give_up(UniqueDuplicate(def, i));
         if (!fresh) continue;
         fresh_prefix[i] = static_cast<uint32_t>(prefix.size());
         fresh_locks.emplace_back(ix->space(), prefix);

@@ -235,9 +235,11 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // The snapshot of a consistent read: the transaction's (REPEATABLE READ)
   // or a new one per statement (READ COMMITTED, own=true: close it after).
   txn::ReadView View(bool& own);
-  // fresh_lock_length: see Undo::lock_length.
+  // fresh_lock_length: see Undo::lock_length. *pushed (if set): the
+  // change's undo entry is on the list (a later failure leaves it there).
   Status WriteKey(IndexImpl* ix, const std::string& key, std::optional<std::string> after,
-                  std::optional<std::string> before, uint32_t fresh_lock_length = 0);
+                  std::optional<std::string> before, uint32_t fresh_lock_length = 0,
+                  bool* pushed = nullptr);
   Status ApplyUndo(const Undo& u);
   // Applies the undo list's entries above `savepoint`, newest first. Not
   // `whole`: keys left with no change of this transaction pass their
@@ -253,6 +255,13 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // list reaches below the newest anchor (the cut could not name it) or the
   // record cannot be appended.
   void CutUndoList(const KeyLocks& locks);
+  // A rollback that fails after it took entries back leaves them among the
+  // log's records with no cut: st, and log_list_exact_ false then. Caller
+  // holds mu_.
+  Status NotExactOnError(Status st, bool took_back) {
+    if (!st.ok() && took_back) log_list_exact_ = false;
+    return st;
+  }
   void ReleaseKeyLocks(const KeyLocks& locks);
   // Locks `key` of ix (a primary key or unique prefix) for a row change
   // that puts it there, and returns whether it is taken (`taken` reads

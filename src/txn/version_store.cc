@@ -183,6 +183,17 @@ bool VersionStore::ChangedByActiveOther(std::string_view key, const TxnState* se
   return w != self && w->end_ts.load(std::memory_order_acquire) == 0;
 }
 
+bool VersionStore::OnlyAborted(std::string_view key) const {
+  if (chain_count_.load(std::memory_order_acquire) == 0) return false;
+  std::shared_lock lock(mu_);
+  auto it = chains_.find(key);
+  if (it == chains_.end() || it->second.empty()) return false;
+  return std::all_of(it->second.begin(), it->second.end(), [](const Version& v) {
+    return v.writer->end_ts.load(std::memory_order_acquire) != 0 &&
+           v.writer->aborted.load(std::memory_order_acquire);
+  });
+}
+
 void VersionStore::HandOver(std::string_view key, const TxnState* writer,
                             const std::shared_ptr<TxnState>& stand_in) {
   std::unique_lock lock(mu_);

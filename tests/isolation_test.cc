@@ -471,6 +471,23 @@ TEST_P(IsolationTest, LockingReadsPassOverInsertsTakenBack) {
   }
   ASSERT_OK(other->Commit());
   ASSERT_OK(scanner->Commit());
+  // An exact locking seek of such a key finds nothing, and at REPEATABLE
+  // READ still keeps another transaction from inserting it (no phantom).
+  auto exact = db_->Begin(GetParam());
+  auto ec = exact->OpenCursor(t_, 0, ReadMode::kExclusive);
+  ASSERT_TRUE(ec.ok()) << ec.status().ToString();
+  ASSERT_OK((*ec)->Seek(SeekOp::kEq, {int64_t{100}}));
+  EXPECT_FALSE((*ec)->Valid());
+  auto inserter = db_->Begin(GetParam());
+  inserter->SetLockWaitTimeout(milliseconds(0));
+  const Status inserted = inserter->Insert(t_, R(100, "after the exact read"));
+  if (rc()) {
+    EXPECT_OK(inserted);
+  } else {
+    EXPECT_TRUE(inserted.IsTimedOut()) << inserted.ToString();
+  }
+  ASSERT_OK(inserter->Rollback());
+  ASSERT_OK(exact->Commit());
   ASSERT_OK(older->Commit());
 }
 

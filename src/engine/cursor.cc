@@ -323,11 +323,19 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
       return true;
     }
   }
-  // A locking read passes over a key that only changes taken back name (an
-  // insert rolled back, whose record InnoDB's rollback removes): no row was
-  // committed there, so there is nothing to lock or wait for.
-  if (!from_tree && mode_ != ReadMode::kSnapshot && index_->versions->OnlyAborted(key)) {
-    return false;
+  // A locking read passes over a key whose versions are all of inserts
+  // taken back (InnoDB's rollback removes such records): no committed row
+  // has it, so there is no row to lock or wait for. It is read again after
+  // the versions (a writer adds its version first, V1). At REPEATABLE READ
+  // the key itself is held as a range (an exact seek locked none), so no
+  // other transaction inserts it before this one ends (L7).
+  if (!from_tree && mode_ != ReadMode::kSnapshot && index_->versions->AbortedInsertsOnly(key)) {
+    Result<std::optional<std::string>> now = index_->tree->Get(key);
+    if (!now.ok()) return now.status();
+    if (!now->has_value()) {
+      if (locks_ranges_) txn_->LockRange(index_, txn::KeyRange{key, key, true, true});
+      return false;
+    }
   }
   std::optional<std::string> tree_value;
   if (from_tree) tree_value = tree_cursor_.value();

@@ -496,6 +496,20 @@ Result<bool> TransactionImpl::LockToInsert(IndexImpl* ix, const std::string& key
   return there;
 }
 
+Result<bool> TransactionImpl::LockPrimaryToInsert(IndexImpl* primary, const std::string& pk,
+                                                  bool* fresh) {
+  *fresh = false;
+  SUBITO_RETURN_IF_ERROR(WaitForRanges(primary, pk));
+  return LockToInsert(
+      primary, pk,
+      [&]() -> Result<bool> {
+        Result<std::optional<std::string>> cur = LatestOf(primary, pk);
+        if (!cur.ok()) return cur.status();
+        return cur->has_value();
+      },
+      fresh);
+}
+
 Status TransactionImpl::Insert(Table* table, const Row& input) {
   Result<TableImpl*> t = Use(table, /*writes=*/true);
   if (!t.ok()) return t.status();
@@ -518,16 +532,8 @@ Status TransactionImpl::Insert(Table* table, const Row& input) {
       ReleaseKeyLocks(unwritten);
       return st;
     };
-    SUBITO_RETURN_IF_ERROR(WaitForRanges(primary, pk));
     bool fresh = false;
-    Result<bool> dup = LockToInsert(
-        primary, pk,
-        [&]() -> Result<bool> {
-          Result<std::optional<std::string>> cur = LatestOf(primary, pk);
-          if (!cur.ok()) return cur.status();
-          return cur->has_value();
-        },
-        &fresh);
+    Result<bool> dup = LockPrimaryToInsert(primary, pk, &fresh);
     if (!dup.ok()) return dup.status();
     if (*dup) return Status::AlreadyExists("duplicate primary key in " + def.name);
     if (fresh) {
@@ -618,15 +624,7 @@ Status TransactionImpl::Update(Table* table, const Row& old_input, const Row& ne
       return st;
     };
     if (pk_changes) {
-      SUBITO_RETURN_IF_ERROR(WaitForRanges(primary, new_pk));
-      Result<bool> dup = LockToInsert(
-          primary, new_pk,
-          [&]() -> Result<bool> {
-            Result<std::optional<std::string>> taken = LatestOf(primary, new_pk);
-            if (!taken.ok()) return taken.status();
-            return taken->has_value();
-          },
-          &fresh_pk);
+      Result<bool> dup = LockPrimaryToInsert(primary, new_pk, &fresh_pk);
       if (!dup.ok()) return dup.status();
       if (*dup) return Status::AlreadyExists("duplicate primary key in " + def.name);
       if (fresh_pk) fresh_locks.emplace_back(primary->space(), new_pk);

@@ -270,6 +270,9 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // exclusive. *fresh: this call took the transaction's first lock on it.
   Result<bool> LockToInsert(IndexImpl* ix, const std::string& key,
                             const std::function<Result<bool>()>& taken, bool* fresh);
+  // LockToInsert of a primary key, after the wait for other transactions'
+  // ranges over it (L7).
+  Result<bool> LockPrimaryToInsert(IndexImpl* primary, const std::string& pk, bool* fresh);
   // Keeps retired_ up to date with what a tree change did with chains.
   void NoteMoves(IndexImpl* ix, const btree::BTree::ChainMoves& moves) {
     for (const std::string& r : moves.restored) retired_.erase({ix->versions, r});

@@ -183,11 +183,11 @@ bool VersionStore::ChangedByActiveOther(std::string_view key, const TxnState* se
   return w != self && w->end_ts.load(std::memory_order_acquire) == 0;
 }
 
-bool VersionStore::OnlyAborted(std::string_view key) const {
+bool VersionStore::AbortedInsertsOnly(std::string_view key) const {
   if (chain_count_.load(std::memory_order_acquire) == 0) return false;
   std::shared_lock lock(mu_);
   auto it = chains_.find(key);
-  if (it == chains_.end() || it->second.empty()) return false;
+  if (it == chains_.end() || it->second.empty() || it->second.front().before) return false;
   return std::all_of(it->second.begin(), it->second.end(), [](const Version& v) {
     return v.writer->end_ts.load(std::memory_order_acquire) != 0 &&
            v.writer->aborted.load(std::memory_order_acquire);

@@ -210,9 +210,10 @@ class VersionStore {
   // Whether the key's newest version is another transaction's that has not
   // ended (its change may still be rolled back).
   bool ChangedByActiveOther(std::string_view key, const TxnState* self) const;
-  // Whether the key has versions and every one is an aborted writer's (or
-  // stand-in's): changes taken back, none ever committed.
-  bool OnlyAborted(std::string_view key) const;
+  // Whether the key has versions, every one an aborted writer's (or a
+  // stand-in's), and the oldest one's value before it was absent: no
+  // committed row had the key since (inserts taken back).
+  bool AbortedInsertsOnly(std::string_view key) const;
   // V2, V3 for one key, given the oldest open snapshot's read_ts.
   void Purge(std::string_view key, uint64_t oldest_read_ts);
   // V6: the values a snapshot at read_ts sees where they differ from the

@@ -181,6 +181,39 @@ TEST_P(IsolationTest, LockingReadsBlockPhantomsOnlyAtRepeatableRead) {
   }
 }
 
+// A locking read whose key lock fails keeps no range it took on its way to
+// that key (L11), as InnoDB's next-key request (gap and record) keeps
+// nothing when its wait times out: an insert into the gap before the held
+// key goes in at once. The range up to the key it read stays.
+TEST_P(IsolationTest, ALockingReadThatTimesOutKeepsNoRangeBeforeItsKey) {
+  auto setup = db_->Begin(GetParam());
+  for (int64_t id : {20, 30}) ASSERT_OK(setup->Insert(t_, R(id, "")));
+  ASSERT_OK(setup->Commit());
+  auto holder = db_->Begin(GetParam());
+  ASSERT_OK(holder->Update(t_, R(30, ""), R(30, "held")));
+  auto reader = db_->Begin(GetParam());
+  reader->SetLockWaitTimeout(std::chrono::milliseconds(0));
+  auto c = reader->OpenCursor(t_, 0, ReadMode::kExclusive);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK((*c)->Seek(SeekOp::kGE, {int64_t{15}}));
+  ASSERT_TRUE((*c)->Valid());
+  EXPECT_EQ(std::get<int64_t>((*c)->row()[0]), 20);
+  Status next = (*c)->Next();
+  EXPECT_TRUE(next.IsTimedOut()) << next.ToString();
+  auto writer = db_->Begin(GetParam());
+  writer->SetLockWaitTimeout(std::chrono::milliseconds(0));
+  ASSERT_OK(writer->Insert(t_, R(25, "in the gap before the held key")));
+  Status before_read = writer->Insert(t_, R(17, "in the range read"));
+  if (rc()) {
+    ASSERT_OK(before_read);  // READ COMMITTED holds rows only
+  } else {
+    EXPECT_TRUE(before_read.IsTimedOut()) << before_read.ToString();
+  }
+  ASSERT_OK(writer->Commit());
+  ASSERT_OK(reader->Commit());
+  ASSERT_OK(holder->Commit());
+}
+
 // "Lock, look, then insert" at REPEATABLE READ: an insert that waits for
 // another transaction's range holds no lock on its key meanwhile, so the
 // range's owner may look the key up and insert it itself; the waiting

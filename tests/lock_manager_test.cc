@@ -1,6 +1,6 @@
 // Row locks: compatibility, upgrades, first-come grants, deadlock victims
 // and timeouts (L1-L4), interrupted waits (L5), range locks against inserts
-// (L6-L8), and mutual exclusion under a concurrent stress.
+// (L6-L8, L11), and mutual exclusion under a concurrent stress.
 #include "txn/lock_manager.h"
 
 #include <gtest/gtest.h>
@@ -352,6 +352,42 @@ TEST(LockManagerRanges, UnboundedRangesAndAScansStepsMergeIntoOne) {
   }
   ASSERT_TRUE(lm.WaitForRanges(2, 2, "j", 0ms).ok());
   EXPECT_TRUE(lm.WaitForRanges(2, 2, "i", 0ms).IsTimedOut());
+  lm.ReleaseAll(1);
+  EXPECT_EQ(lm.stats().ranges, 0u);
+}
+
+// L11: a grant is undone while the transaction's newest range is what the
+// grant left, and a waiting insert hears of it.
+TEST(LockManagerRanges, AGrantGivenBackUndoesOnlyItsOwnStep) {
+  LockManager lm;
+  const RangeGrant first = lm.LockRange(1, 1, Range("c", "e"));
+  EXPECT_EQ(first.kind, RangeGrant::Kind::kAdded);
+  const RangeGrant step = lm.LockRange(1, 1, Range("e", "g", false));
+  EXPECT_EQ(step.kind, RangeGrant::Kind::kExtendedHi);
+  auto insert = std::async(std::launch::async, [&] { return lm.WaitForRanges(2, 1, "f", kLong); });
+  EXPECT_EQ(insert.wait_for(100ms), std::future_status::timeout);
+  lm.GiveBackRange(1, step);
+  ASSERT_TRUE(insert.get().ok());
+  EXPECT_TRUE(lm.WaitForRanges(2, 1, "e", 0ms).IsTimedOut());  // the first step stays
+  const RangeGrant inside = lm.LockRange(1, 1, Range("c", "d"));
+  EXPECT_EQ(inside.kind, RangeGrant::Kind::kNone);
+  lm.GiveBackRange(1, inside);
+  EXPECT_TRUE(lm.WaitForRanges(2, 1, "d", 0ms).IsTimedOut());
+  const RangeGrant back = lm.LockRange(1, 1, Range("a", "c", true, false));
+  EXPECT_EQ(back.kind, RangeGrant::Kind::kExtendedLo);
+  lm.GiveBackRange(1, back);
+  ASSERT_TRUE(lm.WaitForRanges(2, 1, "b", 0ms).ok());
+  // A grant that a later one changed is kept.
+  const RangeGrant other = lm.LockRange(1, 1, Range("x", "y"));
+  EXPECT_EQ(other.kind, RangeGrant::Kind::kAdded);
+  lm.LockRange(1, 1, Range("y", "z", false));
+  lm.GiveBackRange(1, other);
+  EXPECT_TRUE(lm.WaitForRanges(2, 1, "x", 0ms).IsTimedOut());
+  EXPECT_EQ(lm.stats().ranges, 2u);
+  const RangeGrant last = lm.LockRange(1, 2, Range("p", "q"));
+  lm.GiveBackRange(1, last);
+  EXPECT_EQ(lm.stats().ranges, 2u);
+  ASSERT_TRUE(lm.WaitForRanges(2, 2, "p", 0ms).ok());
   lm.ReleaseAll(1);
   EXPECT_EQ(lm.stats().ranges, 0u);
 }

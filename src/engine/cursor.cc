@@ -212,6 +212,9 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
   // How far this call's ranges reach (locks_ranges_): none yet; the index's
   // end (an empty inner value); or up to and including a key.
   std::optional<std::optional<std::string>> locked_to;
+  // The range taken on the way to the next key to resolve: given back if
+  // that key's lock fails (L11).
+  txn::RangeGrant pending;
   for (;;) {
     // The tree's candidate (read first: V1), then the version store's.
     const bool continue_tree =
@@ -253,7 +256,7 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
         if (candidate && bound_ && !HasPrefix(*candidate, *bound_)) {
           (forward ? r.hi_inclusive : r.lo_inclusive) = false;
         }
-        txn_->LockRange(index_, std::move(r));
+        pending = txn_->LockRange(index_, std::move(r));
         locked_to = candidate;
         continue;  // L8: a key added before the range was locked is in the tree now
       }
@@ -261,7 +264,13 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
     if (!candidate) return Status::OK();
     if (bound_ && !HasPrefix(*candidate, *bound_)) return Status::OK();
     Result<bool> found = Resolve(*candidate, from_tree);
-    if (!found.ok()) return found.status();
+    if (!found.ok()) {
+      if (found.status().IsTimedOut() || found.status().IsInterrupted()) {
+        txn_->GiveBackRange(pending);
+      }
+      return found.status();
+    }
+    pending = txn::RangeGrant();
     if (*found) {
       index_->rows_read.Add();
       key_ = std::move(*candidate);

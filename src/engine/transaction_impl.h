@@ -161,8 +161,11 @@ class TransactionImpl final : public Transaction, public UndoOwner {
     if (present->has_value()) return Status::OK();
     return db_->locks().WaitForRanges(state_->id, ix->space(), key, lock_timeout_, interrupted_);
   }
-  void LockRange(IndexImpl* ix, txn::KeyRange range) {
-    LocksToHold().LockRange(state_->id, ix->space(), std::move(range));
+  txn::RangeGrant LockRange(IndexImpl* ix, txn::KeyRange range) {
+    return LocksToHold().LockRange(state_->id, ix->space(), std::move(range));
+  }
+  void GiveBackRange(const txn::RangeGrant& grant) {
+    db_->locks().GiveBackRange(state_->id, grant);
   }
   // as_of: the snapshot's moved state, if the caller (a moved cursor)
   // holds it already; else it is looked up.

@@ -1,6 +1,8 @@
 #include "txn/lock_manager.h"
 
 #include <algorithm>
+#include <iterator>
+#include <utility>
 
 #include "util/strings.h"
 
@@ -272,34 +274,71 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
   return Status::OK();
 }
 
-void LockManager::LockRange(TxnId txn, uint32_t space, KeyRange range) {
+RangeGrant LockManager::LockRange(TxnId txn, uint32_t space, KeyRange range) {
   std::unique_lock lk(mu_);
   std::vector<HeldRange>& held = ranges_[space];
-  bool merged = false;
+  RangeGrant grant;
+  grant.space = space;
+  grant.kind = RangeGrant::Kind::kAdded;
   for (auto it = held.rbegin(); it != held.rend(); ++it) {
     if (it->txn != txn) continue;
     KeyRange& r = it->range;  // only the transaction's newest range
     if (r.Covers(range)) {
-      merged = true;  // a re-read inside what is locked already
+      grant.kind = RangeGrant::Kind::kNone;  // a re-read inside what is locked already
     } else if (r.hi && range.lo && *r.hi == *range.lo && (r.hi_inclusive || range.lo_inclusive)) {
-      r.hi = range.hi;  // a forward scan's next step
-      r.hi_inclusive = range.hi_inclusive;
-      merged = true;
+      grant.kind = RangeGrant::Kind::kExtendedHi;  // a forward scan's next step
+      grant.old_bound = std::exchange(r.hi, range.hi);
+      grant.old_inclusive = std::exchange(r.hi_inclusive, range.hi_inclusive);
     } else if (r.lo && range.hi && *r.lo == *range.hi && (r.lo_inclusive || range.hi_inclusive)) {
-      r.lo = range.lo;  // a backward scan's next step
-      r.lo_inclusive = range.lo_inclusive;
-      merged = true;
+      grant.kind = RangeGrant::Kind::kExtendedLo;  // a backward scan's next step
+      grant.old_bound = std::exchange(r.lo, range.lo);
+      grant.old_inclusive = std::exchange(r.lo_inclusive, range.lo_inclusive);
+    } else {
+      break;
     }
+    grant.held = r;
     break;
   }
-  if (!merged) {
-    held.push_back({txn, range});
+  const bool added = grant.kind == RangeGrant::Kind::kAdded;
+  if (added) {
+    grant.held = range;
+    held.push_back({txn, std::move(range)});
     range_spaces_[txn].insert(space);
   }
   // L8: a read-modify-write of the count, also when nothing was added: it
   // and an insert's second check (another one) are ordered, so either this
   // caller's next read sees the insert's key or the check sees this range.
-  ranges_held_.fetch_add(merged ? 0 : 1, std::memory_order_acq_rel);
+  ranges_held_.fetch_add(added ? 1 : 0, std::memory_order_acq_rel);
+  return grant;
+}
+
+void LockManager::GiveBackRange(TxnId txn, const RangeGrant& grant) {
+  if (grant.kind == RangeGrant::Kind::kNone) return;
+  std::lock_guard lk(mu_);
+  auto it = ranges_.find(grant.space);
+  if (it == ranges_.end()) return;
+  std::vector<HeldRange>& held = it->second;
+  auto newest =
+      std::find_if(held.rbegin(), held.rend(), [&](const HeldRange& r) { return r.txn == txn; });
+  if (newest == held.rend() || !(newest->range == grant.held)) return;
+  switch (grant.kind) {
+    case RangeGrant::Kind::kAdded:
+      held.erase(std::next(newest).base());
+      ranges_held_.fetch_sub(1, std::memory_order_relaxed);
+      if (held.empty()) ranges_.erase(it);
+      break;
+    case RangeGrant::Kind::kExtendedHi:
+      newest->range.hi = grant.old_bound;
+      newest->range.hi_inclusive = grant.old_inclusive;
+      break;
+    case RangeGrant::Kind::kExtendedLo:
+      newest->range.lo = grant.old_bound;
+      newest->range.lo_inclusive = grant.old_inclusive;
+      break;
+    case RangeGrant::Kind::kNone:
+      break;
+  }
+  ranges_cv_.notify_all();  // inserts waiting for the range (L7)
 }
 
 Status LockManager::WaitForRanges(TxnId txn, uint32_t space, std::string_view key,

@@ -37,6 +37,11 @@
 //      holds a range of the same space that contains the key, under L3-L5's
 //      deadlock detection, timeout and interrupt rules: once before the key
 //      goes into the tree, and once after it is there.
+//  L11. A range a locking read took on its way to a key whose lock it then
+//      failed to get (a timeout, an interrupt) is given back (GiveBackRange),
+//      as InnoDB's next-key request, gap and record together, keeps
+//      nothing when its wait fails. Ranges taken for keys the read passed
+//      or returned stay until the transaction ends.
 //  L8. LockRange never waits; its caller reads the range again after it.
 //      An insert's second check and that read are ordered (both do a
 //      read-modify-write of one atomic count of ranges, after the range's
@@ -83,6 +88,19 @@ struct KeyRange {
   bool lo_inclusive = true, hi_inclusive = true;
   bool Contains(std::string_view key) const;
   bool Covers(const KeyRange& other) const;  // every key of `other` is in this one
+  bool operator==(const KeyRange&) const = default;
+};
+
+// What one LockRange call changed in its transaction's ranges of a space
+// (L11): nothing (the range was held already), a new range, or the
+// transaction's newest range extended at one end (its bound before).
+struct RangeGrant {
+  enum class Kind { kNone, kAdded, kExtendedHi, kExtendedLo };
+  Kind kind = Kind::kNone;
+  uint32_t space = 0;
+  KeyRange held;  // the transaction's newest range in the space after the call
+  std::optional<std::string> old_bound;
+  bool old_inclusive = true;
 };
 
 struct LockStats {
@@ -130,7 +148,11 @@ class LockManager {
   // Holds `range` of `space` for txn until ReleaseAll (L6, L8). A range
   // that continues or lies within txn's newest range in the space is merged
   // with it.
-  void LockRange(TxnId txn, uint32_t space, KeyRange range);
+  RangeGrant LockRange(TxnId txn, uint32_t space, KeyRange range);
+  // Undoes `grant` (L11) while txn's newest range in its space is still the
+  // one the grant left; otherwise (a later grant changed it) keeps it.
+  // Inserts waiting for the range look again.
+  void GiveBackRange(TxnId txn, const RangeGrant& grant);
   // Whether any transaction holds a range (a hint: one may be added at once).
   bool AnyRanges() const { return ranges_held_.load(std::memory_order_relaxed) != 0; }
   // L7's check: returns once no other transaction's range of `space`

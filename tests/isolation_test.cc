@@ -214,6 +214,37 @@ TEST_P(IsolationTest, ALockingReadThatTimesOutKeepsNoRangeBeforeItsKey) {
   ASSERT_OK(holder->Commit());
 }
 
+// Through a secondary index, the entry's own lock is the next-key lock
+// InnoDB takes on the secondary record: once it is granted, a wait for the
+// row behind it that times out keeps the range before the entry (L11).
+TEST_P(IsolationTest, ASecondaryReadKeepsItsRangeWhenOnlyTheRowWaitFails) {
+  auto setup = db_->Begin(GetParam());
+  for (int64_t id : {20, 30}) ASSERT_OK(setup->Insert(t_, R(id, "", 100 + id)));
+  ASSERT_OK(setup->Commit());
+  auto holder = db_->Begin(GetParam());
+  ASSERT_OK(holder->Update(t_, R(30, "", 130), R(30, "held", 130)));  // the row, not its entry
+  auto reader = db_->Begin(GetParam());
+  reader->SetLockWaitTimeout(std::chrono::milliseconds(0));
+  auto c = reader->OpenCursor(t_, 1, ReadMode::kExclusive);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK((*c)->Seek(SeekOp::kGE, {uint64_t{115}}));
+  ASSERT_TRUE((*c)->Valid());
+  EXPECT_EQ(std::get<int64_t>((*c)->row()[0]), 20);
+  Status next = (*c)->Next();
+  EXPECT_TRUE(next.IsTimedOut()) << next.ToString();
+  auto writer = db_->Begin(GetParam());
+  writer->SetLockWaitTimeout(std::chrono::milliseconds(0));
+  Status in_gap = writer->Insert(t_, R(25, "before the entry read", 125));
+  if (rc()) {
+    ASSERT_OK(in_gap);  // READ COMMITTED holds rows only
+  } else {
+    EXPECT_TRUE(in_gap.IsTimedOut()) << in_gap.ToString();
+  }
+  ASSERT_OK(writer->Commit());
+  ASSERT_OK(reader->Commit());
+  ASSERT_OK(holder->Commit());
+}
+
 // "Lock, look, then insert" at REPEATABLE READ: an insert that waits for
 // another transaction's range holds no lock on its key meanwhile, so the
 // range's owner may look the key up and insert it itself; the waiting

@@ -2,6 +2,7 @@
 // transaction (transaction_impl.h).
 #include <type_traits>
 #include <variant>
+#include <vector>
 
 #include "engine/row_codec.h"
 #include "engine/transaction_impl.h"
@@ -108,7 +109,11 @@ class CursorImpl final : public Cursor {
   RowView row_view_;   // of bytes_ or of tree_cursor_.value()
   mutable Row row_;    // decoded by the first row() at this position
   mutable bool row_decoded_ = false;
-  bool keys_only_ = false;   // SetKeysOnly
+  bool keys_only_ = false;  // SetKeysOnly
+  // The ranges one positioning took on its way to the key it resolves
+  // next, in order: given back, newest first, if that key's lock fails
+  // (L11); emptied once the key's own lock (a secondary entry's) stands.
+  std::vector<txn::RangeGrant> step_grants_;
   bool entry_only_ = false;  // this position's row_ holds only its entry (TakeEntry)
 };
 
@@ -212,9 +217,7 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
   // How far this call's ranges reach (locks_ranges_): none yet; the index's
   // end (an empty inner value); or up to and including a key.
   std::optional<std::optional<std::string>> locked_to;
-  // The range taken on the way to the next key to resolve: given back if
-  // that key's lock fails (L11).
-  txn::RangeGrant pending;
+  step_grants_.clear();
   for (;;) {
     // The tree's candidate (read first: V1), then the version store's.
     const bool continue_tree =
@@ -256,7 +259,7 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
         if (candidate && bound_ && !HasPrefix(*candidate, *bound_)) {
           (forward ? r.hi_inclusive : r.lo_inclusive) = false;
         }
-        pending = txn_->LockRange(index_, std::move(r));
+        step_grants_.push_back(txn_->LockRange(index_, std::move(r)));
         locked_to = candidate;
         continue;  // L8: a key added before the range was locked is in the tree now
       }
@@ -266,11 +269,11 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
     Result<bool> found = Resolve(*candidate, from_tree);
     if (!found.ok()) {
       if (found.status().IsTimedOut() || found.status().IsInterrupted()) {
-        txn_->GiveBackRange(pending);
+        for (auto g = step_grants_.rbegin(); g != step_grants_.rend(); ++g) txn_->GiveBackRange(*g);
       }
       return found.status();
     }
-    pending = txn::RangeGrant();
+    step_grants_.clear();
     if (*found) {
       index_->rows_read.Add();
       key_ = std::move(*candidate);
@@ -411,6 +414,9 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
     if (!entry.ok()) return entry.status();
     if (!entry->has_value()) return false;
   }
+  // The entry's own lock stands (InnoDB's next-key lock on the secondary
+  // record is granted): a wait for its row that fails keeps the ranges.
+  step_grants_.clear();
   Result<std::optional<std::string>> row = txn_->ReadRowBytes(table_, pk, mode_, view_);
   if (!row.ok()) return row.status();
   if (!row->has_value()) return false;

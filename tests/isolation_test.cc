@@ -245,6 +245,40 @@ TEST_P(IsolationTest, ASecondaryReadKeepsItsRangeWhenOnlyTheRowWaitFails) {
   ASSERT_OK(holder->Commit());
 }
 
+// An entry another transaction inserted and has not committed is, in
+// InnoDB, implicitly locked by it: a locking read's request waits on the
+// secondary record itself and keeps nothing when the wait fails. So the
+// inserter's own locking read of its entry, and an insert into the gap
+// before it, do not wait for the reader that timed out (L11).
+TEST_P(IsolationTest, ASecondaryReadThatTimesOutOnAnUncommittedEntryKeepsNothing) {
+  auto setup = db_->Begin(GetParam());
+  ASSERT_OK(setup->Insert(t_, R(20, "", 120)));
+  ASSERT_OK(setup->Commit());
+  auto inserter = db_->Begin(GetParam());
+  ASSERT_OK(inserter->Insert(t_, R(25, "uncommitted", 125)));
+  auto reader = db_->Begin(GetParam());
+  reader->SetLockWaitTimeout(std::chrono::milliseconds(0));
+  {
+    auto c = reader->OpenCursor(t_, 1, ReadMode::kExclusive);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_OK((*c)->Seek(SeekOp::kGE, {uint64_t{115}}));
+    ASSERT_TRUE((*c)->Valid());
+    EXPECT_EQ(std::get<int64_t>((*c)->row()[0]), 20);
+    Status next = (*c)->Next();
+    EXPECT_TRUE(next.IsTimedOut()) << next.ToString();
+  }
+  inserter->SetLockWaitTimeout(std::chrono::milliseconds(0));
+  auto own = inserter->OpenCursor(t_, 1, ReadMode::kExclusive);
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+  ASSERT_OK((*own)->Seek(SeekOp::kEq, {uint64_t{125}}));
+  ASSERT_TRUE((*own)->Valid());
+  EXPECT_EQ(std::get<int64_t>((*own)->row()[0]), 25);
+  own->reset();
+  ASSERT_OK(inserter->Insert(t_, R(23, "in the gap before it", 123)));
+  ASSERT_OK(inserter->Commit());
+  ASSERT_OK(reader->Commit());
+}
+
 // "Lock, look, then insert" at REPEATABLE READ: an insert that waits for
 // another transaction's range holds no lock on its key meanwhile, so the
 // range's owner may look the key up and insert it itself; the waiting

@@ -112,7 +112,8 @@ class CursorImpl final : public Cursor {
   bool keys_only_ = false;  // SetKeysOnly
   // The ranges one positioning took on its way to the key it resolves
   // next, in order: given back, newest first, if that key's lock fails
-  // (L11); emptied once the key's own lock (a secondary entry's) stands.
+  // (L11); emptied once the key's own lock (a secondary entry's that no
+  // other transaction changed) stands.
   std::vector<txn::RangeGrant> step_grants_;
   bool entry_only_ = false;  // this position's row_ holds only its entry (TakeEntry)
 };
@@ -394,9 +395,24 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
     SUBITO_RETURN_IF_ERROR(TakeRow(std::move(**row)));
     return true;
   }
-  Status locked = txn_->LockKey(index_, key, mode_);
+  bool entry_fresh = false;
+  Status locked = txn_->LockKey(index_, key, mode_, &entry_fresh);
   if (SkipsLocked(mode_) && locked.IsTimedOut()) return false;
   SUBITO_RETURN_IF_ERROR(locked);
+  // Another transaction's uncommitted change of this very entry (an insert,
+  // a delete, a key change) is, in InnoDB, an implicit lock on the
+  // secondary record that the read's request waits for: when that wait
+  // (here, the wait for the row) fails, the read keeps nothing, neither
+  // the entry's lock nor the ranges on its way (L11). Otherwise the
+  // entry's own lock stands, as InnoDB's granted next-key lock on the
+  // secondary record, and a failed wait for the row keeps both.
+  const bool entry_changed_by_other = index_->versions->ChangedByActiveOther(key, txn_->state());
+  const auto keep_nothing = [&](Status st) {
+    if (entry_changed_by_other && entry_fresh && (st.IsTimedOut() || st.IsInterrupted())) {
+      txn_->ReleaseKeyLock(index_, key);
+    }
+    return st;
+  };
   Result<std::optional<std::string>> entry = index_->tree->Get(key);
   if (!entry.ok()) return entry.status();
   if (!entry->has_value()) {
@@ -405,20 +421,18 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
     // into the range this read locked: wait for it through the row's lock.
     // A removal that committed stays removed; one whose rollback just ended
     // is back in the tree for the second look.
-    if (index_->versions->ChangedByActiveOther(key, txn_->state())) {
+    if (entry_changed_by_other) {
       locked = txn_->LockKey(table_->indexes[0].get(), pk, mode_);
       if (SkipsLocked(mode_) && locked.IsTimedOut()) return false;
-      SUBITO_RETURN_IF_ERROR(locked);
+      SUBITO_RETURN_IF_ERROR(keep_nothing(locked));
     }
     entry = index_->tree->Get(key);
     if (!entry.ok()) return entry.status();
     if (!entry->has_value()) return false;
   }
-  // The entry's own lock stands (InnoDB's next-key lock on the secondary
-  // record is granted): a wait for its row that fails keeps the ranges.
-  step_grants_.clear();
+  if (!entry_changed_by_other) step_grants_.clear();
   Result<std::optional<std::string>> row = txn_->ReadRowBytes(table_, pk, mode_, view_);
-  if (!row.ok()) return row.status();
+  if (!row.ok()) return keep_nothing(row.status());
   if (!row->has_value()) return false;
   SUBITO_RETURN_IF_ERROR(TakeRow(std::move(**row)));
   row_ = row_view_.Decode(def);

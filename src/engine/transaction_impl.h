@@ -147,6 +147,10 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // For cursors. *granted_new (if set): the transaction held no lock on the
   // key before this call took one.
   Status LockKey(IndexImpl* ix, const std::string& key, ReadMode mode, bool* granted_new = nullptr);
+  // Gives up the lock on one key (a locking read's that must keep nothing).
+  void ReleaseKeyLock(IndexImpl* ix, const std::string& key) {
+    db_->locks().Release(state_->id, ix->space(), key);
+  }
   // Waits while another transaction's range holds `key` (L7), before the
   // key's own lock is taken: an insert that waits for a range holds no lock
   // the range's owner may ask for next (InnoDB: its lookup finds nothing

@@ -43,7 +43,9 @@
 //      nothing when its wait fails. Ranges taken for keys the read passed
 //      or returned stay until the transaction ends, and so do those before
 //      a secondary entry whose own lock was granted when the wait for its
-//      row fails (InnoDB keeps the secondary record's next-key lock).
+//      row fails (InnoDB keeps the secondary record's next-key lock),
+//      unless another transaction's uncommitted change is on that entry
+//      (InnoDB's implicit lock on it): then the entry's new lock goes too.
 //  L8. LockRange never waits; its caller reads the range again after it.
 //      An insert's second check and that read are ordered (both do a
 //      read-modify-write of one atomic count of ranges, after the range's

@@ -145,6 +145,21 @@ std::vector<int64_t> LockingScan(Transaction* txn, Table* t, int64_t from, int64
   return ids;
 }
 
+// A locking read through `index` of `reader` (which will not wait) from
+// `from` on: it returns the row `first_id`, and its next step times out on
+// a row another transaction holds.
+void ReadOneThenTimeOut(Transaction* reader, Table* t, uint32_t index, const Row& from,
+                        int64_t first_id) {
+  reader->SetLockWaitTimeout(std::chrono::milliseconds(0));
+  auto c = reader->OpenCursor(t, index, ReadMode::kExclusive);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK((*c)->Seek(SeekOp::kGE, from));
+  ASSERT_TRUE((*c)->Valid());
+  EXPECT_EQ(std::get<int64_t>((*c)->row()[0]), first_id);
+  Status next = (*c)->Next();
+  EXPECT_TRUE(next.IsTimedOut()) << next.ToString();
+}
+
 // Next-key locking: at REPEATABLE READ a locking read's range blocks other
 // transactions' inserts into it until it ends (no phantom); READ COMMITTED
 // locks the rows it read only, as InnoDB.
@@ -192,14 +207,7 @@ TEST_P(IsolationTest, ALockingReadThatTimesOutKeepsNoRangeBeforeItsKey) {
   auto holder = db_->Begin(GetParam());
   ASSERT_OK(holder->Update(t_, R(30, ""), R(30, "held")));
   auto reader = db_->Begin(GetParam());
-  reader->SetLockWaitTimeout(std::chrono::milliseconds(0));
-  auto c = reader->OpenCursor(t_, 0, ReadMode::kExclusive);
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
-  ASSERT_OK((*c)->Seek(SeekOp::kGE, {int64_t{15}}));
-  ASSERT_TRUE((*c)->Valid());
-  EXPECT_EQ(std::get<int64_t>((*c)->row()[0]), 20);
-  Status next = (*c)->Next();
-  EXPECT_TRUE(next.IsTimedOut()) << next.ToString();
+  ReadOneThenTimeOut(reader.get(), t_, 0, {int64_t{15}}, 20);
   auto writer = db_->Begin(GetParam());
   writer->SetLockWaitTimeout(std::chrono::milliseconds(0));
   ASSERT_OK(writer->Insert(t_, R(25, "in the gap before the held key")));
@@ -224,14 +232,7 @@ TEST_P(IsolationTest, ASecondaryReadKeepsItsRangeWhenOnlyTheRowWaitFails) {
   auto holder = db_->Begin(GetParam());
   ASSERT_OK(holder->Update(t_, R(30, "", 130), R(30, "held", 130)));  // the row, not its entry
   auto reader = db_->Begin(GetParam());
-  reader->SetLockWaitTimeout(std::chrono::milliseconds(0));
-  auto c = reader->OpenCursor(t_, 1, ReadMode::kExclusive);
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
-  ASSERT_OK((*c)->Seek(SeekOp::kGE, {uint64_t{115}}));
-  ASSERT_TRUE((*c)->Valid());
-  EXPECT_EQ(std::get<int64_t>((*c)->row()[0]), 20);
-  Status next = (*c)->Next();
-  EXPECT_TRUE(next.IsTimedOut()) << next.ToString();
+  ReadOneThenTimeOut(reader.get(), t_, 1, {uint64_t{115}}, 20);
   auto writer = db_->Begin(GetParam());
   writer->SetLockWaitTimeout(std::chrono::milliseconds(0));
   Status in_gap = writer->Insert(t_, R(25, "before the entry read", 125));
@@ -257,15 +258,20 @@ TEST_P(IsolationTest, ASecondaryReadThatTimesOutOnAnUncommittedEntryKeepsNothing
   auto inserter = db_->Begin(GetParam());
   ASSERT_OK(inserter->Insert(t_, R(25, "uncommitted", 125)));
   auto reader = db_->Begin(GetParam());
-  reader->SetLockWaitTimeout(std::chrono::milliseconds(0));
+  ReadOneThenTimeOut(reader.get(), t_, 1, {uint64_t{115}}, 20);
+  // SKIP LOCKED passes over it and keeps nothing of it either.
+  auto skipper = db_->Begin(GetParam());
   {
-    auto c = reader->OpenCursor(t_, 1, ReadMode::kExclusive);
+    auto c = skipper->OpenCursor(t_, 1, ReadMode::kExclusiveSkipLocked);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
-    ASSERT_OK((*c)->Seek(SeekOp::kGE, {uint64_t{115}}));
-    ASSERT_TRUE((*c)->Valid());
-    EXPECT_EQ(std::get<int64_t>((*c)->row()[0]), 20);
-    Status next = (*c)->Next();
-    EXPECT_TRUE(next.IsTimedOut()) << next.ToString();
+    std::vector<int64_t> ids;
+    Status st = (*c)->Seek(SeekOp::kGE, {uint64_t{115}});
+    while (st.ok() && (*c)->Valid()) {
+      ids.push_back(std::get<int64_t>((*c)->row()[0]));
+      st = (*c)->Next();
+    }
+    ASSERT_OK(st);
+    EXPECT_TRUE(ids.empty()) << "20 is the reader's, 25 the inserter's";
   }
   inserter->SetLockWaitTimeout(std::chrono::milliseconds(0));
   auto own = inserter->OpenCursor(t_, 1, ReadMode::kExclusive);
@@ -277,6 +283,7 @@ TEST_P(IsolationTest, ASecondaryReadThatTimesOutOnAnUncommittedEntryKeepsNothing
   ASSERT_OK(inserter->Insert(t_, R(23, "in the gap before it", 123)));
   ASSERT_OK(inserter->Commit());
   ASSERT_OK(reader->Commit());
+  ASSERT_OK(skipper->Commit());
 }
 
 // "Lock, look, then insert" at REPEATABLE READ: an insert that waits for

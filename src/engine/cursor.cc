@@ -402,19 +402,23 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
   // Another transaction's uncommitted change of this very entry (an insert,
   // a delete, a key change) is, in InnoDB, an implicit lock on the
   // secondary record that the read's request waits for: when that wait
-  // (here, the wait for the row) fails, the read keeps nothing, neither
-  // the entry's lock nor the ranges on its way (L11). Otherwise the
-  // entry's own lock stands, as InnoDB's granted next-key lock on the
-  // secondary record, and a failed wait for the row keeps both.
-  const bool entry_changed_by_other = index_->versions->ChangedByActiveOther(key, txn_->state());
-  const auto keep_nothing = [&](Status st) {
-    if (entry_changed_by_other && entry_fresh && (st.IsTimedOut() || st.IsInterrupted())) {
-      txn_->ReleaseKeyLock(index_, key);
-    }
-    return st;
-  };
+  // (here, the wait for the row) fails or is skipped, the read keeps
+  // nothing, neither the entry's new lock nor the ranges on its way (L11).
+  // Otherwise the entry's own lock stands, as InnoDB's granted next-key
+  // lock on the secondary record, and a failed wait for the row keeps both.
+  // The tree is read before the versions (V1): a writer adds its version
+  // before it changes the tree, so an entry found missing was either
+  // removed by a commit or has its writer's version by then.
   Result<std::optional<std::string>> entry = index_->tree->Get(key);
   if (!entry.ok()) return entry.status();
+  const bool entry_changed_by_other = index_->versions->ChangedByActiveOther(key, txn_->state());
+  const auto keep_nothing = [&]() {
+    if (entry_changed_by_other && entry_fresh) txn_->ReleaseKeyLock(index_, key);
+  };
+  const auto failed = [&](Status st) {
+    if (st.IsTimedOut() || st.IsInterrupted()) keep_nothing();
+    return st;
+  };
   if (!entry->has_value()) {
     // An entry missing from the tree may be another transaction's
     // uncommitted delete or key change, which its rollback would put back
@@ -423,8 +427,11 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
     // is back in the tree for the second look.
     if (entry_changed_by_other) {
       locked = txn_->LockKey(table_->indexes[0].get(), pk, mode_);
-      if (SkipsLocked(mode_) && locked.IsTimedOut()) return false;
-      SUBITO_RETURN_IF_ERROR(keep_nothing(locked));
+      if (SkipsLocked(mode_) && locked.IsTimedOut()) {
+        keep_nothing();
+        return false;
+      }
+      SUBITO_RETURN_IF_ERROR(failed(locked));
     }
     entry = index_->tree->Get(key);
     if (!entry.ok()) return entry.status();
@@ -432,8 +439,12 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
   }
   if (!entry_changed_by_other) step_grants_.clear();
   Result<std::optional<std::string>> row = txn_->ReadRowBytes(table_, pk, mode_, view_);
-  if (!row.ok()) return keep_nothing(row.status());
-  if (!row->has_value()) return false;
+  if (!row.ok()) return failed(row.status());
+  if (!row->has_value()) {
+    // Skipped (SKIP LOCKED) or gone: nothing of this entry is read.
+    if (SkipsLocked(mode_)) keep_nothing();
+    return false;
+  }
   SUBITO_RETURN_IF_ERROR(TakeRow(std::move(**row)));
   row_ = row_view_.Decode(def);
   row_decoded_ = true;

@@ -194,6 +194,13 @@ class ha_subito final : public handler {
   void SyncKeysOnly();
   std::vector<bool> keys_reversible_;  // by MariaDB key, set at open
   bool keys_only_ = false;             // what the cursor was last told
+  // A locking range read (read_range_first set end_range) tells the cursor
+  // where the range ends (Cursor::SetEnd), so that the first entry past it
+  // is locked as InnoDB locks it (a secondary entry alone in shared mode).
+  // Called with SyncKeysOnly.
+  int SyncEnd();
+  std::string end_image_;  // the end_range key last told (flag, map, bytes)
+  bool cursor_has_end_ = false;
   // The engine key columns of the current index (the primary key for scans).
   const std::vector<uint32_t>& EntryColumns() const;
   // The encoded key of the last entry read through the cursor

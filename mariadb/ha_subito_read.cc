@@ -50,6 +50,7 @@ int ha_subito::OpenCursor(uint32_t engine_index) {
   if (!c.ok()) return Error(c.status());
   cursor_ = std::move(*c);
   keys_only_ = false;
+  cursor_has_end_ = false;
   return 0;
 }
 
@@ -62,6 +63,29 @@ void ha_subito::SyncKeysOnly() {
     cursor_->SetKeysOnly(want);
     keys_only_ = want;
   }
+}
+
+int ha_subito::SyncEnd() {
+  if (!cursor_) return 0;
+  if (end_range == nullptr || read_mode_ == subito::ReadMode::kSnapshot || mbr_search_) {
+    if (cursor_has_end_) cursor_->SetEnd(std::nullopt, false);
+    cursor_has_end_ = false;
+    return 0;
+  }
+  std::string image(reinterpret_cast<const char*>(&end_range->flag), sizeof(end_range->flag));
+  image.append(reinterpret_cast<const char*>(&end_range->keypart_map),
+               sizeof(end_range->keypart_map));
+  image.append(reinterpret_cast<const char*>(end_range->key), end_range->length);
+  if (cursor_has_end_ && image == end_image_) return 0;
+  const uint parts = PartsOf(table->key_info[active_index], end_range->keypart_map);
+  Row prefix;
+  mapper_->KeyPrefix(active_index, end_range->key, parts, &prefix);
+  subito::Result<std::string> end = cursor_->EncodeKey(prefix);
+  if (!end.ok()) return Error(end.status());
+  cursor_->SetEnd(std::move(*end), end_range->flag != HA_READ_BEFORE_KEY);
+  end_image_ = std::move(image);
+  cursor_has_end_ = true;
+  return 0;
 }
 
 int ha_subito::ReadCurrent(uchar* buf, int end) {
@@ -129,7 +153,7 @@ int ha_subito::EnsureCursor() {
     }
   }
   SyncKeysOnly();
-  return 0;
+  return SyncEnd();
 }
 
 void ha_subito::ForgetLastEntry() {
@@ -378,6 +402,7 @@ int ha_subito::Step(uchar* buf, bool forward) {
   }
   if (!cursor_->Valid()) return HA_ERR_END_OF_FILE;
   SyncKeysOnly();
+  if (int err = SyncEnd()) return err;
   Status st = forward ? cursor_->Next() : cursor_->Prev();
   if (!st.ok()) return Error(st);
   return ReadCurrent(buf, HA_ERR_END_OF_FILE);
@@ -429,6 +454,7 @@ int ha_subito::index_next_same(uchar* buf, const uchar* key, uint keylen) {
       bounded_ = true;
     }
     SyncKeysOnly();
+    if (int err = SyncEnd()) return err;
     Status st = cursor_->Next();
     if (!st.ok()) return Error(st);
     return CheckPrefix(buf, HA_ERR_END_OF_FILE);

@@ -286,6 +286,47 @@ TEST_P(IsolationTest, ASecondaryReadThatTimesOutOnAnUncommittedEntryKeepsNothing
   ASSERT_OK(skipper->Commit());
 }
 
+// A range read told its end (SetEnd) locks the first entry past it as
+// InnoDB locks it: through a secondary index in shared mode the entry
+// alone, so a row another transaction holds there makes no wait; in
+// exclusive mode the row too. At REPEATABLE READ the range up to that
+// entry stays locked either way.
+TEST_P(IsolationTest, ARangeReadLocksTheEntryPastItsEndAsInnoDB) {
+  auto setup = db_->Begin(GetParam());
+  for (int64_t id : {20, 30}) ASSERT_OK(setup->Insert(t_, R(id, "", 100 + id)));
+  ASSERT_OK(setup->Commit());
+  auto holder = db_->Begin(GetParam());
+  ASSERT_OK(holder->Update(t_, R(30, "", 130), R(30, "held", 130)));
+  for (ReadMode mode : {ReadMode::kShared, ReadMode::kExclusive}) {
+    auto reader = db_->Begin(GetParam());
+    reader->SetLockWaitTimeout(std::chrono::milliseconds(0));
+    auto c = reader->OpenCursor(t_, 1, mode);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    Result<std::string> end = (*c)->EncodeKey({uint64_t{125}});
+    ASSERT_TRUE(end.ok()) << end.status().ToString();
+    (*c)->SetEnd(*end, /*inclusive=*/true);
+    ASSERT_OK((*c)->Seek(SeekOp::kGE, {uint64_t{115}}));
+    ASSERT_TRUE((*c)->Valid());
+    EXPECT_EQ(std::get<int64_t>((*c)->row()[0]), 20);
+    Status next = (*c)->Next();
+    if (mode == ReadMode::kShared) {
+      ASSERT_OK(next);
+      EXPECT_FALSE((*c)->Valid()) << "the entry past the end is locked, not returned";
+    } else {
+      EXPECT_TRUE(next.IsTimedOut()) << next.ToString();
+    }
+    if (mode == ReadMode::kShared && !rc()) {
+      auto writer = db_->Begin(GetParam());
+      writer->SetLockWaitTimeout(std::chrono::milliseconds(0));
+      Status in_range = writer->Insert(t_, R(27, "before the entry past the end", 127));
+      EXPECT_TRUE(in_range.IsTimedOut()) << in_range.ToString();
+      ASSERT_OK(writer->Commit());
+    }
+    ASSERT_OK(reader->Commit());
+  }
+  ASSERT_OK(holder->Commit());
+}
+
 // "Lock, look, then insert" at REPEATABLE READ: an insert that waits for
 // another transaction's range holds no lock on its key meanwhile, so the
 // range's owner may look the key up and insert it itself; the waiting

@@ -623,6 +623,15 @@ class Cursor {
   // and NULL in every other column. Locking reads and the primary index
   // read rows as before. Takes effect from the next positioning.
   virtual void SetKeysOnly(bool keys_only) = 0;
+  // The end of a forward range read (an encoded prefix, as from EncodeKey;
+  // `inclusive`: keys with that prefix are in the range), or none. A
+  // forward locking read that meets the first key past it locks that key
+  // as the range's end and stops there: through a secondary index in
+  // shared mode the entry alone, not its row (InnoDB's next-key lock on
+  // the secondary record past a range), else the entry and its row.
+  // Reads of the snapshot ignore it. Takes effect from the next
+  // positioning.
+  virtual void SetEnd(std::optional<std::string> end, bool inclusive) = 0;
 };
 
 }  // namespace subito

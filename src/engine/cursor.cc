@@ -61,6 +61,10 @@ class CursorImpl final : public Cursor {
   }
   Status SeekKey(SeekOp op, std::string_view encoded) override;
   void SetKeysOnly(bool keys_only) override { keys_only_ = keys_only; }
+  void SetEnd(std::optional<std::string> end, bool inclusive) override {
+    end_ = std::move(end);
+    end_inclusive_ = inclusive;
+  }
 
  private:
   Status Step(bool forward) {
@@ -78,6 +82,8 @@ class CursorImpl final : public Cursor {
   // Whether the entry with this key (the tree cursor's when from_tree) is
   // visible; if so, row_view_ holds its row.
   Result<bool> Resolve(const std::string& key, bool from_tree);
+  // A locking read's first key past end_ (SetEnd): locked, not returned.
+  Status LockEnd(const std::string& key, bool from_tree);
   // row_view_ of an owned row, or of the tree cursor's value, which stays
   // put until the tree cursor moves (the next positioning).
   Status TakeRow(std::string bytes);
@@ -109,7 +115,14 @@ class CursorImpl final : public Cursor {
   RowView row_view_;   // of bytes_ or of tree_cursor_.value()
   mutable Row row_;    // decoded by the first row() at this position
   mutable bool row_decoded_ = false;
-  bool keys_only_ = false;  // SetKeysOnly
+  bool keys_only_ = false;          // SetKeysOnly
+  std::optional<std::string> end_;  // SetEnd
+  bool end_inclusive_ = false;
+  bool PastEnd(const std::string& key) const {
+    if (!end_) return false;
+    if (HasPrefix(key, *end_)) return !end_inclusive_;
+    return key > *end_;
+  }
   // The ranges one positioning took on its way to the key it resolves
   // next, in order: given back, newest first, if that key's lock fails
   // (L11); emptied once the key's own lock (a secondary entry's that no
@@ -267,6 +280,9 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
     }
     if (!candidate) return Status::OK();
     if (bound_ && !HasPrefix(*candidate, *bound_)) return Status::OK();
+    if (forward && mode_ != ReadMode::kSnapshot && PastEnd(*candidate)) {
+      return LockEnd(*candidate, from_tree);
+    }
     Result<bool> found = Resolve(*candidate, from_tree);
     if (!found.ok()) {
       if (found.status().IsTimedOut() || found.status().IsInterrupted()) {
@@ -284,6 +300,22 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
     from = std::move(candidate);
     inclusive = false;
   }
+}
+
+Status CursorImpl::LockEnd(const std::string& key, bool from_tree) {
+  Status st;
+  const bool shared = mode_ == ReadMode::kShared || mode_ == ReadMode::kSharedSkipLocked;
+  if (index_->number != 0 && shared) {
+    st = txn_->LockKey(index_, key, mode_);
+    if (SkipsLocked(mode_) && st.IsTimedOut()) st = Status::OK();
+  } else {
+    st = Resolve(key, from_tree).status();
+  }
+  if (st.IsTimedOut() || st.IsInterrupted()) {
+    for (auto g = step_grants_.rbegin(); g != step_grants_.rend(); ++g) txn_->GiveBackRange(*g);
+  }
+  valid_ = false;
+  return st;
 }
 
 bool CursorImpl::RangeLocked(bool forward,

@@ -199,8 +199,11 @@ class ha_subito final : public handler {
   // is locked as InnoDB locks it (a secondary entry alone in shared mode).
   // Called with SyncKeysOnly.
   int SyncEnd();
-  std::string end_image_;  // the end_range key last told (flag, map, bytes)
+  // The end_range last told to the cursor.
   bool cursor_has_end_ = false;
+  enum ha_rkey_function end_flag_ = HA_READ_KEY_EXACT;
+  key_part_map end_map_ = 0;
+  std::string end_key_;
   // The engine key columns of the current index (the primary key for scans).
   const std::vector<uint32_t>& EntryColumns() const;
   // The encoded key of the last entry read through the cursor

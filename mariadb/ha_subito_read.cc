@@ -72,19 +72,31 @@ int ha_subito::SyncEnd() {
     cursor_has_end_ = false;
     return 0;
   }
-  std::string image(reinterpret_cast<const char*>(&end_range->flag), sizeof(end_range->flag));
-  image.append(reinterpret_cast<const char*>(&end_range->keypart_map),
-               sizeof(end_range->keypart_map));
-  image.append(reinterpret_cast<const char*>(end_range->key), end_range->length);
-  if (cursor_has_end_ && image == end_image_) return 0;
-  const uint parts = PartsOf(table->key_info[active_index], end_range->keypart_map);
+  const std::string_view key(reinterpret_cast<const char*>(end_range->key), end_range->length);
+  if (cursor_has_end_ && end_flag_ == end_range->flag && end_map_ == end_range->keypart_map &&
+      key == end_key_) {
+    return 0;
+  }
+  const KEY& ki = table->key_info[active_index];
+  const uint parts = PartsOf(ki, end_range->keypart_map);
+  // A NO PAD collation's images do not tell 'a' from 'a' followed by NUL
+  // (the weights pad with zeros), which the server's comparison does: an
+  // exclusive end there is taken as inclusive, so no such row is cut off
+  // (the server then compares it and ends the read itself).
+  bool no_pad = false;
+  for (uint p = 0; p < parts; ++p) {
+    const Field* f = ki.key_part[p].field;
+    no_pad = no_pad || (f->result_type() == STRING_RESULT && (f->charset()->state & MY_CS_NOPAD));
+  }
   Row prefix;
   mapper_->KeyPrefix(active_index, end_range->key, parts, &prefix);
   subito::Result<std::string> end = cursor_->EncodeKey(prefix);
   if (!end.ok()) return Error(end.status());
-  cursor_->SetEnd(std::move(*end), end_range->flag != HA_READ_BEFORE_KEY);
-  end_image_ = std::move(image);
+  cursor_->SetEnd(std::move(*end), end_range->flag != HA_READ_BEFORE_KEY || no_pad);
   cursor_has_end_ = true;
+  end_flag_ = end_range->flag;
+  end_map_ = end_range->keypart_map;
+  end_key_.assign(key);
   return 0;
 }
 

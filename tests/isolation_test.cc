@@ -324,7 +324,37 @@ TEST_P(IsolationTest, ARangeReadLocksTheEntryPastItsEndAsInnoDB) {
     }
     ASSERT_OK(reader->Commit());
   }
+  // Shared, with an exclusive end at the held row's entry: past the range.
+  auto reader = db_->Begin(GetParam());
+  reader->SetLockWaitTimeout(std::chrono::milliseconds(0));
+  auto open = [&](Transaction* txn, uint64_t end, bool inclusive) {
+    auto c = txn->OpenCursor(t_, 1, ReadMode::kShared);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    Result<std::string> e = (*c)->EncodeKey({end});
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    (*c)->SetEnd(*e, inclusive);
+    EXPECT_OK((*c)->Seek(SeekOp::kGE, {uint64_t{115}}));
+    EXPECT_TRUE((*c)->Valid());
+    return std::move(*c);
+  };
+  auto c = open(reader.get(), 130, false);
+  ASSERT_OK(c->Next());
+  EXPECT_FALSE(c->Valid());
+  c.reset();
+  ASSERT_OK(reader->Commit());
   ASSERT_OK(holder->Commit());
+  // An entry past the end that another transaction inserted and has not
+  // committed is its implicit lock in InnoDB: the read waits for it.
+  auto inserter = db_->Begin(GetParam());
+  ASSERT_OK(inserter->Insert(t_, R(25, "uncommitted", 125)));
+  auto waiter = db_->Begin(GetParam());
+  waiter->SetLockWaitTimeout(std::chrono::milliseconds(0));
+  c = open(waiter.get(), 122, true);
+  Status next = c->Next();
+  EXPECT_TRUE(next.IsTimedOut()) << next.ToString();
+  c.reset();
+  ASSERT_OK(waiter->Commit());
+  ASSERT_OK(inserter->Commit());
 }
 
 // "Lock, look, then insert" at REPEATABLE READ: an insert that waits for

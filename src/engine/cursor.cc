@@ -305,7 +305,11 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
 Status CursorImpl::LockEnd(const std::string& key, bool from_tree) {
   Status st;
   const bool shared = mode_ == ReadMode::kShared || mode_ == ReadMode::kSharedSkipLocked;
-  if (index_->number != 0 && shared) {
+  // An entry another transaction changed and has not committed is its
+  // implicit lock in InnoDB, which the read waits for: Resolve waits
+  // through the row (and keeps nothing if that fails).
+  if (index_->number != 0 && shared &&
+      !index_->versions->ChangedByActiveOther(key, txn_->state())) {
     st = txn_->LockKey(index_, key, mode_);
     if (SkipsLocked(mode_) && st.IsTimedOut()) st = Status::OK();
   } else {

@@ -82,11 +82,15 @@ int ha_subito::SyncEnd() {
   // A NO PAD collation's images do not tell 'a' from 'a' followed by NUL
   // (the weights pad with zeros), which the server's comparison does: an
   // exclusive end there is taken as inclusive, so no such row is cut off
-  // (the server then compares it and ends the read itself).
+  // (the server then compares it and ends the read itself). Binary strings
+  // (my_charset_bin is NO PAD too) keep their bytes and length in their
+  // images, and ENUM and SET images are numbers: no tie.
   bool no_pad = false;
   for (uint p = 0; p < parts; ++p) {
     const Field* f = ki.key_part[p].field;
-    no_pad = no_pad || (f->result_type() == STRING_RESULT && (f->charset()->state & MY_CS_NOPAD));
+    const bool collated = f->cmp_type() == STRING_RESULT && f->charset() != &my_charset_bin &&
+                          f->real_type() != MYSQL_TYPE_ENUM && f->real_type() != MYSQL_TYPE_SET;
+    no_pad = no_pad || (collated && (f->charset()->state & MY_CS_NOPAD));
   }
   Row prefix;
   mapper_->KeyPrefix(active_index, end_range->key, parts, &prefix);

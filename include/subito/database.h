@@ -628,7 +628,9 @@ class Cursor {
   // forward locking read that meets the first key past it locks that key
   // as the range's end and stops there: through a secondary index in
   // shared mode the entry alone, not its row (InnoDB's next-key lock on
-  // the secondary record past a range), else the entry and its row.
+  // the secondary record past a range), unless another transaction's
+  // uncommitted change is on the entry (then its row is waited for), else
+  // the entry and its row. The cursor is then not positioned.
   // Reads of the snapshot ignore it. Takes effect from the next
   // positioning.
   virtual void SetEnd(std::optional<std::string> end, bool inclusive) = 0;

@@ -305,13 +305,21 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
 Status CursorImpl::LockEnd(const std::string& key, bool from_tree) {
   Status st;
   const bool shared = mode_ == ReadMode::kShared || mode_ == ReadMode::kSharedSkipLocked;
-  // An entry another transaction changed and has not committed is its
-  // implicit lock in InnoDB, which the read waits for: Resolve waits
-  // through the row (and keeps nothing if that fails).
-  if (index_->number != 0 && shared &&
-      !index_->versions->ChangedByActiveOther(key, txn_->state())) {
-    st = txn_->LockKey(index_, key, mode_);
+  if (index_->number != 0 && shared) {
+    bool fresh = false;
+    st = txn_->LockKey(index_, key, mode_, &fresh);
     if (SkipsLocked(mode_) && st.IsTimedOut()) st = Status::OK();
+    // Asked once the entry is locked, as Resolve does: another
+    // transaction's uncommitted change of the entry is its implicit lock in
+    // InnoDB, which the read waits for (through the row, in Resolve); when
+    // that wait fails or is skipped the read keeps nothing of the entry.
+    if (st.ok() && index_->versions->ChangedByActiveOther(key, txn_->state())) {
+      Result<bool> resolved = Resolve(key, from_tree);
+      st = resolved.status();
+      const bool kept_nothing =
+          st.IsTimedOut() || st.IsInterrupted() || (st.ok() && !*resolved && SkipsLocked(mode_));
+      if (fresh && kept_nothing) txn_->ReleaseKeyLock(index_, key);
+    }
   } else {
     st = Resolve(key, from_tree).status();
   }

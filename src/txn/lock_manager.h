@@ -3,7 +3,8 @@
 // (writes). Locks are held until the transaction ends (ReleaseAll), except
 // a key lock its holder gives back with Release (the key lock an insert
 // took that a rollback to a savepoint took back, as InnoDB's implicit lock
-// goes with the record).
+// goes with the record; an entry lock a locking read took whose wait then
+// failed, L11) and a range given back with GiveBackRange (L11).
 //
 // Rules:
 //  L1. Shared is compatible with shared; exclusive with nothing. A
@@ -149,7 +150,7 @@ class LockManager {
   // Turns txn's exclusive lock on the key (if it holds one) into a shared
   // one: waiting readers may share it.
   void Downgrade(TxnId txn, uint32_t space, std::string_view key);
-  // Holds `range` of `space` for txn until ReleaseAll (L6, L8). A range
+  // Holds `range` of `space` for txn until ReleaseAll or GiveBackRange (L6, L8, L11). A range
   // that continues or lies within txn's newest range in the space is merged
   // with it.
   RangeGrant LockRange(TxnId txn, uint32_t space, KeyRange range);

@@ -84,6 +84,16 @@ class CursorImpl final : public Cursor {
   Result<bool> Resolve(const std::string& key, bool from_tree);
   // A locking read's first key past end_ (SetEnd): locked, not returned.
   Status LockEnd(const std::string& key, bool from_tree);
+  // A lock wait that timed out or was interrupted (KILL).
+  static bool WaitFailed(const Status& st) { return st.IsTimedOut() || st.IsInterrupted(); }
+  // st; if it is a failed wait, the ranges of this step are given back,
+  // newest first (L11).
+  Status GiveBackIfWaitFailed(Status st) {
+    if (WaitFailed(st)) {
+      for (auto g = step_grants_.rbegin(); g != step_grants_.rend(); ++g) txn_->GiveBackRange(*g);
+    }
+    return st;
+  }
   // row_view_ of an owned row, or of the tree cursor's value, which stays
   // put until the tree cursor moves (the next positioning).
   Status TakeRow(std::string bytes);
@@ -284,12 +294,7 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
       return LockEnd(*candidate, from_tree);
     }
     Result<bool> found = Resolve(*candidate, from_tree);
-    if (!found.ok()) {
-      if (found.status().IsTimedOut() || found.status().IsInterrupted()) {
-        for (auto g = step_grants_.rbegin(); g != step_grants_.rend(); ++g) txn_->GiveBackRange(*g);
-      }
-      return found.status();
-    }
+    if (!found.ok()) return GiveBackIfWaitFailed(found.status());
     step_grants_.clear();
     if (*found) {
       index_->rows_read.Add();
@@ -316,18 +321,14 @@ Status CursorImpl::LockEnd(const std::string& key, bool from_tree) {
     if (st.ok() && index_->versions->ChangedByActiveOther(key, txn_->state())) {
       Result<bool> resolved = Resolve(key, from_tree);
       st = resolved.status();
-      const bool kept_nothing =
-          st.IsTimedOut() || st.IsInterrupted() || (st.ok() && !*resolved && SkipsLocked(mode_));
+      const bool kept_nothing = WaitFailed(st) || (st.ok() && !*resolved && SkipsLocked(mode_));
       if (fresh && kept_nothing) txn_->ReleaseKeyLock(index_, key);
     }
   } else {
     st = Resolve(key, from_tree).status();
   }
-  if (st.IsTimedOut() || st.IsInterrupted()) {
-    for (auto g = step_grants_.rbegin(); g != step_grants_.rend(); ++g) txn_->GiveBackRange(*g);
-  }
   valid_ = false;
-  return st;
+  return GiveBackIfWaitFailed(st);
 }
 
 bool CursorImpl::RangeLocked(bool forward,
@@ -460,7 +461,7 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
     if (entry_changed_by_other && entry_fresh) txn_->ReleaseKeyLock(index_, key);
   };
   const auto failed = [&](Status st) {
-    if (st.IsTimedOut() || st.IsInterrupted()) keep_nothing();
+    if (WaitFailed(st)) keep_nothing();
     return st;
   };
   if (!entry->has_value()) {

@@ -452,8 +452,8 @@ int ha_subito::OpenShare(const char* name) {
   share_->table = subito::mariadb::engine()->FindTable(EngineName(name));
   if (share_->table == nullptr) return HA_ERR_NO_SUCH_TABLE;
   if (!share_->layout) {
-    subito::Result<TableLayout> layout =
-        TableLayout::Build(table->s, EngineName(name), subito::mariadb::PageSize());
+    subito::Result<TableLayout> layout = TableLayout::Build(
+        table->s, EngineName(name), subito::mariadb::PageSize(), &share_->table->def());
     if (!layout.ok()) {
       sql_print_error("Subito: cannot open %s: %s", name, layout.status().ToString().c_str());
       return HA_ERR_UNSUPPORTED;
@@ -462,6 +462,17 @@ int ha_subito::OpenShare(const char* name) {
       sql_print_error("Subito: %s does not match the engine's catalog (%zu columns, catalog %zu)",
                       name, layout->def().columns.size(), share_->table->def().columns.size());
       return HA_ERR_TABLE_DEF_CHANGED;
+    }
+    for (uint k = 0; k < table->s->keys; ++k) {
+      bool ties = false;
+      for (const subito::mariadb::PartLayout& p : layout->key(k).parts) ties = ties || p.nopad_ties;
+      if (ties) {
+        sql_print_warning(
+            "Subito: index %s of %s was created before images of NO PAD collated parts kept "
+            "their weights' length: 'a' and 'a' followed by NUL are one key there; ALTER TABLE "
+            "... FORCE rebuilds it",
+            table->s->key_info[k].name.str, name);
+      }
     }
     share_->layout.emplace(std::move(*layout));
   }

@@ -79,19 +79,14 @@ int ha_subito::SyncEnd() {
   }
   const KEY& ki = table->key_info[active_index];
   const uint parts = PartsOf(ki, end_range->keypart_map);
-  // A NO PAD collation's images do not tell 'a' from 'a' followed by NUL
-  // (the weights pad with zeros), which the server's comparison does: an
-  // exclusive end there is taken as inclusive, so no such row is cut off
-  // (the server then compares it and ends the read itself). Binary strings
-  // (my_charset_bin is NO PAD too) keep their bytes and length in their
-  // images, and ENUM and SET images are numbers: no tie.
+  // The images of a NO PAD part of a table created before their weight
+  // length suffix (PartLayout::nopad_ties) do not tell 'a' from 'a'
+  // followed by NUL, which the server's comparison does: an exclusive end
+  // there is taken as inclusive, so no such row is cut off (the server then
+  // compares it and ends the read itself).
   bool no_pad = false;
-  for (uint p = 0; p < parts; ++p) {
-    const Field* f = ki.key_part[p].field;
-    const bool collated = f->cmp_type() == STRING_RESULT && f->charset() != &my_charset_bin &&
-                          f->real_type() != MYSQL_TYPE_ENUM && f->real_type() != MYSQL_TYPE_SET;
-    no_pad = no_pad || (collated && (f->charset()->state & MY_CS_NOPAD));
-  }
+  for (uint p = 0; p < parts; ++p)
+    no_pad = no_pad || share_->layout->key(active_index).parts[p].nopad_ties;
   Row prefix;
   mapper_->KeyPrefix(active_index, end_range->key, parts, &prefix);
   subito::Result<std::string> end = cursor_->EncodeKey(prefix);

@@ -17,6 +17,35 @@ bool IsBinary(const Field* f) {
   return f->charset() == &my_charset_bin;
 }
 
+// A VARCHAR or TEXT part whose sort key ties strings the collation tells
+// apart (PartLayout::weight_length_suffix).
+bool NoPadCollated(const Field* f) {
+  switch (f->real_type()) {
+    case MYSQL_TYPE_VARCHAR:
+    case MYSQL_TYPE_TINY_BLOB:
+    case MYSQL_TYPE_MEDIUM_BLOB:
+    case MYSQL_TYPE_LONG_BLOB:
+    case MYSQL_TYPE_BLOB:
+      return !IsBinary(f) && (f->charset()->state & MY_CS_NOPAD) && f->cmp_type() == STRING_RESULT;
+    default:
+      return false;
+  }
+}
+
+constexpr uint32_t kWeightLengthBytes = 2;
+
+// Ends `image` with the length of the weights of `str` without their
+// padding, big-endian; the bytes before it hold the padded sort key.
+void StoreWeightLength(const CHARSET_INFO* cs, uint nweights, const uchar* str, size_t len,
+                       std::string* scratch, std::string* image) {
+  const size_t room = image->size() - kWeightLengthBytes;
+  scratch->resize(room);
+  const size_t weights =
+      cs->strnxfrm(reinterpret_cast<uchar*>(scratch->data()), room, nweights, str, len, 0);
+  (*image)[room] = static_cast<char>(weights >> 8);
+  (*image)[room + 1] = static_cast<char>(weights & 0xFF);
+}
+
 // Bytes of Field::sort_string for one key part (see table_layout.h).
 uint32_t ImageLength(const KEY_PART_INFO& kp) {
   const Field* f = kp.field;
@@ -53,7 +82,7 @@ uint32_t EngineKeyLimit(uint32_t page_size) {
 }  // namespace
 
 Result<TableLayout> TableLayout::Build(const TABLE_SHARE* share, const std::string& name,
-                                       uint32_t page_size) {
+                                       uint32_t page_size, const TableDef* stored) {
   TableLayout l;
   l.def_.name = name;
   const bool has_pk = share->primary_key != MAX_KEY;
@@ -79,6 +108,14 @@ Result<TableLayout> TableLayout::Build(const TABLE_SHARE* share, const std::stri
       pl.column = static_cast<uint32_t>(l.def_.columns.size());
       pl.image_len = ImageLength(kp);
       pl.nullable = kp.field->real_maybe_null();
+      if (NoPadCollated(kp.field) && !(key.flags & HA_SPATIAL)) {
+        const Column* old = stored != nullptr && l.def_.columns.size() < stored->columns.size()
+                                ? &stored->columns[l.def_.columns.size()]
+                                : nullptr;
+        pl.nopad_ties = old != nullptr && old->max_length == pl.image_len;
+        pl.weight_length_suffix = !pl.nopad_ties;
+        if (pl.weight_length_suffix) pl.image_len += kWeightLengthBytes;
+      }
       Column c;
       c.name = "k" + std::to_string(k) + "p" + std::to_string(p);
       c.type = ColumnType::kString;
@@ -228,9 +265,11 @@ std::string RowMapper::Image(uint32_t key, uint32_t part, const unsigned char* d
     // doubles): kept as it is, matched by value, never ordered.
     return std::string(reinterpret_cast<const char*>(data), 4 * sizeof(double));
   }
-  if (f->flags & BLOB_FLAG) return BlobImage(kp, data);
+  if (f->flags & BLOB_FLAG) return BlobImage(key, part, data);
+  const PartLayout& pl = layout_->key(key).parts[part];
   const my_ptrdiff_t diff = scratch_record_.data() - table_->record[0];
-  std::string image(layout_->key(key).parts[part].image_len, '\0');
+  std::string image(pl.image_len, '\0');
+  const uint32_t suffix = pl.weight_length_suffix ? kWeightLengthBytes : 0;
   f->move_field_offset(diff);
   f->set_notnull();
   // A range's end key may hold more characters than the column (LIKE 'a%'
@@ -238,21 +277,34 @@ std::string RowMapper::Image(uint32_t key, uint32_t part, const unsigned char* d
   // the statement's, so no warning may reach a strict-mode UPDATE.
   Check_level_instant_set quiet(current_thd, CHECK_FIELD_IGNORE);
   f->set_key_image(data, kp.length);
-  f->sort_string(reinterpret_cast<uchar*>(image.data()), static_cast<uint>(image.size()));
+  f->sort_string(reinterpret_cast<uchar*>(image.data()), static_cast<uint>(image.size() - suffix));
+  if (suffix != 0) {
+    String value;
+    f->val_str(&value, &value);
+    StoreWeightLength(f->charset(), f->char_length() * f->charset()->strxfrm_multiply,
+                      reinterpret_cast<const uchar*>(value.ptr()), value.length(), &weights_,
+                      &image);
+  }
   f->move_field_offset(-diff);
   return image;
 }
 
-std::string RowMapper::BlobImage(const KEY_PART_INFO& kp, const unsigned char* data) const {
+std::string RowMapper::BlobImage(uint32_t key, uint32_t part, const unsigned char* data) {
   // Field_blob::sort_string, from the key tuple's bytes: set_key_image would
   // store into the field's own value buffer, which record[0] may point to.
+  const KEY_PART_INFO& kp = table_->key_info[key].key_part[part];
+  const PartLayout& pl = layout_->key(key).parts[part];
   const Field* f = kp.field;
   const CHARSET_INFO* cs = f->charset();
   const uint32_t len = uint2korr(data);
   const unsigned char* bytes = data + HA_KEY_BLOB_LENGTH;
-  std::string image(ImageLength(kp), '\0');
+  std::string image(pl.image_len, '\0');
   uchar* to = reinterpret_cast<uchar*>(image.data());
   size_t length = image.size();
+  if (pl.weight_length_suffix) {
+    length -= kWeightLengthBytes;
+    StoreWeightLength(cs, static_cast<uint>(length), bytes, len, &weights_, &image);
+  }
   if (len == 0 && cs->pad_char == 0) return image;
   if (IsBinary(f)) {
     const uint packlength = static_cast<const Field_blob*>(f)->pack_length_no_ptr();

@@ -55,12 +55,13 @@ class RowMapper {
  private:
   void TupleToValues(uint32_t key, const unsigned char* tuple, uint32_t parts, Row* out);
   std::string Image(uint32_t key, uint32_t part, const unsigned char* data);
-  std::string BlobImage(const KEY_PART_INFO& kp, const unsigned char* data) const;
+  std::string BlobImage(uint32_t key, uint32_t part, const unsigned char* data);
 
   TABLE* table_;
   const TableLayout* layout_;
   std::vector<unsigned char> scratch_record_;
   std::vector<unsigned char> tuple_;
+  std::string weights_;  // StoreWeightLength's scratch
 };
 
 }  // namespace subito::mariadb

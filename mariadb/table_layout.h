@@ -12,8 +12,9 @@
 // The engine's primary key is the MariaDB primary key's part columns (or
 // __row_id); each other MariaDB key is a secondary index named like it.
 //
-// A key part's sort key has a fixed length per part (sort_string pads), so a
-// primary key's parts concatenate into a fixed-length `ref` for position().
+// A key part's image has a fixed length per part (sort_string pads; see
+// PartLayout for the suffix of NO PAD parts), so a primary key's parts
+// concatenate into a fixed-length `ref` for position().
 #pragma once
 
 #include <string>
@@ -31,8 +32,18 @@ namespace subito::mariadb {
 
 struct PartLayout {
   uint32_t column;     // engine column
-  uint32_t image_len;  // bytes of the sort key
+  uint32_t image_len;  // bytes of the image (sort key and suffix)
   bool nullable;
+  // A collated VARCHAR or TEXT part in a NO PAD collation: its sort key
+  // pads the weights with zeros, so 'a' and 'a' followed by NUL (weight 0)
+  // would tie where the collation orders the shorter first. The image ends
+  // with the unpadded weights' length (2 bytes, big-endian), as a binary
+  // string's sort key ends with its length.
+  bool weight_length_suffix = false;
+  // Such a part of a table created before the suffix (its catalog column is
+  // two bytes shorter): images without it, which tie as described. Such a
+  // table keeps them until it is rebuilt (ALTER TABLE ... FORCE).
+  bool nopad_ties = false;
 };
 
 struct KeyLayout {
@@ -50,9 +61,11 @@ class TableLayout {
  public:
   // Fails (NotSupported / InvalidArgument, with a message for the user) for
   // tables Subito cannot store.
-  // page_size: the engine's, which bounds key length.
+  // page_size: the engine's, which bounds key length. stored: the table's
+  // definition in the engine's catalog when it exists (an open), whose
+  // column widths tell the image format it was created with.
   static Result<TableLayout> Build(const TABLE_SHARE* share, const std::string& name,
-                                   uint32_t page_size);
+                                   uint32_t page_size, const TableDef* stored = nullptr);
 
   const TableDef& def() const { return def_; }
   bool hidden_pk() const { return hidden_pk_; }

@@ -18,15 +18,22 @@ bool IsBinary(const Field* f) {
 }
 
 // A VARCHAR or TEXT part whose sort key ties strings the collation tells
-// apart (PartLayout::weight_length_suffix).
+// apart (PartLayout::weight_length_suffix): a NO PAD collation that pads
+// its weights with zeros and weighs some character zero. Not UCA ones: they
+// pad with a weight below every primary weight (and compare only the first
+// level without padding), so their sort keys order as they compare; not
+// tis620's, which compares as C strings ('a' and 'a' followed by NUL are
+// equal there).
 bool NoPadCollated(const Field* f) {
+  const CHARSET_INFO* cs = f->charset();
   switch (f->real_type()) {
     case MYSQL_TYPE_VARCHAR:
     case MYSQL_TYPE_TINY_BLOB:
     case MYSQL_TYPE_MEDIUM_BLOB:
     case MYSQL_TYPE_LONG_BLOB:
     case MYSQL_TYPE_BLOB:
-      return !IsBinary(f) && (f->charset()->state & MY_CS_NOPAD) && f->cmp_type() == STRING_RESULT;
+      return !IsBinary(f) && (cs->state & MY_CS_NOPAD) && f->cmp_type() == STRING_RESULT &&
+             cs->uca == nullptr && std::strcmp(cs->cs_name.str, "tis620") != 0;
     default:
       return false;
   }

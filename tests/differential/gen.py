@@ -53,6 +53,9 @@ TYPES = [
     ("str", "VARCHAR(20) COLLATE utf8mb4_bin", True),
     ("str", "VARCHAR(12) CHARACTER SET latin1", True),
     ("str", "CHAR(4) COLLATE utf8mb4_unicode_ci", True),
+    ("str", "VARCHAR(10) COLLATE utf8mb4_nopad_bin", True),
+    ("str", "VARCHAR(10) COLLATE utf8mb4_general_nopad_ci", True),
+    ("text", "TEXT CHARACTER SET latin1 COLLATE latin1_swedish_nopad_ci", False),
     ("bin", "BINARY(4)", True), ("bin", "VARBINARY(16)", True),
     ("text", "TEXT", False), ("text", "TINYTEXT COLLATE utf8mb4_bin", False),
     ("blob", "BLOB", False), ("blob", "MEDIUMBLOB", False),
@@ -69,7 +72,7 @@ INT_RANGES = {"TINYINT": (-128, 127), "TINYINT UNSIGNED": (0, 255), "SMALLINT": 
 
 # No NUL inside text: a LIKE 'a%' range misses 'a\0b' in PAD SPACE
 # collations, through InnoDB's indexes too (a server bug); binary columns
-# get NULs (x'00ff').
+# get NULs (x'00ff'), and NO PAD columns trailing ones (Value).
 STRINGS = ["''", "'a'", "'A'", "'a '", "'b'", "'ab'", "'Ab'", "'abc'", "'abcdef'", "'e'",
            "'\u00e9'", "'E'", "'zz'", "'x y'", "'0'", "'10'", "'9'", "'\u00df'", "'ss'"]
 
@@ -178,6 +181,10 @@ class Generator:
                 # so the order would follow the server's choice of sort.
                 lengths = [19, 21] if t.startswith("TINYTEXT") else [19, 21, 70, 300]
                 return f"REPEAT('q', {r.choice(lengths)})"
+            if "nopad" in t and r.random() < 0.15:
+                # NO PAD: a trailing NUL (weight zero) makes another key.
+                return r.choice(["CONCAT('a', CHAR(0))", "CONCAT('ab', CHAR(0), CHAR(0))",
+                                 "CHAR(0)"])
             return r.choice(STRINGS)
         if k in ("bin", "blob"):
             if k == "blob" and r.random() < 0.04:
@@ -270,7 +277,16 @@ class Generator:
     def OrderAll(self, t, desc=None):
         r = self.r
         d = desc if desc is not None else r.random() < 0.3
-        return ", ".join(f"{c.name}{' DESC' if d else ''}" for c in t.cols) + self.Tiebreak(t, d)
+        return ", ".join(self.OrderTerm(c, d) for c in t.cols) + self.Tiebreak(t, d)
+
+    @staticmethod
+    def OrderTerm(c, desc):
+        """A NO PAD column is followed by its bytes: the server's filesort
+        keys (not packed) tie 'a' and 'a' followed by NUL, which its packed
+        keys and indexes order, so without them the next column would
+        decide that order in some sorts only."""
+        d = " DESC" if desc else ""
+        return f"{c.name}{d}, BINARY {c.name}{d}" if "nopad" in c.sqltype else f"{c.name}{d}"
 
     @staticmethod
     def Tiebreak(t, desc):
@@ -500,8 +516,9 @@ class Generator:
             cols = self.IndexedCols(t)
             c = r.choice(cols) if cols else r.choice(t.cols)
             d = r.choice(["", " DESC"])
-            rest = ", ".join(f"{o.name}{d}" for o in t.cols if o is not c)
-            order = f"{c.name}{d}" + (f", {rest}" if rest else "") + self.Tiebreak(t, d == " DESC")
+            rest = ", ".join(self.OrderTerm(o, d != "") for o in t.cols if o is not c)
+            order = self.OrderTerm(c, d != "") + (f", {rest}" if rest else "") + \
+                self.Tiebreak(t, d == " DESC")
             return Stmt(f"SELECT * FROM {t.name} ORDER BY {order} LIMIT {r.choice([1, 3, 7])}",
                         ordered=True)
         if x < 0.9:

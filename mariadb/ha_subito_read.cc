@@ -35,9 +35,10 @@ using subito::mariadb::TableLayout;
 
 namespace {
 
-// Key parts a keypart_map names (HA_WHOLE_KEY: all of them).
-uint PartsOf(const KEY& key, key_part_map map) {
-  return std::min<uint>(my_count_bits(map), key.user_defined_key_parts);
+// Key parts a keypart_map names (HA_WHOLE_KEY: all of them, the extended
+// ones too when the optimizer uses them, as calculate_key_len counts).
+uint PartsOf(TABLE* table, uint key, key_part_map map) {
+  return std::min<uint>(my_count_bits(map), table->actual_n_key_parts(&table->key_info[key]));
 }
 
 }  // namespace
@@ -78,7 +79,7 @@ int ha_subito::SyncEnd() {
     return 0;
   }
   const KEY& ki = table->key_info[active_index];
-  const uint parts = PartsOf(ki, end_range->keypart_map);
+  const uint parts = PartsOf(table, active_index, end_range->keypart_map);
   // The images of a NO PAD part of a table created before their weight
   // length suffix (PartLayout::nopad_ties) do not tell 'a' from 'a'
   // followed by NUL, which the server's comparison does: an exclusive end
@@ -313,7 +314,7 @@ int ha_subito::index_read_map(uchar* buf, const uchar* key, key_part_map keypart
       default:
         break;
     }
-    const uint parts = PartsOf(table->key_info[active_index], keypart_map);
+    const uint parts = PartsOf(table, active_index, keypart_map);
     mapper_->KeyPrefix(active_index, key, parts, &search_prefix_);
     bounded_ = false;
     switch (find_flag) {
@@ -459,7 +460,8 @@ int ha_subito::index_next_same(uchar* buf, const uchar* key, uint keylen) {
       // The parts that make up keylen.
       uint len = 0, n = 0;
       const KEY& ki = table->key_info[active_index];
-      while (n < ki.user_defined_key_parts && len < keylen) len += ki.key_part[n++].store_length;
+      const uint parts = table->actual_n_key_parts(&table->key_info[active_index]);
+      while (n < parts && len < keylen) len += ki.key_part[n++].store_length;
       mapper_->KeyPrefix(active_index, key, n, &search_prefix_);
       if (int err = EncodeSearchKey()) return err;
       bounded_ = true;
@@ -538,12 +540,12 @@ ha_rows ha_subito::records_in_range(uint inx, const key_range* min_key, const ke
     std::optional<subito::Table::Bound> lo, hi;
     if (min_key) {
       lo.emplace();
-      mapper_->KeyPrefix(inx, min_key->key, PartsOf(key, min_key->keypart_map), &lo->prefix);
+      mapper_->KeyPrefix(inx, min_key->key, PartsOf(table, inx, min_key->keypart_map), &lo->prefix);
       lo->inclusive = min_key->flag != HA_READ_AFTER_KEY;
     }
     if (max_key) {
       hi.emplace();
-      mapper_->KeyPrefix(inx, max_key->key, PartsOf(key, max_key->keypart_map), &hi->prefix);
+      mapper_->KeyPrefix(inx, max_key->key, PartsOf(table, inx, max_key->keypart_map), &hi->prefix);
       hi->inclusive = max_key->flag != HA_READ_BEFORE_KEY;
     }
     subito::Result<uint64_t> n =
@@ -572,10 +574,20 @@ void ha_subito::UpdateRecPerKey(bool force) {
     subito::Result<std::vector<double>> per_key =
         EngineTable()->EstimateEntriesPerKey(share_->layout->key(k).engine_index);
     if (!per_key.ok()) continue;
-    for (uint p = 0; p < key.user_defined_key_parts && p < per_key->size(); ++p) {
-      key.rec_per_key[p] = static_cast<ulong>(std::max(1.0, (*per_key)[p] + 0.5));
+    auto entries = [&](size_t engine_part) {
+      return engine_part < per_key->size()
+                 ? static_cast<ulong>(std::max(1.0, (*per_key)[engine_part] + 0.5))
+                 : ulong{1};
+    };
+    const uint own = key.user_defined_key_parts;
+    for (uint p = 0; p < own; ++p) key.rec_per_key[p] = entries(p);
+    if (key.flags & HA_NOSAME) key.rec_per_key[own - 1] = 1;
+    // Extended parts: the engine's entry has every primary key column
+    // after the key's own, so the n-th extended part (primary key part j)
+    // ends the engine prefix of own + j + 1 columns.
+    for (uint p = own, j = 0; p < key.ext_key_parts; ++j) {
+      if (key.ext_key_part_map & (key_part_map{1} << j)) key.rec_per_key[p++] = entries(own + j);
     }
-    if (key.flags & HA_NOSAME) key.rec_per_key[key.user_defined_key_parts - 1] = 1;
   }
 }
 

@@ -345,8 +345,38 @@ void RowMapper::TupleToValues(uint32_t key, const unsigned char* tuple, uint32_t
 }
 
 void RowMapper::KeyPrefix(uint32_t key, const unsigned char* tuple, uint32_t parts, Row* prefix) {
-  prefix->assign(parts, std::monostate{});
-  TupleToValues(key, tuple, parts, prefix);
+  const KEY& ki = table_->key_info[key];
+  const uint32_t own = std::min<uint32_t>(parts, ki.user_defined_key_parts);
+  prefix->assign(own, std::monostate{});
+  TupleToValues(key, tuple, own, prefix);
+  if (parts == own) return;
+  // Extended key parts (HTON_SUPPORTS_EXTENDED_KEYS): the primary key's
+  // parts that are not among the key's own, in the primary key's order
+  // (ext_key_part_map), as the engine's entry ends with every primary key
+  // column. A part the server left out is a whole column the key has (the
+  // server extends only keys of whole columns, by whole primary key
+  // columns): its value is that part's.
+  const uint pk = table_->s->primary_key;
+  const KEY& pki = table_->key_info[pk];
+  const unsigned char* p = tuple;
+  for (uint32_t i = 0; i < own; ++i) p += ki.key_part[i].store_length;
+  uint32_t ext = own;
+  for (uint j = 0; j < pki.user_defined_key_parts && ext < parts; ++j) {
+    if (ki.ext_key_part_map & (key_part_map{1} << j)) {
+      const KEY_PART_INFO& kp = ki.key_part[ext];
+      const bool null = kp.null_bit && *p != 0;
+      prefix->push_back(null ? Value{} : Value{Image(pk, j, p + (kp.null_bit ? 1 : 0))});
+      p += kp.store_length;
+      ++ext;
+      continue;
+    }
+    uint32_t i = 0;
+    while (i < own && ki.key_part[i].fieldnr != pki.key_part[j].fieldnr) ++i;
+    // Not among the parts given (a shorter tuple names no later part).
+    if (i == own) return;
+    Value same = (*prefix)[i];
+    prefix->push_back(std::move(same));
+  }
 }
 
 void RowMapper::KeyOfRecord(uint32_t key, const unsigned char* record, Row* values) {

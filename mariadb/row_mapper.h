@@ -31,7 +31,8 @@ class RowMapper {
   Status FromRecord(std::string_view bytes, unsigned char* record, std::string* storage);
 
   // The engine values of the first `parts` parts of MariaDB key `key`, from
-  // a key tuple in the server's key format.
+  // a key tuple in the server's key format; parts past the key's own are
+  // its extended parts (primary key columns, KEY::ext_key_part_map).
   void KeyPrefix(uint32_t key, const unsigned char* tuple, uint32_t parts, Row* prefix);
   // The engine values of every part of `key` for `record`.
   void KeyOfRecord(uint32_t key, const unsigned char* record, Row* values);

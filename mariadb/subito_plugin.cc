@@ -586,7 +586,9 @@ int InitEngine(void* p) {
   handlerton* h = subito_hton;
   h->db_type = DB_TYPE_AUTOASSIGN;
   h->create = CreateHandler;
-  h->flags = HTON_CAN_RECREATE;
+  // Extended keys: a secondary entry ends with the primary key, which the
+  // optimizer may then use as InnoDB's (RowMapper::KeyPrefix).
+  h->flags = HTON_CAN_RECREATE | HTON_SUPPORTS_EXTENDED_KEYS;
   h->savepoint_offset = sizeof(uint64_t);
   h->savepoint_set = SavepointSet;
   h->savepoint_rollback = SavepointRollback;

@@ -80,14 +80,26 @@ int ha_subito::SyncEnd() {
   }
   const KEY& ki = table->key_info[active_index];
   const uint parts = PartsOf(table, active_index, end_range->keypart_map);
+  const subito::mariadb::KeyLayout& own = share_->layout->key(active_index);
   // The images of a NO PAD part of a table created before their weight
   // length suffix (PartLayout::nopad_ties) do not tell 'a' from 'a'
   // followed by NUL, which the server's comparison does: an exclusive end
   // there is taken as inclusive, so no such row is cut off (the server then
   // compares it and ends the read itself).
+  // Extended parts are primary key parts (KEY::ext_key_part_map).
   bool no_pad = false;
-  for (uint p = 0; p < parts; ++p)
-    no_pad = no_pad || share_->layout->key(active_index).parts[p].nopad_ties;
+  for (uint p = 0; p < parts && p < own.parts.size(); ++p) {
+    no_pad = no_pad || own.parts[p].nopad_ties;
+  }
+  if (parts > own.parts.size()) {
+    const subito::mariadb::KeyLayout& pk = share_->layout->key(table->s->primary_key);
+    uint p = static_cast<uint>(own.parts.size());
+    for (uint j = 0; j < pk.parts.size() && p < parts; ++j) {
+      if (!(ki.ext_key_part_map & (key_part_map{1} << j))) continue;
+      no_pad = no_pad || pk.parts[j].nopad_ties;
+      ++p;
+    }
+  }
   Row prefix;
   mapper_->KeyPrefix(active_index, end_range->key, parts, &prefix);
   subito::Result<std::string> end = cursor_->EncodeKey(prefix);
@@ -226,6 +238,29 @@ void ha_subito::position(const uchar* record) {
     mapper_->RefOf(values, ref);
     return 0;
   });
+}
+
+int ha_subito::cmp_ref(const uchar* ref1, const uchar* ref2) {
+  // In the engine's order of rows: index merge's ROR scans merge rows by
+  // it (is_key_scan_ror). A hidden row id is stored little-endian; a DESC
+  // primary key part orders its images backwards.
+  const TableLayout& layout = *share_->layout;
+  if (layout.hidden_pk()) {
+    const ulonglong a = uint8korr(ref1), b = uint8korr(ref2);
+    return a < b ? -1 : a > b ? 1 : 0;
+  }
+  const uint pk = table->s->primary_key;
+  const KEY& key = table->key_info[pk];
+  const std::vector<subito::mariadb::PartLayout>& parts = layout.key(pk).parts;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const uint32_t n = parts[i].image_len;
+    if (int c = std::memcmp(ref1, ref2, n)) {
+      return (key.key_part[i].key_part_flag & HA_REVERSE_SORT) ? -c : c;
+    }
+    ref1 += n;
+    ref2 += n;
+  }
+  return 0;
 }
 
 int ha_subito::rnd_pos(uchar* buf, uchar* pos) {

@@ -480,8 +480,10 @@ class Table {
   };
   virtual Result<uint64_t> EstimateRange(uint32_t index, const std::optional<Bound>& lo,
                                          const std::optional<Bound>& hi) = 0;
-  // For each j in 1..(the index's own columns): entries per distinct value
-  // of the first j columns, from `samples` random entries.
+  // For each j in 1..(the index's own columns; for a non-unique secondary
+  // index, every column of its entries, the primary key's included): entries
+  // per distinct value of the first j columns, from `samples` random
+  // entries.
   virtual Result<std::vector<double>> EstimateEntriesPerKey(uint32_t index,
                                                             uint32_t samples = 24) = 0;
 };

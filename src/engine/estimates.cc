@@ -72,7 +72,11 @@ Result<uint64_t> TableImpl::EstimateRange(uint32_t index, const std::optional<Bo
 Result<std::vector<double>> TableImpl::EstimateEntriesPerKey(uint32_t index, uint32_t samples) {
   if (index >= indexes.size()) return Status::InvalidArgument("no such index");
   IndexImpl* ix = indexes[index].get();
-  const size_t own = index == 0 ? def_.primary_key.size() : ix->cat.def.columns.size();
+  // A non-unique secondary index's prefixes that go on into the primary
+  // key are searched too (MariaDB's extended keys).
+  const size_t own = index == 0           ? def_.primary_key.size()
+                     : ix->cat.def.unique ? ix->cat.def.columns.size()
+                                          : ix->key_columns.size();
   std::vector<double> inverse_sum(own, 0.0);
   uint32_t taken = 0;
   std::mt19937_64 rng(0x5ab170 + index);

@@ -523,7 +523,50 @@ class Generator:
                         ordered=True)
         if x < 0.9:
             return Stmt(f"SELECT COUNT(*) FROM {t.name} WHERE {self.Cond(t)}")
+        if x < 0.935:
+            return self.IndexMinMax(t)
+        if x < 0.97:  # a subquery: semi-join, materialization or EXISTS
+            o = self.tables[r.choice(sorted(self.tables))]
+            pair = self.JoinPair(t, o)
+            if pair is None:
+                return Stmt(f"SELECT * FROM {t.name}{lock}")
+            a, b = pair
+            if r.random() < 0.5:
+                return Stmt(f"SELECT * FROM {t.name} WHERE {a.name} {r.choice(['', 'NOT '])}IN "
+                            f"(SELECT {b.name} FROM {o.name} WHERE {self.Cond(o)})")
+            return Stmt(f"SELECT * FROM {t.name} x WHERE {r.choice(['', 'NOT '])}EXISTS "
+                        f"(SELECT 1 FROM {o.name} y WHERE y.{b.name} = x.{a.name})")
         return Stmt(f"SELECT * FROM {t.name}{lock}")
+
+    def IndexMinMax(self, t):
+        """MIN and MAX that the optimizer reads off an index's ends
+        (index_read_map with a prefix, HA_READ_PREFIX_LAST), and a GROUP BY
+        it may read by a loose index scan. Only over types whose equal
+        values are one value: of strings that tie in their collation, which
+        one MIN gives depends on the plan."""
+        r = self.r
+        keys = [parts for _, parts in t.indexes.values()]
+        if t.pk:
+            keys.append(list(t.pk))
+        exact = ("int", "uint", "dec", "date", "datetime", "time", "year")
+        keys = [[p.split(" ")[0] for p in parts] for parts in keys
+                if "(" not in " ".join(parts)]
+        keys = [k for k in keys if all(t.col(n).kind in exact for n in k)]
+        if not keys:
+            return Stmt(f"SELECT COUNT(*) FROM {t.name}")
+        k = r.choice(keys)
+        a = t.col(k[0])
+        if len(k) == 1:
+            op = r.choice(["<", "<=", ">", ">="])
+            v = self.Value(a, allow_null=False, valid=True)
+            return Stmt(f"SELECT MIN({a.name}), MAX({a.name}), COUNT(*) FROM {t.name} "
+                        f"WHERE {a.name} {op} {v}")
+        b = t.col(k[1])
+        if r.random() < 0.5:
+            v = self.Value(a, allow_null=False, valid=True)
+            return Stmt(f"SELECT MIN({b.name}), MAX({b.name}) FROM {t.name} WHERE {a.name} = {v}")
+        return Stmt(f"SELECT {a.name}, MIN({b.name}), MAX({b.name}), COUNT(*) FROM {t.name} "
+                    f"GROUP BY {a.name}")
 
     def Txn(self, t):
         r = self.r

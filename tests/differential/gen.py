@@ -337,7 +337,9 @@ class Generator:
                     d += f" DEFAULT {self.Value(c, allow_null=False)}"
             defs.append(d)
         if t.pk:
-            defs.append(f"PRIMARY KEY ({', '.join(t.pk)})")
+            # Sometimes descending: rowids then order backwards (cmp_ref).
+            desc = [" DESC" if r.random() < 0.15 else "" for _ in t.pk]
+            defs.append(f"PRIMARY KEY ({', '.join(p + d for p, d in zip(t.pk, desc))})")
         for iname, (unique, parts) in t.indexes.items():
             defs.append(f"{'UNIQUE ' if unique else ''}KEY {iname} ({', '.join(parts)})")
         self.tables[name] = t

@@ -93,6 +93,7 @@ class ha_subito final : public handler {
   int rnd_pos(uchar* buf, uchar* pos) override;
   void position(const uchar* record) override;
   int cmp_ref(const uchar* ref1, const uchar* ref2) override;
+  void unlock_row() override;
 
   int index_init(uint idx, bool sorted) override;
   int index_end() override;

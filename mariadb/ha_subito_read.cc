@@ -240,6 +240,15 @@ void ha_subito::position(const uchar* record) {
   });
 }
 
+void ha_subito::unlock_row() {
+  // The row the server just read does not match its condition: at READ
+  // COMMITTED (no ranges locked) its locks go, as InnoDB's row_unlock.
+  if (cursor_ && cursor_->Valid() && read_mode_ != subito::ReadMode::kSnapshot &&
+      thd_tx_isolation(ha_thd()) <= ISO_READ_COMMITTED) {
+    cursor_->ReleaseCurrentLocks();
+  }
+}
+
 int ha_subito::cmp_ref(const uchar* ref1, const uchar* ref2) {
   // In the engine's order of rows: index merge's ROR scans merge rows by
   // it (is_key_scan_ror). A hidden row id is stored little-endian; a DESC

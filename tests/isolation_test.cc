@@ -882,6 +882,33 @@ TEST_P(IsolationTest, LongSnapshotWhileWritersGoOnThenPurge) {
   EXPECT_EQ(db_->Stats().version_keys, 0u);
 }
 
+// Cursor::ReleaseCurrentLocks (MariaDB's unlock_row for a row that does
+// not match): the locks reading the current row took go, those the
+// transaction held before stay.
+TEST_P(IsolationTest, ReleasingTheCurrentRowKeepsLocksHeldBefore) {
+  auto reader = db_->Begin(GetParam());
+  ASSERT_OK(reader->Update(t_, R(2, "v0"), R(2, "mine")));  // held before the scan
+  auto c = reader->OpenCursor(t_, 0, ReadMode::kExclusive);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_OK((*c)->Seek(SeekOp::kGE, {int64_t{1}}));
+  ASSERT_TRUE((*c)->Valid());
+  (*c)->ReleaseCurrentLocks();  // row 1: locked by this read only
+  ASSERT_OK((*c)->Next());
+  ASSERT_TRUE((*c)->Valid());
+  (*c)->ReleaseCurrentLocks();  // row 2: changed by the reader
+  ASSERT_OK((*c)->Next());
+  ASSERT_TRUE((*c)->Valid());  // row 3 stays locked
+  auto writer = db_->Begin(GetParam());
+  writer->SetLockWaitTimeout(std::chrono::milliseconds(0));
+  ASSERT_OK(writer->Update(t_, R(1, "v0"), R(1, "free")));
+  Status held = writer->Update(t_, R(2, "v0"), R(2, "no"));
+  EXPECT_TRUE(held.IsTimedOut()) << held.ToString();
+  Status read = writer->Update(t_, R(3, "v0"), R(3, "no"));
+  EXPECT_TRUE(read.IsTimedOut()) << read.ToString();
+  ASSERT_OK(writer->Rollback());
+  ASSERT_OK(reader->Rollback());
+}
+
 INSTANTIATE_TEST_SUITE_P(Levels, IsolationTest,
                          ::testing::Values(Isolation::kReadCommitted, Isolation::kRepeatableRead),
                          [](const auto& info) {

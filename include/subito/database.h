@@ -636,6 +636,12 @@ class Cursor {
   // Reads of the snapshot ignore it. Takes effect from the next
   // positioning.
   virtual void SetEnd(std::optional<std::string> end, bool inclusive) = 0;
+  // Gives up the locks that reading the current entry took and the
+  // transaction did not hold before (its row's, and through a secondary
+  // index its entry's): the row did not match the statement's condition
+  // (MariaDB's unlock_row; InnoDB does it at READ COMMITTED, where no range
+  // is locked). Nothing for a read of the snapshot.
+  virtual void ReleaseCurrentLocks() = 0;
 };
 
 }  // namespace subito

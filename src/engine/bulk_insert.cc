@@ -91,6 +91,7 @@ class HiddenRowsCursor final : public Cursor {
   Status SeekKey(SeekOp, std::string_view) override { return Status::OK(); }
   void SetKeysOnly(bool) override {}
   void SetEnd(std::optional<std::string>, bool) override {}
+  void ReleaseCurrentLocks() override {}
 
  private:
   static Status NotPositioned() { return Status::InvalidArgument("cursor is not positioned"); }

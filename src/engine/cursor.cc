@@ -61,6 +61,10 @@ class CursorImpl final : public Cursor {
   }
   Status SeekKey(SeekOp op, std::string_view encoded) override;
   void SetKeysOnly(bool keys_only) override { keys_only_ = keys_only; }
+  void ReleaseCurrentLocks() override {
+    for (const auto& [ix, key] : current_fresh_locks_) txn_->ReleaseKeyLock(ix, key);
+    current_fresh_locks_.clear();
+  }
   void SetEnd(std::optional<std::string> end, bool inclusive) override {
     end_ = std::move(end);
     end_inclusive_ = inclusive;
@@ -125,7 +129,10 @@ class CursorImpl final : public Cursor {
   RowView row_view_;   // of bytes_ or of tree_cursor_.value()
   mutable Row row_;    // decoded by the first row() at this position
   mutable bool row_decoded_ = false;
-  bool keys_only_ = false;          // SetKeysOnly
+  bool keys_only_ = false;  // SetKeysOnly
+  // The locks the last Resolve took that the transaction did not hold
+  // before (ReleaseCurrentLocks).
+  std::vector<std::pair<IndexImpl*, std::string>> current_fresh_locks_;
   std::optional<std::string> end_;  // SetEnd
   bool end_inclusive_ = false;
   bool PastEnd(const std::string& key) const {
@@ -294,6 +301,7 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
       return LockEnd(*candidate, from_tree);
     }
     Result<bool> found = Resolve(*candidate, from_tree);
+    if (!found.ok() || !*found) current_fresh_locks_.clear();  // only a read row's
     if (!found.ok()) return GiveBackIfWaitFailed(found.status());
     step_grants_.clear();
     if (*found) {
@@ -328,6 +336,7 @@ Status CursorImpl::LockEnd(const std::string& key, bool from_tree) {
     st = Resolve(key, from_tree).status();
   }
   valid_ = false;
+  current_fresh_locks_.clear();  // no row read
   return GiveBackIfWaitFailed(st);
 }
 
@@ -370,6 +379,8 @@ Status CursorImpl::TakeEntry(const std::string& key) {
 
 Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
   const TableDef& def = table_->def();
+  current_fresh_locks_.clear();
+  bool row_fresh = false;
   if (index_->number == 0 && from_tree && mode_ == ReadMode::kSnapshot && !as_of_) {
     // A row no transaction has changed since the snapshot's oldest
     // (the common case): read in place, not copied.
@@ -399,10 +410,12 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
   if (from_tree) tree_value = tree_cursor_.value();
   if (index_->number == 0) {
     Result<std::optional<std::string>> bytes =
-        mode_ != ReadMode::kSnapshot ? txn_->ReadRowBytes(table_, key, mode_, view_)
+        mode_ != ReadMode::kSnapshot
+            ? txn_->ReadRowBytes(table_, key, mode_, view_, nullptr, &row_fresh)
         : as_of_ ? index_->versions->VisibleAsOf(*as_of_, key, std::move(tree_value))
                  : index_->versions->Visible(key, std::move(tree_value), view_);
     if (!bytes.ok()) return bytes.status();
+    if (row_fresh) current_fresh_locks_.emplace_back(index_, key);
     if (!bytes->has_value()) return false;
     if (mode_ == ReadMode::kSnapshot) table_->rows_read.Add();
     SUBITO_RETURN_IF_ERROR(TakeRow(std::move(**bytes)));
@@ -444,6 +457,7 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
   Status locked = txn_->LockKey(index_, key, mode_, &entry_fresh);
   if (SkipsLocked(mode_) && locked.IsTimedOut()) return false;
   SUBITO_RETURN_IF_ERROR(locked);
+  if (entry_fresh) current_fresh_locks_.emplace_back(index_, key);
   // Another transaction's uncommitted change of this very entry (an insert,
   // a delete, a key change) is, in InnoDB, an implicit lock on the
   // secondary record that the read's request waits for: when that wait
@@ -471,19 +485,22 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
     // A removal that committed stays removed; one whose rollback just ended
     // is back in the tree for the second look.
     if (entry_changed_by_other) {
-      locked = txn_->LockKey(table_->indexes[0].get(), pk, mode_);
+      locked = txn_->LockKey(table_->indexes[0].get(), pk, mode_, &row_fresh);
       if (SkipsLocked(mode_) && locked.IsTimedOut()) {
         keep_nothing();
         return false;
       }
       SUBITO_RETURN_IF_ERROR(failed(locked));
+      if (row_fresh) current_fresh_locks_.emplace_back(table_->indexes[0].get(), pk);
     }
     entry = index_->tree->Get(key);
     if (!entry.ok()) return entry.status();
     if (!entry->has_value()) return false;
   }
   if (!entry_changed_by_other) step_grants_.clear();
-  Result<std::optional<std::string>> row = txn_->ReadRowBytes(table_, pk, mode_, view_);
+  Result<std::optional<std::string>> row =
+      txn_->ReadRowBytes(table_, pk, mode_, view_, nullptr, &row_fresh);
+  if (row_fresh) current_fresh_locks_.emplace_back(table_->indexes[0].get(), pk);
   if (!row.ok()) return failed(row.status());
   if (!row->has_value()) {
     // Skipped (SKIP LOCKED) or gone: nothing of this entry is read.

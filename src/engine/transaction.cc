@@ -674,13 +674,13 @@ Status TransactionImpl::Update(Table* table, const Row& old_input, const Row& ne
 
 Result<std::optional<std::string>> TransactionImpl::ReadRowBytes(
     TableImpl* t, const std::string& pk, ReadMode mode, const txn::ReadView& view,
-    std::shared_ptr<const txn::AsOfSnapshot> as_of) {
+    std::shared_ptr<const txn::AsOfSnapshot> as_of, bool* granted_new) {
   IndexImpl* primary = t->indexes[0].get();
   Result<std::optional<std::string>> bytes = std::optional<std::string>();
   if (mode == ReadMode::kSnapshot) {
     bytes = SnapshotValue(t, primary, pk, view, std::move(as_of));
   } else {
-    Status locked = LockKey(primary, pk, mode);
+    Status locked = LockKey(primary, pk, mode, granted_new);
     if (SkipsLocked(mode) && locked.IsTimedOut()) return std::optional<std::string>();
     SUBITO_RETURN_IF_ERROR(locked);
     bytes = primary->tree->Get(pk);

@@ -174,9 +174,10 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // as_of: the snapshot's moved state, if the caller (a moved cursor)
   // holds it already; else it is looked up.
   // The row's stored bytes (row_codec.h), counted as read.
+  // *granted_new (if set): as LockKey's, for a locking read.
   Result<std::optional<std::string>> ReadRowBytes(
       TableImpl* t, const std::string& pk, ReadMode mode, const txn::ReadView& view,
-      std::shared_ptr<const txn::AsOfSnapshot> as_of = nullptr);
+      std::shared_ptr<const txn::AsOfSnapshot> as_of = nullptr, bool* granted_new = nullptr);
   void CloseStatementSnapshot(uint64_t read_ts) { db_->txns().CloseSnapshot(read_ts); }
   // A deadlock victim is rolled back whole, as InnoDB does.
   Status Victim(Status st) {

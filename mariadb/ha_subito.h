@@ -94,6 +94,8 @@ class ha_subito final : public handler {
   void position(const uchar* record) override;
   int cmp_ref(const uchar* ref1, const uchar* ref2) override;
   void unlock_row() override;
+  void try_semi_consistent_read(bool yes) override;
+  bool was_semi_consistent_read() override;
 
   int index_init(uint idx, bool sorted) override;
   int index_end() override;
@@ -232,7 +234,9 @@ class ha_subito final : public handler {
   double mbr_[4] = {};       // the query's xmin, xmax, ymin, ymax
   std::string row_storage_;  // the current row's packed bytes (blob data)
   subito::Row row_;          // the row rnd_pos read
-  uint64_t row_id_ = 0;      // hidden primary key of the current row
+  // try_semi_consistent_read: an UPDATE at READ COMMITTED (Cursor::SetSemiConsistent).
+  bool semi_consistent_ = false;
+  uint64_t row_id_ = 0;  // hidden primary key of the current row
   // ALTER TABLE's copy writes through its own transaction, committed in
   // batches, so that the copy of a large table fits the log.
   std::unique_ptr<subito::Transaction> bulk_txn_;

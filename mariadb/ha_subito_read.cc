@@ -52,6 +52,7 @@ int ha_subito::OpenCursor(uint32_t engine_index) {
   cursor_ = std::move(*c);
   keys_only_ = false;
   cursor_has_end_ = false;
+  if (semi_consistent_) cursor_->SetSemiConsistent(true);
   return 0;
 }
 
@@ -242,11 +243,25 @@ void ha_subito::position(const uchar* record) {
 
 void ha_subito::unlock_row() {
   // The row the server just read does not match its condition: at READ
-  // COMMITTED (no ranges locked) its locks go, as InnoDB's row_unlock.
-  if (cursor_ && cursor_->Valid() && read_mode_ != subito::ReadMode::kSnapshot &&
-      thd_tx_isolation(ha_thd()) <= ISO_READ_COMMITTED) {
-    cursor_->ReleaseCurrentLocks();
-  }
+  // COMMITTED (no ranges locked) its lock goes, as InnoDB's row_unlock
+  // (a read through the primary key only: Cursor::ReleaseCurrentLocks).
+  (void)Guard(ha_thd(), "unlock_row", [&]() -> int {
+    if (cursor_ && cursor_->Valid() && read_mode_ != subito::ReadMode::kSnapshot &&
+        thd_tx_isolation(ha_thd()) <= ISO_READ_COMMITTED) {
+      cursor_->ReleaseCurrentLocks();
+    }
+    return 0;
+  });
+}
+
+void ha_subito::try_semi_consistent_read(bool yes) {
+  // As InnoDB: at READ COMMITTED and below only (no ranges are locked).
+  semi_consistent_ = yes && thd_tx_isolation(ha_thd()) <= ISO_READ_COMMITTED;
+  if (cursor_) cursor_->SetSemiConsistent(semi_consistent_);
+}
+
+bool ha_subito::was_semi_consistent_read() {
+  return cursor_ && cursor_->WasSemiConsistent();
 }
 
 int ha_subito::cmp_ref(const uchar* ref1, const uchar* ref2) {

@@ -909,6 +909,39 @@ TEST_P(IsolationTest, ReleasingTheCurrentRowKeepsLocksHeldBefore) {
   ASSERT_OK(reader->Rollback());
 }
 
+// Cursor::SetSemiConsistent (an UPDATE at READ COMMITTED): a row another
+// transaction holds is read unlocked in its committed version; if wanted,
+// Next() reads it again, now waiting; if not, the scan goes on past it.
+TEST_P(IsolationTest, SemiConsistentReadsPassHeldRowsUnlessWanted) {
+  auto holder = db_->Begin(GetParam());
+  ASSERT_OK(holder->Update(t_, R(2, "v0"), R(2, "uncommitted")));
+  ASSERT_OK(holder->Insert(t_, R(20, "never committed")));
+  auto reader = db_->Begin(GetParam());
+  reader->SetLockWaitTimeout(std::chrono::milliseconds(0));
+  auto c = reader->OpenCursor(t_, 0, ReadMode::kExclusive);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  (*c)->SetSemiConsistent(true);
+  ASSERT_OK((*c)->Seek(SeekOp::kGE, {int64_t{2}}));
+  ASSERT_TRUE((*c)->Valid());
+  EXPECT_TRUE((*c)->WasSemiConsistent());
+  EXPECT_EQ(std::get<std::string>((*c)->row()[3]), "v0");  // the committed version
+  (*c)->ReleaseCurrentLocks();                             // not wanted
+  ASSERT_OK((*c)->Next());
+  ASSERT_TRUE((*c)->Valid());
+  EXPECT_EQ(std::get<int64_t>((*c)->row()[0]), 3);
+  EXPECT_FALSE((*c)->WasSemiConsistent());              // free: locked as usual
+  for (int i = 0; i < 6; ++i) ASSERT_OK((*c)->Next());  // 4 .. 9
+  ASSERT_OK((*c)->Next());
+  EXPECT_FALSE((*c)->Valid());  // 20: inserted, committed by no one
+  // Wanted: read again, waiting for the holder.
+  ASSERT_OK((*c)->Seek(SeekOp::kGE, {int64_t{2}}));
+  ASSERT_TRUE((*c)->WasSemiConsistent());
+  Status again = (*c)->Next();
+  EXPECT_TRUE(again.IsTimedOut()) << again.ToString();
+  ASSERT_OK(holder->Rollback());
+  ASSERT_OK(reader->Rollback());
+}
+
 INSTANTIATE_TEST_SUITE_P(Levels, IsolationTest,
                          ::testing::Values(Isolation::kReadCommitted, Isolation::kRepeatableRead),
                          [](const auto& info) {

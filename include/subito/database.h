@@ -636,12 +636,23 @@ class Cursor {
   // Reads of the snapshot ignore it. Takes effect from the next
   // positioning.
   virtual void SetEnd(std::optional<std::string> end, bool inclusive) = 0;
-  // Gives up the locks that reading the current entry took and the
-  // transaction did not hold before (its row's, and through a secondary
-  // index its entry's): the row did not match the statement's condition
-  // (MariaDB's unlock_row; InnoDB does it at READ COMMITTED, where no range
-  // is locked). Nothing for a read of the snapshot.
+  // Gives up the lock that reading the current row took and the
+  // transaction did not hold before, through the primary index only: the
+  // row did not match the statement's condition (MariaDB's unlock_row;
+  // InnoDB's row_unlock at READ COMMITTED, where no range is locked, and
+  // only for a clustered index read). Nothing for a read of the snapshot
+  // or through a secondary index (its locks protect rows another cursor of
+  // the statement may have found held already).
   virtual void ReleaseCurrentLocks() = 0;
+  // Semi-consistent reads (MariaDB's try_semi_consistent_read; InnoDB's at
+  // READ COMMITTED, for UPDATE): an exclusive read of the primary index,
+  // other than of one whole key, that meets a row another transaction
+  // holds takes no lock and gives the row's newest committed version (a row
+  // none committed is passed over), and WasSemiConsistent() says so. If the
+  // caller then wants that row, Next() reads its key again, waiting for its
+  // lock; ReleaseCurrentLocks() tells it the row is not wanted.
+  virtual void SetSemiConsistent(bool on) = 0;
+  virtual bool WasSemiConsistent() const = 0;
 };
 
 }  // namespace subito

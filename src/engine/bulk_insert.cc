@@ -92,6 +92,8 @@ class HiddenRowsCursor final : public Cursor {
   void SetKeysOnly(bool) override {}
   void SetEnd(std::optional<std::string>, bool) override {}
   void ReleaseCurrentLocks() override {}
+  void SetSemiConsistent(bool) override {}
+  bool WasSemiConsistent() const override { return false; }
 
  private:
   static Status NotPositioned() { return Status::InvalidArgument("cursor is not positioned"); }

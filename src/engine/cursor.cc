@@ -62,9 +62,13 @@ class CursorImpl final : public Cursor {
   Status SeekKey(SeekOp op, std::string_view encoded) override;
   void SetKeysOnly(bool keys_only) override { keys_only_ = keys_only; }
   void ReleaseCurrentLocks() override {
+    if (!alive_->load()) current_fresh_locks_.clear();  // the transaction ended
     for (const auto& [ix, key] : current_fresh_locks_) txn_->ReleaseKeyLock(ix, key);
     current_fresh_locks_.clear();
+    semi_consistent_row_ = false;  // not wanted: no second read
   }
+  void SetSemiConsistent(bool on) override { semi_consistent_ = on; }
+  bool WasSemiConsistent() const override { return valid_ && semi_consistent_row_; }
   void SetEnd(std::optional<std::string> end, bool inclusive) override {
     end_ = std::move(end);
     end_inclusive_ = inclusive;
@@ -73,6 +77,15 @@ class CursorImpl final : public Cursor {
  private:
   Status Step(bool forward) {
     if (!valid_) return Status::InvalidArgument("cursor is not positioned");
+    if (semi_consistent_row_ && forward) {
+      // The caller wants the row it read semi-consistently: its key again,
+      // now waiting for its lock (if the row is still there).
+      semi_consistent_row_ = false;
+      rereading_ = true;
+      Status st = Position(forward, key_, /*inclusive=*/true);
+      rereading_ = false;
+      return st;
+    }
     return Position(forward, key_, /*inclusive=*/false);
   }
   Status PositionOrRollBack(bool forward, std::optional<std::string> from, bool inclusive);
@@ -133,7 +146,10 @@ class CursorImpl final : public Cursor {
   // The locks the last Resolve took that the transaction did not hold
   // before (ReleaseCurrentLocks).
   std::vector<std::pair<IndexImpl*, std::string>> current_fresh_locks_;
-  std::optional<std::string> end_;  // SetEnd
+  bool semi_consistent_ = false;      // SetSemiConsistent
+  bool semi_consistent_row_ = false;  // the current row was read so
+  bool rereading_ = false;            // Step: that row's key again, locked
+  std::optional<std::string> end_;    // SetEnd
   bool end_inclusive_ = false;
   bool PastEnd(const std::string& key) const {
     if (!end_) return false;
@@ -336,7 +352,10 @@ Status CursorImpl::LockEnd(const std::string& key, bool from_tree) {
     st = Resolve(key, from_tree).status();
   }
   valid_ = false;
-  current_fresh_locks_.clear();  // no row read
+  // At READ COMMITTED the row past a primary key range is not kept: InnoDB
+  // returns it, and the server, finding it out of range, unlocks it.
+  if (!locks_ranges_ && st.ok()) ReleaseCurrentLocks();
+  current_fresh_locks_.clear();
   return GiveBackIfWaitFailed(st);
 }
 
@@ -380,6 +399,7 @@ Status CursorImpl::TakeEntry(const std::string& key) {
 Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
   const TableDef& def = table_->def();
   current_fresh_locks_.clear();
+  semi_consistent_row_ = false;
   bool row_fresh = false;
   if (index_->number == 0 && from_tree && mode_ == ReadMode::kSnapshot && !as_of_) {
     // A row no transaction has changed since the snapshot's oldest
@@ -408,6 +428,24 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
   }
   std::optional<std::string> tree_value;
   if (from_tree) tree_value = tree_cursor_.value();
+  // Semi-consistent: a row another transaction holds is read, unlocked, in
+  // its newest committed version. Not a search of one whole key (InnoDB's
+  // unique search waits).
+  if (index_->number == 0 && semi_consistent_ && !rereading_ && mode_ == ReadMode::kExclusive &&
+      !(bound_ && key == *bound_)) {
+    Status tried = txn_->LockKey(index_, key, ReadMode::kExclusiveSkipLocked, &row_fresh);
+    if (tried.IsTimedOut()) {
+      Result<std::optional<std::string>> committed = txn_->NewestCommittedRow(table_, key);
+      if (!committed.ok()) return committed.status();
+      if (!committed->has_value()) return false;  // an insert no one committed
+      SUBITO_RETURN_IF_ERROR(TakeRow(std::move(**committed)));
+      semi_consistent_row_ = true;
+      return true;
+    }
+    SUBITO_RETURN_IF_ERROR(tried);
+    if (row_fresh) current_fresh_locks_.emplace_back(index_, key);
+    // Held now: read below as any locking read (its lock is no longer new).
+  }
   if (index_->number == 0) {
     Result<std::optional<std::string>> bytes =
         mode_ != ReadMode::kSnapshot
@@ -457,7 +495,6 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
   Status locked = txn_->LockKey(index_, key, mode_, &entry_fresh);
   if (SkipsLocked(mode_) && locked.IsTimedOut()) return false;
   SUBITO_RETURN_IF_ERROR(locked);
-  if (entry_fresh) current_fresh_locks_.emplace_back(index_, key);
   // Another transaction's uncommitted change of this very entry (an insert,
   // a delete, a key change) is, in InnoDB, an implicit lock on the
   // secondary record that the read's request waits for: when that wait
@@ -491,7 +528,6 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
         return false;
       }
       SUBITO_RETURN_IF_ERROR(failed(locked));
-      if (row_fresh) current_fresh_locks_.emplace_back(table_->indexes[0].get(), pk);
     }
     entry = index_->tree->Get(key);
     if (!entry.ok()) return entry.status();
@@ -500,7 +536,6 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
   if (!entry_changed_by_other) step_grants_.clear();
   Result<std::optional<std::string>> row =
       txn_->ReadRowBytes(table_, pk, mode_, view_, nullptr, &row_fresh);
-  if (row_fresh) current_fresh_locks_.emplace_back(table_->indexes[0].get(), pk);
   if (!row.ok()) return failed(row.status());
   if (!row->has_value()) {
     // Skipped (SKIP LOCKED) or gone: nothing of this entry is read.

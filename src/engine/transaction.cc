@@ -689,6 +689,16 @@ Result<std::optional<std::string>> TransactionImpl::ReadRowBytes(
   return bytes;
 }
 
+Result<std::optional<std::string>> TransactionImpl::NewestCommittedRow(TableImpl* t,
+                                                                       const std::string& pk) {
+  const uint64_t read_ts = db_->txns().OpenSnapshot();
+  Result<std::optional<std::string>> bytes =
+      SnapshotValue(t, t->indexes[0].get(), pk, txn::ReadView{read_ts, state_.get()}, nullptr);
+  db_->txns().CloseSnapshot(read_ts);
+  if (bytes.ok() && bytes->has_value()) t->rows_read.Add();
+  return bytes;
+}
+
 Result<std::optional<std::string>> TransactionImpl::SnapshotValue(
     TableImpl* t, IndexImpl* ix, const std::string& key, const txn::ReadView& view,
     std::shared_ptr<const txn::AsOfSnapshot> as_of) {

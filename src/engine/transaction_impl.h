@@ -179,6 +179,9 @@ class TransactionImpl final : public Transaction, public UndoOwner {
       TableImpl* t, const std::string& pk, ReadMode mode, const txn::ReadView& view,
       std::shared_ptr<const txn::AsOfSnapshot> as_of = nullptr, bool* granted_new = nullptr);
   void CloseStatementSnapshot(uint64_t read_ts) { db_->txns().CloseSnapshot(read_ts); }
+  // The row's bytes in the newest committed version (or this transaction's
+  // own), taking no lock: a semi-consistent read's.
+  Result<std::optional<std::string>> NewestCommittedRow(TableImpl* t, const std::string& pk);
   // A deadlock victim is rolled back whole, as InnoDB does.
   Status Victim(Status st) {
     if (st.IsDeadlock() && !ended_) (void)Rollback();

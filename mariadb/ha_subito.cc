@@ -887,6 +887,7 @@ int ha_subito::reset() {
     search_key_.clear();
     dup_key_ = -1;
     duplicates_ = 0;
+    semi_consistent_ = false;  // a statement that failed before try_semi_consistent_read(0)
     return 0;
   });
 }

@@ -467,7 +467,9 @@ int ha_subito::index_read_last_map(uchar* buf, const uchar* key, key_part_map ke
 }
 
 int ha_subito::Step(uchar* buf, bool forward) {
-  if (!cursor_ || last_was_miss_ || (cursor_bounded_ && cursor_->Valid())) {
+  // A row read semi-consistently is read again by the cursor itself.
+  if (!cursor_ || last_was_miss_ ||
+      (cursor_bounded_ && cursor_->Valid() && !cursor_->WasSemiConsistent())) {
     if (int err = Reposition(forward)) return err;
     return ReadCurrent(buf, HA_ERR_END_OF_FILE);
   }

@@ -649,8 +649,9 @@ class Cursor {
   // other than of one whole key, that meets a row another transaction
   // holds takes no lock and gives the row's newest committed version (a row
   // none committed is passed over), and WasSemiConsistent() says so. If the
-  // caller then wants that row, Next() reads its key again, waiting for its
-  // lock; ReleaseCurrentLocks() tells it the row is not wanted.
+  // caller then wants that row, Next() or Prev() reads its key again,
+  // waiting for its lock; ReleaseCurrentLocks() tells it the row is not
+  // wanted. Only where no range is locked (READ COMMITTED).
   virtual void SetSemiConsistent(bool on) = 0;
   virtual bool WasSemiConsistent() const = 0;
 };

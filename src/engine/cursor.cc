@@ -77,13 +77,14 @@ class CursorImpl final : public Cursor {
  private:
   Status Step(bool forward) {
     if (!valid_) return Status::InvalidArgument("cursor is not positioned");
-    if (semi_consistent_row_ && forward) {
+    if (semi_consistent_row_) {
       // The caller wants the row it read semi-consistently: its key again,
-      // now waiting for its lock (if the row is still there).
+      // in either direction, now waiting for its lock (if the row is still
+      // there; the keys after it are read semi-consistently again).
       semi_consistent_row_ = false;
-      rereading_ = true;
+      reread_key_ = key_;
       Status st = Position(forward, key_, /*inclusive=*/true);
-      rereading_ = false;
+      reread_key_.reset();
       return st;
     }
     return Position(forward, key_, /*inclusive=*/false);
@@ -146,10 +147,10 @@ class CursorImpl final : public Cursor {
   // The locks the last Resolve took that the transaction did not hold
   // before (ReleaseCurrentLocks).
   std::vector<std::pair<IndexImpl*, std::string>> current_fresh_locks_;
-  bool semi_consistent_ = false;      // SetSemiConsistent
-  bool semi_consistent_row_ = false;  // the current row was read so
-  bool rereading_ = false;            // Step: that row's key again, locked
-  std::optional<std::string> end_;    // SetEnd
+  bool semi_consistent_ = false;           // SetSemiConsistent
+  bool semi_consistent_row_ = false;       // the current row was read so
+  std::optional<std::string> reread_key_;  // Step: that row's key, locked now
+  std::optional<std::string> end_;         // SetEnd
   bool end_inclusive_ = false;
   bool PastEnd(const std::string& key) const {
     if (!end_) return false;
@@ -431,8 +432,8 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
   // Semi-consistent: a row another transaction holds is read, unlocked, in
   // its newest committed version. Not a search of one whole key (InnoDB's
   // unique search waits).
-  if (index_->number == 0 && semi_consistent_ && !rereading_ && mode_ == ReadMode::kExclusive &&
-      !(bound_ && key == *bound_)) {
+  if (index_->number == 0 && semi_consistent_ && !locks_ranges_ && mode_ == ReadMode::kExclusive &&
+      !(reread_key_ && key == *reread_key_) && !(bound_ && key == *bound_)) {
     Status tried = txn_->LockKey(index_, key, ReadMode::kExclusiveSkipLocked, &row_fresh);
     if (tried.IsTimedOut()) {
       Result<std::optional<std::string>> committed = txn_->NewestCommittedRow(table_, key);

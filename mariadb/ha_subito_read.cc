@@ -92,14 +92,11 @@ int ha_subito::SyncEnd() {
   for (uint p = 0; p < parts && p < own.parts.size(); ++p) {
     no_pad = no_pad || own.parts[p].nopad_ties;
   }
-  if (parts > own.parts.size()) {
+  const uint own_parts = static_cast<uint>(own.parts.size());
+  for (uint p = own_parts; p < parts; ++p) {
     const subito::mariadb::KeyLayout& pk = share_->layout->key(table->s->primary_key);
-    uint p = static_cast<uint>(own.parts.size());
-    for (uint j = 0; j < pk.parts.size() && p < parts; ++j) {
-      if (!(ki.ext_key_part_map & (key_part_map{1} << j))) continue;
-      no_pad = no_pad || pk.parts[j].nopad_ties;
-      ++p;
-    }
+    no_pad =
+        no_pad || pk.parts[subito::mariadb::PrimaryPartOfExtended(ki, p - own_parts)].nopad_ties;
   }
   Row prefix;
   mapper_->KeyPrefix(active_index, end_range->key, parts, &prefix);
@@ -643,11 +640,10 @@ void ha_subito::UpdateRecPerKey(bool force) {
     const uint own = key.user_defined_key_parts;
     for (uint p = 0; p < own; ++p) key.rec_per_key[p] = entries(p);
     if (key.flags & HA_NOSAME) key.rec_per_key[own - 1] = 1;
-    // Extended parts: the engine's entry has every primary key column
-    // after the key's own, so the n-th extended part (primary key part j)
-    // ends the engine prefix of own + j + 1 columns.
-    for (uint p = own, j = 0; p < key.ext_key_parts; ++j) {
-      if (key.ext_key_part_map & (key_part_map{1} << j)) key.rec_per_key[p++] = entries(own + j);
+    // Extended part p (primary key part j) ends the engine prefix of
+    // own + j + 1 columns.
+    for (uint p = own; p < key.ext_key_parts; ++p) {
+      key.rec_per_key[p] = entries(own + subito::mariadb::PrimaryPartOfExtended(key, p - own));
     }
   }
 }

@@ -344,6 +344,12 @@ void RowMapper::TupleToValues(uint32_t key, const unsigned char* tuple, uint32_t
   }
 }
 
+uint32_t PrimaryPartOfExtended(const KEY& key, uint32_t n) {
+  for (uint32_t j = 0;; ++j) {
+    if ((key.ext_key_part_map & (key_part_map{1} << j)) && n-- == 0) return j;
+  }
+}
+
 void RowMapper::KeyPrefix(uint32_t key, const unsigned char* tuple, uint32_t parts, Row* prefix) {
   const KEY& ki = table_->key_info[key];
   const uint32_t own = std::min<uint32_t>(parts, ki.user_defined_key_parts);

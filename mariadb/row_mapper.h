@@ -16,6 +16,13 @@ typedef struct st_key_part_info KEY_PART_INFO;
 
 namespace subito::mariadb {
 
+// The primary key part (its number in the primary key) that is extended
+// part `n` of `key` (0: the first part past the key's own). The server
+// extends a key by the primary key parts it lacks, in the primary key's
+// order (KEY::ext_key_part_map); the engine's entry ends with every primary
+// key column, so that part is engine column own + j of the entry.
+uint32_t PrimaryPartOfExtended(const KEY& key, uint32_t n);
+
 class RowMapper {
  public:
   RowMapper(TABLE* table, const TableLayout* layout);

@@ -38,10 +38,14 @@ KeyEncoder& KeyEncoder::Signed(int64_t v, int width) {
 }
 
 KeyEncoder& KeyEncoder::Bytes(std::string_view s) {
-  for (char c : s) {
-    out_.push_back(c);
-    if (static_cast<uint8_t>(c) == kEscape) out_.push_back(static_cast<char>(kEscapedZero));
+  out_.reserve(out_.size() + s.size() + 2);
+  for (size_t at = s.find(static_cast<char>(kEscape)); at != std::string_view::npos;
+       at = s.find(static_cast<char>(kEscape))) {
+    out_.append(s.data(), at + 1);
+    out_.push_back(static_cast<char>(kEscapedZero));
+    s.remove_prefix(at + 1);
   }
+  out_.append(s);
   out_.push_back(static_cast<char>(kEscape));
   out_.push_back(static_cast<char>(kTerminator));
   return *this;

@@ -35,6 +35,7 @@ class KeyEncoder {
   KeyEncoder& Unsigned(uint64_t v, int width);
   KeyEncoder& Signed(int64_t v, int width);
   KeyEncoder& Bytes(std::string_view s);
+  void Reserve(size_t bytes) { out_.reserve(bytes); }
   // Inverts the bytes from `from` (a size() taken before a part) to the end:
   // that part becomes descending.
   KeyEncoder& Invert(size_t from);

@@ -283,7 +283,7 @@ std::optional<uint32_t> BufferPool::PinLoaded(PageId id) {
   return it->second;
 }
 
-Result<PageHandle> BufferPool::FetchFrame(PageId id, Latch latch) {
+Result<PageHandle> BufferPool::FetchFrame(PageId id, Latch latch, bool fresh) {
   page::SpaceFile* space = Space(id.space);
   if (space == nullptr) return Status::NotFound(StrFormat("space %u is not open", id.space));
   if (std::optional<uint32_t> idx = PinLoaded(id)) {
@@ -314,20 +314,27 @@ Result<PageHandle> BufferPool::FetchFrame(PageId id, Latch latch) {
   if (FindEntry(id)) {
     free_.push_back(*victim);
     lk.unlock();
-    return FetchFrame(id, latch);
+    return FetchFrame(id, latch, fresh);
   }
   const uint32_t idx = *victim;
   Frame& f = *frames_[idx];
   BeginLoad(idx, id, /*referenced=*/true);
   lk.unlock();
-  Status st = space->ReadPage(id.page_no, f.data);
+  Status st;
+  if (fresh) {
+    std::memset(f.data, 0, options_.page_size);  // what a read of it gives
+  } else {
+    st = space->ReadPage(id.page_no, f.data);
+  }
   if (st.ok()) st = AfterRead(f, idx, id);
   lk.lock();
   EndLoad(idx, id, st);
   if (!st.ok()) return st;
   lk.unlock();
-  misses_.fetch_add(1, std::memory_order_relaxed);
-  space->CountLookup(false);
+  if (!fresh) {  // a new page is neither found in the pool nor read
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    space->CountLookup(false);
+  }
   return LatchedHandle(idx, id, latch);
 }
 
@@ -623,7 +630,7 @@ Result<PageHandle> BufferPool::Allocate(uint32_t space_id) {
   if (space == nullptr) return Status::NotFound(StrFormat("space %u is not open", space_id));
   Result<uint32_t> no = space->AllocatePage();
   if (!no.ok()) return no.status();
-  return Fetch({space_id, *no}, Latch::kExclusive);
+  return FetchFrame({space_id, *no}, Latch::kExclusive, /*fresh=*/true);
 }
 
 void BufferPool::MarkDirtyFrame(uint32_t frame, uint8_t* data, log::Lsn start, log::Lsn end) {

@@ -335,7 +335,10 @@ class BufferPool {
   struct Frame;
   BufferPool(const BufferPoolOptions& options, log::RedoLog* log, DoubleWrite* dwb);
   void Unpin(uint32_t frame, Latch latch);
-  Result<PageHandle> FetchFrame(PageId id, Latch latch);
+  // fresh: a page Allocate just handed out, past every page the space had:
+  // its file holds no byte of it (SpaceFile::AllocatePage), so a miss zeroes
+  // the frame instead of reading.
+  Result<PageHandle> FetchFrame(PageId id, Latch latch, bool fresh = false);
   Result<PageHandle> FetchAsOf(PageId id, const PageVersions::Epoch& epoch);
   // E4: the page as of the recipe's LSN, from its file image, page-log
   // entries and the recipe's pending ones; Corruption if they do not reach

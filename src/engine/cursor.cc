@@ -89,7 +89,7 @@ class CursorImpl final : public Cursor {
     }
     return Position(forward, key_, /*inclusive=*/false);
   }
-  Status PositionOrRollBack(bool forward, std::optional<std::string> from, bool inclusive);
+  Status PositionOrRollBack(bool forward, const std::optional<std::string>& start, bool inclusive);
   // The first (forward) or last visible entry from `from` on.
   Status Position(bool forward, const std::optional<std::string>& from, bool inclusive);
   // Position, as of the snapshot's epoch once it moved there (V6).
@@ -258,9 +258,12 @@ Status CursorImpl::PositionInView(bool forward, const std::optional<std::string>
   return st;
 }
 
-Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> from,
+Status CursorImpl::PositionOrRollBack(bool forward, const std::optional<std::string>& start,
                                       bool inclusive) {
   valid_ = false;
+  // Where this round starts: `start`, then the last key passed over.
+  std::optional<std::string> passed;
+  const std::optional<std::string>* at = &start;
   using btree::SeekMode;
   // How far this call's ranges reach (locks_ranges_): none yet; the index's
   // end (an empty inner value); or up to and including a key.
@@ -269,26 +272,26 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
   for (;;) {
     // The tree's candidate (read first: V1), then the version store's.
     const bool continue_tree =
-        from && !inclusive && tree_cursor_.Valid() && tree_cursor_.key() == *from;
+        (*at) && !inclusive && tree_cursor_.Valid() && tree_cursor_.key() == *(*at);
     if (continue_tree) {
       SUBITO_RETURN_IF_ERROR(forward ? tree_cursor_.Next() : tree_cursor_.Prev());
-    } else if (!from) {
+    } else if (!(*at)) {
       SUBITO_RETURN_IF_ERROR(tree_cursor_.Seek(forward ? SeekMode::kFirst : SeekMode::kLast));
     } else {
       const SeekMode m = forward ? (inclusive ? SeekMode::kGE : SeekMode::kGT)
                                  : (inclusive ? SeekMode::kLE : SeekMode::kLT);
-      SUBITO_RETURN_IF_ERROR(tree_cursor_.Seek(m, *from));
+      SUBITO_RETURN_IF_ERROR(tree_cursor_.Seek(m, *(*at)));
     }
     std::optional<std::string> candidate;
     if (tree_cursor_.Valid()) candidate = tree_cursor_.key();
     std::optional<std::string> other;
     if (as_of_) {
-      other = from ? index_->versions->NeighborAsOf(*as_of_, std::string_view(*from), forward,
-                                                    inclusive)
-                   : index_->versions->NeighborAsOf(*as_of_, std::nullopt, forward, true);
+      other = (*at) ? index_->versions->NeighborAsOf(*as_of_, std::string_view(*(*at)), forward,
+                                                     inclusive)
+                    : index_->versions->NeighborAsOf(*as_of_, std::nullopt, forward, true);
     } else {
-      other = from ? index_->versions->Neighbor(std::string_view(*from), forward, inclusive)
-                   : index_->versions->Neighbor(std::nullopt, forward, true);
+      other = (*at) ? index_->versions->Neighbor(std::string_view(*(*at)), forward, inclusive)
+                    : index_->versions->Neighbor(std::nullopt, forward, true);
     }
     bool from_tree = candidate.has_value();
     if (other && (!candidate || (forward ? *other < *candidate : *other > *candidate))) {
@@ -297,9 +300,9 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
     }
     if (locks_ranges_ && !RangeLocked(forward, locked_to, candidate)) {
       // The exact key of an inclusive seek needs only its key lock (Resolve).
-      if (!(candidate && from && inclusive && *candidate == *from)) {
+      if (!(candidate && (*at) && inclusive && *candidate == *(*at))) {
         txn::KeyRange r;
-        (forward ? r.lo : r.hi) = from;
+        (forward ? r.lo : r.hi) = (*at);
         (forward ? r.lo_inclusive : r.hi_inclusive) = inclusive;
         (forward ? r.hi : r.lo) = candidate;
         // A key past a prefix seek's bound ends the range without being in
@@ -327,7 +330,8 @@ Status CursorImpl::PositionOrRollBack(bool forward, std::optional<std::string> f
       valid_ = true;
       return Status::OK();
     }
-    from = std::move(candidate);
+    passed = std::move(candidate);
+    at = &passed;
     inclusive = false;
   }
 }

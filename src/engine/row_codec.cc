@@ -99,6 +99,14 @@ void EncodePart(btree::KeyEncoder& e, const Column& c, const Value& v) {
   if (c.descending) e.Invert(from);
 }
 
+// The encoded size of a part without escapes (a NULL marker, an integer's
+// width or a string and its terminator): one allocation for most keys.
+size_t PartSizeHint(const Column& c, const Value& v) {
+  const size_t marker = c.nullable ? 1 : 0;
+  if (const auto* s = std::get_if<std::string>(&v)) return marker + s->size() + 2;
+  return marker + static_cast<size_t>(c.width);
+}
+
 }  // namespace
 
 Status ValidateIndexDef(const TableDef& def, const IndexDef& index) {
@@ -193,6 +201,12 @@ std::string RowKey(const TableDef& def, uint32_t index, const Row& row) {
   // KeyColumns' order, without building its vector (several calls per row
   // change).
   btree::KeyEncoder e;
+  size_t hint = 0;
+  if (index != 0) {
+    for (uint32_t c : def.indexes[index - 1].columns) hint += PartSizeHint(def.columns[c], row[c]);
+  }
+  for (uint32_t c : def.primary_key) hint += PartSizeHint(def.columns[c], row[c]);
+  e.Reserve(hint);
   if (index != 0) {
     for (uint32_t c : def.indexes[index - 1].columns) EncodePart(e, def.columns[c], row[c]);
   }

@@ -126,6 +126,19 @@ BufferPool::~BufferPool() {
   cleaner_cv_.notify_all();
   for (auto& t : cleaners_) t.join();
   std::free(memory_);
+  for (std::atomic<SpaceChunk*>& c : space_chunks_) delete c.load(std::memory_order_relaxed);
+}
+
+void BufferPool::PublishSpace(uint32_t space_id, page::SpaceFile* space) {
+  if (space_id / kSpaceChunk >= kSpaceChunks) return;
+  std::atomic<SpaceChunk*>& chunk = space_chunks_[space_id / kSpaceChunk];
+  SpaceChunk* c = chunk.load(std::memory_order_relaxed);
+  if (c == nullptr) {
+    if (space == nullptr) return;
+    c = new SpaceChunk;
+    chunk.store(c, std::memory_order_release);
+  }
+  c->slot[space_id % kSpaceChunk].store(space, std::memory_order_release);
 }
 
 Status BufferPool::AddSpace(page::SpaceFile* space) {
@@ -138,6 +151,7 @@ Status BufferPool::AddSpace(page::SpaceFile* space) {
   if (!spaces_.emplace(space->space_id(), space).second) {
     return Status::InvalidArgument(StrFormat("space id %u is already open", space->space_id()));
   }
+  PublishSpace(space->space_id(), space);
   return Status::OK();
 }
 
@@ -168,6 +182,7 @@ Status BufferPool::DropSpace(uint32_t space_id) {
   {
     std::unique_lock lock(spaces_mu_);
     spaces_.erase(space_id);
+    PublishSpace(space_id, nullptr);
   }
   unasked.unlock();
   // After the erase no new batch finds the space; this waits out one that
@@ -181,6 +196,10 @@ Status BufferPool::DropSpace(uint32_t space_id) {
 }
 
 page::SpaceFile* BufferPool::Space(uint32_t space_id) const {
+  if (space_id / kSpaceChunk < kSpaceChunks) {
+    const SpaceChunk* c = space_chunks_[space_id / kSpaceChunk].load(std::memory_order_acquire);
+    return c == nullptr ? nullptr : c->slot[space_id % kSpaceChunk].load(std::memory_order_acquire);
+  }
   std::shared_lock lock(spaces_mu_);
   auto it = spaces_.find(space_id);
   return it == spaces_.end() ? nullptr : it->second;

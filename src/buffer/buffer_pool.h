@@ -335,9 +335,10 @@ class BufferPool {
   struct Frame;
   BufferPool(const BufferPoolOptions& options, log::RedoLog* log, DoubleWrite* dwb);
   void Unpin(uint32_t frame, Latch latch);
-  // fresh: a page Allocate just handed out, past every page the space had:
-  // its file holds no byte of it (SpaceFile::AllocatePage), so a miss zeroes
-  // the frame instead of reading.
+  // fresh: a page Allocate just handed out, past every page the space had
+  // (SpaceFile::AllocatePage): its file holds nothing for it or zeros (an
+  // extent grown ahead), and no redo or per-page log names it, so a miss
+  // zeroes the frame instead of reading.
   Result<PageHandle> FetchFrame(PageId id, Latch latch, bool fresh = false);
   Result<PageHandle> FetchAsOf(PageId id, const PageVersions::Epoch& epoch);
   // E4: the page as of the recipe's LSN, from its file image, page-log
@@ -448,6 +449,18 @@ class BufferPool {
 
   mutable std::shared_mutex spaces_mu_;
   std::map<uint32_t, page::SpaceFile*> spaces_;
+  // Space() without a lock for every fetch: the catalog hands out space ids
+  // in order, so the first kSpaceChunk * kSpaceChunks of them index a
+  // two-level table of the open spaces (chunks made under spaces_mu_, kept
+  // until the pool goes); larger ids are looked up in spaces_. A pointer is
+  // published (release) once its space is open and cleared when it closes;
+  // as with the map, a space is closed only once no one fetches its pages.
+  static constexpr uint32_t kSpaceChunk = 1024, kSpaceChunks = 4096;
+  struct SpaceChunk {
+    std::atomic<page::SpaceFile*> slot[kSpaceChunk] = {};
+  };
+  std::atomic<SpaceChunk*> space_chunks_[kSpaceChunks] = {};
+  void PublishSpace(uint32_t space_id, page::SpaceFile* space);  // under spaces_mu_
 
   mutable std::mutex changes_mu_;
   std::multiset<uint64_t> active_changes_;

@@ -344,20 +344,25 @@ size_t VersionStore::keys() const {
 
 uint64_t TxnSystem::OpenSnapshot() {
   std::lock_guard lock(mu_);
-  snapshots_.insert(clock_);
+  ++snapshots_[clock_];
+  ++open_snapshots_;
   return clock_;
 }
 
 void TxnSystem::RetainSnapshot(uint64_t read_ts) {
   std::lock_guard lock(mu_);
-  snapshots_.insert(read_ts);
+  ++snapshots_[read_ts];
+  ++open_snapshots_;
 }
 
 void TxnSystem::CloseSnapshot(uint64_t read_ts) {
   std::lock_guard lock(mu_);
   auto it = snapshots_.find(read_ts);
-  if (it != snapshots_.end()) snapshots_.erase(it);
-  if (snapshots_.count(read_ts) != 0) return;
+  if (it != snapshots_.end()) {
+    --open_snapshots_;
+    if (--it->second != 0) return;
+    snapshots_.erase(it);
+  }
   auto moved = moved_.find(read_ts);
   if (moved != moved_.end()) {
     pool_->versions().End(moved->second->epoch);
@@ -414,7 +419,7 @@ void TxnSystem::End(const std::shared_ptr<TxnState>& writer, bool committed,
 uint64_t TxnSystem::OldestReadTs() const {
   // The oldest snapshot not cut (V4): cut ones read nothing any more.
   auto it = snapshots_.lower_bound(budget_ ? budget_->floor.load() : 0);
-  return it == snapshots_.end() ? clock_ : *it;
+  return it == snapshots_.end() ? clock_ : it->first;
 }
 
 void TxnSystem::CutSnapshotsOverBudget() {
@@ -426,14 +431,14 @@ void TxnSystem::CutSnapshotsOverBudget() {
   if (!budget_ || !budget_->over() || ended_.empty()) return;
   // The oldest snapshot not yet cut that holds back the next purge.
   auto it = snapshots_.lower_bound(budget_->floor.load());
-  if (it == snapshots_.end() || *it >= ended_.front().end_ts) return;
+  if (it == snapshots_.end() || it->first >= ended_.front().end_ts) return;
   if (pool_ != nullptr) {
-    MoveSnapshot(*it);
+    MoveSnapshot(it->first);
     budget_->snapshots_moved.fetch_add(1, std::memory_order_relaxed);
   } else {
     budget_->snapshots_cut.fetch_add(1, std::memory_order_relaxed);
   }
-  budget_->floor.store(*it + 1, std::memory_order_release);
+  budget_->floor.store(it->first + 1, std::memory_order_release);
 }
 
 size_t TxnSystem::Purge(const std::function<bool()>& stop) {
@@ -476,7 +481,7 @@ size_t TxnSystem::purge_backlog() const {
 
 uint64_t TxnSystem::active_snapshots() const {
   std::lock_guard lock(mu_);
-  return snapshots_.size();
+  return open_snapshots_;
 }
 
 }  // namespace subito::txn

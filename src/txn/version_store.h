@@ -336,7 +336,10 @@ class TxnSystem {
   std::atomic<TxnId> next_id_;
   mutable std::mutex mu_;
   uint64_t clock_ = 0;
-  std::multiset<uint64_t> snapshots_;
+  // Open snapshots: read_ts -> how many. Snapshots opened between two
+  // commits share one entry (no allocation under mu_ for them).
+  std::map<uint64_t, uint64_t> snapshots_;
+  uint64_t open_snapshots_ = 0;
   buffer::BufferPool* pool_ = nullptr;                       // V6, if enabled
   std::map<uint64_t, std::shared_ptr<AsOfSnapshot>> moved_;  // by read_ts, while open
   std::deque<Ended> ended_;                                  // in end_ts order

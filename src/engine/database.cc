@@ -464,7 +464,10 @@ Status DatabaseImpl::OpenIndex(TableImpl* t, const CatalogIndex& ci, bool create
   SUBITO_RETURN_IF_ERROR(pool_->AddSpace(ix->file.get()));
   if (create) {
     Result<std::unique_ptr<btree::BTree>> tree = btree::BTree::Create(pool_.get(), ci.space_id);
-    if (!tree.ok()) return tree.status();
+    if (!tree.ok()) {
+      (void)pool_->DropSpace(ci.space_id);  // its file goes with ix: no fetch may find it
+      return tree.status();
+    }
     ix->tree = std::move(*tree);
     ix->versions->AttachTree(ix->tree.get());
   }

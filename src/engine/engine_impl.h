@@ -328,7 +328,8 @@ Result<std::unique_ptr<Transaction>> NewTransaction(DatabaseImpl* db, Isolation 
 std::unique_ptr<BulkLoader> NewBulkLoader(DatabaseImpl* db, TableImpl* table,
                                           bool transactional = false);
 
-// The encoded values of unique index `index`'s own columns in `row`.
+// The encoded values of unique index `index`'s own columns in `row`
+// (canonical, as every caller's is).
 std::string UniquePrefix(TableImpl* t, uint32_t index, const Row& row);
 // AlreadyExists ("duplicate entry for unique index <name> of <table>") if the
 // index holds an entry with the row's unique prefix. The caller makes sure no

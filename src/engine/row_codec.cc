@@ -214,6 +214,27 @@ std::string RowKey(const TableDef& def, uint32_t index, const Row& row) {
   return e.Release();
 }
 
+std::string OwnColumnsKey(const TableDef& def, uint32_t index, const Row& row) {
+  btree::KeyEncoder e;
+  size_t hint = 0;
+  for (uint32_t c : def.indexes[index - 1].columns) hint += PartSizeHint(def.columns[c], row[c]);
+  e.Reserve(hint);
+  for (uint32_t c : def.indexes[index - 1].columns) EncodePart(e, def.columns[c], row[c]);
+  return e.Release();
+}
+
+bool SameRowKey(const TableDef& def, uint32_t index, const Row& a, const Row& b) {
+  if (index != 0) {
+    for (uint32_t c : def.indexes[index - 1].columns) {
+      if (a[c] != b[c]) return false;
+    }
+  }
+  for (uint32_t c : def.primary_key) {
+    if (a[c] != b[c]) return false;
+  }
+  return true;
+}
+
 bool KeyHasNull(const TableDef& def, uint32_t index, const Row& row) {
   if (index == 0) return false;
   for (uint32_t c : def.indexes[index - 1].columns) {

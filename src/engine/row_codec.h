@@ -38,6 +38,13 @@ Result<std::string> EncodeKey(const TableDef& def, const std::vector<uint32_t>& 
                               const Row& values);
 // The key of a canonical row in index `index`.
 std::string RowKey(const TableDef& def, uint32_t index, const Row& row);
+// The encoded values of secondary index `index`'s own columns (no primary
+// key) in a canonical row: a unique index's prefix.
+std::string OwnColumnsKey(const TableDef& def, uint32_t index, const Row& row);
+// Whether two canonical rows have the same key in index `index`: the same
+// values in its columns and the primary key's (a canonical value has one
+// encoding), without encoding either.
+bool SameRowKey(const TableDef& def, uint32_t index, const Row& a, const Row& b);
 // True if any of the index's own columns is NULL in the row (unique checks
 // skip such rows).
 bool KeyHasNull(const TableDef& def, uint32_t index, const Row& row);

@@ -427,9 +427,7 @@ Status TransactionImpl::Statement(Fn&& fn) {
 }
 
 std::string UniquePrefix(TableImpl* t, uint32_t index, const Row& row) {
-  Row vals;
-  for (uint32_t c : t->def().indexes[index - 1].columns) vals.push_back(row[c]);
-  return *EncodeKey(t->def(), t->def().indexes[index - 1].columns, vals);
+  return OwnColumnsKey(t->def(), index, row);
 }
 
 namespace {
@@ -631,7 +629,7 @@ Status TransactionImpl::Update(Table* table, const Row& old_input, const Row& ne
     }
     std::vector<uint32_t> changed;
     for (uint32_t i = 1; i < tb->indexes.size(); ++i) {
-      if (RowKey(def, i, old) == RowKey(def, i, *row)) continue;
+      if (SameRowKey(def, i, old, *row)) continue;
       changed.push_back(i);
       if (!def.indexes[i - 1].unique) continue;
       IndexImpl* ix = tb->indexes[i].get();

@@ -567,7 +567,7 @@ TEST(BTree, AScanSeesChangesMadeWhileItIsOpen) {
     std::string last;
     int steps = 0;
     while (c.Valid()) {
-      auto want = m.find(c.key());
+      auto want = m.find(std::string(c.key()));
       ASSERT_NE(want, m.end()) << "step " << steps << ": a deleted key";
       ASSERT_EQ(c.value(), want->second) << "step " << steps;
       last = c.key();

@@ -10,24 +10,29 @@ namespace subito {
 class InterruptScope {
  public:
   using Check = bool (*)(void* arg);
-  InterruptScope(Check check, void* arg) : prev_check_(check_), prev_arg_(arg_) {
-    check_ = check;
-    arg_ = arg;
+  // The thread's state is reached once per scope: in a plugin each access
+  // of a thread_local costs a call (__tls_get_addr), and the handler opens
+  // a scope for every call it serves, one per row read in a scan.
+  InterruptScope(Check check, void* arg) : state_(&current_), prev_(*state_) {
+    *state_ = State{check, arg};
   }
-  ~InterruptScope() {
-    check_ = prev_check_;
-    arg_ = prev_arg_;
-  }
+  ~InterruptScope() { *state_ = prev_; }
   InterruptScope(const InterruptScope&) = delete;
   InterruptScope& operator=(const InterruptScope&) = delete;
 
-  static bool Interrupted() { return check_ != nullptr && check_(arg_); }
+  static bool Interrupted() {
+    const State& s = current_;
+    return s.check != nullptr && s.check(s.arg);
+  }
 
  private:
-  Check prev_check_;
-  void* prev_arg_;
-  static thread_local Check check_;
-  static thread_local void* arg_;
+  struct State {
+    Check check = nullptr;
+    void* arg = nullptr;
+  };
+  State* const state_;
+  const State prev_;
+  static thread_local State current_;
 };
 
 // BackupLockScope: tells the engine that this thread holds a lock a backup

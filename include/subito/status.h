@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cassert>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -39,6 +40,14 @@ class [[nodiscard]] Status {
   };
 
   Status() = default;
+  Status(const Status& o) : state_(o.state_ ? std::make_unique<State>(*o.state_) : nullptr) {}
+  Status& operator=(const Status& o) {
+    if (this != &o) state_ = o.state_ ? std::make_unique<State>(*o.state_) : nullptr;
+    return *this;
+  }
+  Status(Status&&) noexcept = default;
+  Status& operator=(Status&&) noexcept = default;
+  ~Status() = default;
   static Status OK() { return Status(); }
   static Status InvalidArgument(std::string msg) {
     return {Code::kInvalidArgument, std::move(msg)};
@@ -59,34 +68,41 @@ class [[nodiscard]] Status {
   static Status NoMemory(std::string msg) { return {Code::kNoMemory, std::move(msg)}; }
   static Status SnapshotTooOld(std::string msg) { return {Code::kSnapshotTooOld, std::move(msg)}; }
 
-  bool ok() const { return code_ == Code::kOk; }
-  Code code() const { return code_; }
-  const std::string& message() const { return message_; }
-  bool IsCorruption() const { return code_ == Code::kCorruption; }
-  bool IsInvalidArgument() const { return code_ == Code::kInvalidArgument; }
-  bool IsIOError() const { return code_ == Code::kIOError; }
-  bool IsTimedOut() const { return code_ == Code::kTimedOut; }
-  bool IsDeadlock() const { return code_ == Code::kDeadlock; }
-  bool IsAlreadyExists() const { return code_ == Code::kAlreadyExists; }
-  bool IsNotFound() const { return code_ == Code::kNotFound; }
-  bool IsBusy() const { return code_ == Code::kBusy; }
-  bool IsInterrupted() const { return code_ == Code::kInterrupted; }
-  bool IsTooLarge() const { return code_ == Code::kTooLarge; }
-  bool IsNoSpace() const { return code_ == Code::kNoSpace; }
-  bool IsReadOnly() const { return code_ == Code::kReadOnly; }
-  bool IsSnapshotTooOld() const { return code_ == Code::kSnapshotTooOld; }
+  bool ok() const { return state_ == nullptr; }
+  Code code() const { return state_ ? state_->code : Code::kOk; }
+  const std::string& message() const { return state_ ? state_->message : NoMessage(); }
+  bool IsCorruption() const { return code() == Code::kCorruption; }
+  bool IsInvalidArgument() const { return code() == Code::kInvalidArgument; }
+  bool IsIOError() const { return code() == Code::kIOError; }
+  bool IsTimedOut() const { return code() == Code::kTimedOut; }
+  bool IsDeadlock() const { return code() == Code::kDeadlock; }
+  bool IsAlreadyExists() const { return code() == Code::kAlreadyExists; }
+  bool IsNotFound() const { return code() == Code::kNotFound; }
+  bool IsBusy() const { return code() == Code::kBusy; }
+  bool IsInterrupted() const { return code() == Code::kInterrupted; }
+  bool IsTooLarge() const { return code() == Code::kTooLarge; }
+  bool IsNoSpace() const { return code() == Code::kNoSpace; }
+  bool IsReadOnly() const { return code() == Code::kReadOnly; }
+  bool IsSnapshotTooOld() const { return code() == Code::kSnapshotTooOld; }
   static Status TooManyLocks(std::string msg) { return {Code::kTooManyLocks, std::move(msg)}; }
-  bool IsTooManyLocks() const { return code_ == Code::kTooManyLocks; }
+  bool IsTooManyLocks() const { return code() == Code::kTooManyLocks; }
   static Status TableChanged(std::string msg) { return {Code::kTableChanged, std::move(msg)}; }
-  bool IsTableChanged() const { return code_ == Code::kTableChanged; }
+  bool IsTableChanged() const { return code() == Code::kTableChanged; }
 
   // "Corruption: log stream 0 (/dev/shm/x/log.0) offset 8192: bad checksum"
   std::string ToString() const;
 
  private:
-  Status(Code code, std::string msg) : code_(code), message_(std::move(msg)) {}
-  Code code_ = Code::kOk;
-  std::string message_;
+  // An OK status is a null pointer: returned, moved and destroyed at the
+  // cost of one, on every call of every layer.
+  struct State {
+    Code code;
+    std::string message;
+  };
+  Status(Code code, std::string msg)
+      : state_(std::make_unique<State>(State{code, std::move(msg)})) {}
+  static const std::string& NoMessage();
+  std::unique_ptr<State> state_;
 };
 
 template <typename T>

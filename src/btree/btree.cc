@@ -888,22 +888,32 @@ Status BTree::CollapseRoot(Op& op) {
 
 Status BTree::Cursor::Load(const uint8_t* page, uint16_t slot) {
   NodeView n(const_cast<uint8_t*>(page), tree_->pool_->page_size());
-  key_.assign(n.Key(slot));
+  // The cursor's own copy of the leaf stays put until it moves: its entry
+  // is viewed there. A frame is unlatched once this call returns: copied.
+  const bool in_copy = copy_ && page == copy_.get();
+  const auto take = [in_copy](std::string_view bytes, std::string* buf) -> std::string_view {
+    if (in_copy) return bytes;
+    buf->assign(bytes);  // reuses buf's storage
+    return *buf;
+  };
+  key_ = take(n.Key(slot), &key_buf_);
   const std::string_view stored = n.Value(slot);
   if (!stored.empty() && stored[0] == kInline) {
-    value_.assign(stored.substr(1));  // reuses value_'s buffer
+    value_ = take(stored.substr(1), &value_buf_);
   } else if (IsChainRef(stored)) {
     // Read by Finish, once the latches are gone (C2).
     if (!pending_ref_.empty()) tree_->Unpin(RefHead(pending_ref_));
     pending_ref_.assign(stored);
     tree_->Pin(RefHead(pending_ref_));
+    value_ = {};
   } else {
     Result<std::string> v = tree_->ReadValue(stored);
     if (!v.ok()) {
       valid_ = false;
       return v.status();
     }
-    value_ = std::move(*v);
+    value_buf_ = std::move(*v);
+    value_ = value_buf_;
   }
   slot_ = slot;
   leaf_lsn_ = page::PageLsn(page);
@@ -942,7 +952,8 @@ Status BTree::Cursor::Finish(Status st) {
   if (st.ok()) {
     Result<std::string> v = tree_->ReadValue(pending_ref_);
     if (v.ok()) {
-      value_ = std::move(*v);
+      value_buf_ = std::move(*v);
+      value_ = value_buf_;
     } else {
       valid_ = false;
       st = v.status();
@@ -1048,7 +1059,7 @@ Status BTree::Cursor::Step(bool forward) {
   if (page::PageLsn(h->data()) != leaf_lsn_) {
     // The leaf changed since we were here: find our place again by key.
     h->Release();
-    const std::string last = key_;
+    const std::string last(key_);
     return SeekLocked(forward ? SeekMode::kGT : SeekMode::kLT, last);
   }
   NodeView n(h->data(), ps);
@@ -1070,7 +1081,7 @@ Status BTree::Cursor::Step(bool forward) {
     if (!sn.leaf()) return Status::Corruption("B-tree leaf chain leads to an internal node");
     leaf_ = page_no;
     if (sn.count() > 0) {
-      const std::string before = key_;
+      const std::string before(key_);  // key_ may view the copy replaced next
       SUBITO_RETURN_IF_ERROR(
           LoadAndCopy(*s, forward ? 0 : static_cast<uint16_t>(sn.count() - 1), changes));
       // Keys must keep moving in the scan's direction (a damaged chain with

@@ -357,8 +357,9 @@ class BTree::Cursor {
   Status Next();
   Status Prev();
   bool Valid() const { return valid_; }
-  const std::string& key() const { return key_; }
-  const std::string& value() const { return value_; }
+  // Both stay put until the cursor moves (any call but the accessors).
+  std::string_view key() const { return key_; }
+  std::string_view value() const { return value_; }
   // Forgets the place and the leaf copy (the pages it read are no longer
   // the ones to read: buffer::ReadAsOf); the next call must be a Seek.
   void Reset() {
@@ -389,7 +390,11 @@ class BTree::Cursor {
   uint32_t leaf_ = 0;
   uint16_t slot_ = 0;
   uint64_t leaf_lsn_ = 0;
-  std::string key_, value_;
+  // The current entry: in copy_ when it was read there, else in key_buf_
+  // and value_buf_ (a latched frame's bytes are copied out; a chain's value
+  // is read into value_buf_).
+  std::string_view key_, value_;
+  std::string key_buf_, value_buf_;
   // Of leaf_, taken when changes_ was copy_changes_: its header and slots,
   // then its heap (the gap between is never read, nor initialized).
   std::unique_ptr<uint8_t[]> copy_;

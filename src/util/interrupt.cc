@@ -2,8 +2,7 @@
 
 namespace subito {
 
-thread_local InterruptScope::Check InterruptScope::check_ = nullptr;
-thread_local void* InterruptScope::arg_ = nullptr;
+thread_local InterruptScope::State InterruptScope::current_;
 thread_local int BackupLockScope::depth_ = 0;
 
 }  // namespace subito

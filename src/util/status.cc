@@ -2,9 +2,14 @@
 
 namespace subito {
 
+const std::string& Status::NoMessage() {
+  static const std::string empty;
+  return empty;
+}
+
 std::string Status::ToString() const {
   const char* name = "OK";
-  switch (code_) {
+  switch (code()) {
     case Code::kOk:
       return "OK";
     case Code::kInvalidArgument:
@@ -62,7 +67,7 @@ std::string Status::ToString() const {
       name = "Table changed";
       break;
   }
-  return std::string(name) + ": " + message_;
+  return std::string(name) + ": " + state_->message;
 }
 
 }  // namespace subito

@@ -94,7 +94,8 @@ class [[nodiscard]] Status {
 
  private:
   // An OK status is a null pointer: returned, moved and destroyed at the
-  // cost of one, on every call of every layer.
+  // cost of one, on every call of every layer. A moved-from status (and so
+  // a moved-from Result) reads as OK. Copying an error copies its message.
   struct State {
     Code code;
     std::string message;

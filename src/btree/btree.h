@@ -357,7 +357,10 @@ class BTree::Cursor {
   Status Next();
   Status Prev();
   bool Valid() const { return valid_; }
-  // Both stay put until the cursor moves (any call but the accessors).
+  // Views, which may point into the cursor's copy of its leaf: they stay
+  // put until the cursor is called again (any call but the accessors), and
+  // are kept by copying them. After a call that leaves the cursor invalid
+  // they still show the entry before.
   std::string_view key() const { return key_; }
   std::string_view value() const { return value_; }
   // Forgets the place and the leaf copy (the pages it read are no longer

@@ -10,7 +10,7 @@ const std::string& Status::NoMessage() {
 std::string Status::ToString() const {
   const char* name = "OK";
   switch (code()) {
-    case Code::kOk:
+    case Code::kOk:  // the only case without state_
       return "OK";
     case Code::kInvalidArgument:
       name = "Invalid argument";

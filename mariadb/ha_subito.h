@@ -152,6 +152,8 @@ class ha_subito final : public handler {
   int LoadRow(const subito::Row& row, uchar* buf);
   // Fills buf from the row's packed record bytes.
   int FillRecord(std::string_view packed, uchar* buf);
+  // How many leading fields a read into buf fills (FromRecord).
+  uint FieldsToFill(const uchar* buf) const;
   int OpenCursor(uint32_t engine_index);
   // Seeks the cursor to search_prefix_ (encoded into search_key_).
   // must_match: a row without the prefix is not found; exact: a locking

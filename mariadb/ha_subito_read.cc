@@ -147,7 +147,8 @@ int ha_subito::LoadRow(const Row& row, uchar* buf) {
 int ha_subito::FillRecord(std::string_view packed, uchar* buf) {
   // Blob fields point into the packed bytes: keep a copy when there are
   // any (the cursor's row changes when it moves).
-  Status st = mapper_->FromRecord(packed, buf, table->s->blob_fields ? &row_storage_ : nullptr);
+  Status st = mapper_->FromRecord(packed, buf, table->s->blob_fields ? &row_storage_ : nullptr,
+                                  FieldsToFill(buf));
   if (!st.ok()) return Error(st);
   // Reading keys only, the server takes an indexed virtual column from the
   // engine (it computes them only for whole rows); Subito's indexes hold
@@ -160,6 +161,37 @@ int ha_subito::FillRecord(std::string_view packed, uchar* buf) {
     }
   }
   return 0;
+}
+
+// InnoDB's rule (ha_innobase::build_template): a read that may write (an
+// exclusive lock: UPDATE, DELETE, SELECT ... FOR UPDATE, a write
+// statement's own reads) takes the whole row, and so does a read into
+// another buffer than record[0] (a duplicate's, for REPLACE and ON
+// DUPLICATE KEY UPDATE) or of a table with virtual columns; any other read
+// fills the fields the statement reads or writes. Here: up to the last of
+// them and of the active index's and primary key's parts (the server
+// compares a range's end on the record).
+uint ha_subito::FieldsToFill(const uchar* buf) const {
+  const uint n = table->s->fields;
+  if (buf != table->record[0] || table->vfield || lock_type_ >= TL_FIRST_WRITE ||
+      read_mode_ == subito::ReadMode::kExclusive ||
+      read_mode_ == subito::ReadMode::kExclusiveSkipLocked) {
+    return n;
+  }
+  uint fill = 0;
+  const auto key_parts = [&](uint k) {
+    if (k >= table->s->keys) return;
+    const KEY& key = table->key_info[k];
+    for (uint p = 0; p < key.user_defined_key_parts; ++p) {
+      fill = std::max(fill, static_cast<uint>(key.key_part[p].fieldnr));  // 1-based
+    }
+  };
+  key_parts(active_index);
+  key_parts(table->s->primary_key);
+  for (uint i = n; i > fill; --i) {
+    if (bitmap_is_set(table->read_set, i - 1) || bitmap_is_set(table->write_set, i - 1)) return i;
+  }
+  return fill;
 }
 
 const std::vector<uint32_t>& ha_subito::EntryColumns() const {

@@ -441,7 +441,8 @@ Status RowMapper::FromRow(const Row& row, unsigned char* record, std::string* st
   return FromRecord(std::get<std::string>(v), record, storage);
 }
 
-Status RowMapper::FromRecord(std::string_view bytes, unsigned char* record, std::string* storage) {
+Status RowMapper::FromRecord(std::string_view bytes, unsigned char* record, std::string* storage,
+                             unsigned fields) {
   if (storage != nullptr) {
     storage->assign(bytes);
     bytes = *storage;
@@ -455,6 +456,7 @@ Status RowMapper::FromRecord(std::string_view bytes, unsigned char* record, std:
   const my_ptrdiff_t diff = record - table_->record[0];
   for (Field** fp = table_->field; *fp; ++fp) {
     Field* f = *fp;
+    if (f->field_index >= fields) return Status::OK();
     if (!f->stored_in_db()) continue;
     if (f->is_null_in_record(record)) {
       // A NULL field's bytes are its default's, as InnoDB leaves them: the

@@ -34,8 +34,12 @@ class RowMapper {
   // record's use. Corruption if __record is damaged.
   Status FromRow(const Row& row, unsigned char* record, std::string* storage);
   // The same from the packed record bytes (the row's __record column); with
-  // storage null, blob fields point into `bytes`.
-  Status FromRecord(std::string_view bytes, unsigned char* record, std::string* storage);
+  // storage null, blob fields point into `bytes`. Only the fields before
+  // field number `fields` are filled (the packed bytes hold no offsets:
+  // the fields before the last one wanted are unpacked anyway); the others
+  // keep what `record` held.
+  Status FromRecord(std::string_view bytes, unsigned char* record, std::string* storage,
+                    unsigned fields = ~0u);
 
   // The engine values of the first `parts` parts of MariaDB key `key`, from
   // a key tuple in the server's key format; parts past the key's own are

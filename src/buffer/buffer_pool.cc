@@ -666,20 +666,30 @@ void BufferPool::MarkDirtyFrame(uint32_t frame, uint8_t* data, log::Lsn start, l
 uint64_t BufferPool::BeginChange() {
   std::lock_guard lock(changes_mu_);
   uint64_t token = log_->reserved_lsn();
-  active_changes_.insert(token);
+  active_changes_.push_back(token);
   return token;
 }
 
 uint64_t BufferPool::PinCheckpoint(log::Lsn lsn) {
   std::lock_guard lock(changes_mu_);
-  active_changes_.insert(lsn);
+  active_changes_.push_back(lsn);
   return lsn;
 }
 
 void BufferPool::EndChange(uint64_t token) {
   std::lock_guard lock(changes_mu_);
-  auto it = active_changes_.find(token);
-  if (it != active_changes_.end()) active_changes_.erase(it);
+  // From the end: a mini-transaction's token is among the newest.
+  for (auto it = active_changes_.rbegin(); it != active_changes_.rend(); ++it) {
+    if (*it != token) continue;
+    *it = active_changes_.back();
+    active_changes_.pop_back();
+    return;
+  }
+}
+
+std::optional<uint64_t> BufferPool::OldestActiveChange() const {
+  if (active_changes_.empty()) return std::nullopt;
+  return *std::min_element(active_changes_.begin(), active_changes_.end());
 }
 
 thread_local int BufferPool::LogFreeExemption::depth_ = 0;
@@ -956,7 +966,7 @@ Status BufferPool::Checkpoint() {
   log::Lsn bound = log_->reserved_lsn();
   {
     std::lock_guard lock(changes_mu_);
-    if (!active_changes_.empty()) bound = std::min(bound, *active_changes_.begin());
+    if (std::optional<uint64_t> oldest = OldestActiveChange()) bound = std::min(bound, *oldest);
   }
   {
     std::lock_guard lock(mu_);
@@ -1014,7 +1024,8 @@ bool BufferPool::PageWritesCanMoveCheckpoint() const {
   if (checkpoint_holds_.load() > 0) return false;
   const log::Lsn checkpoint = log_->checkpoint_lsn();
   std::lock_guard lock(changes_mu_);
-  return active_changes_.empty() || *active_changes_.begin() > checkpoint;
+  const std::optional<uint64_t> oldest = OldestActiveChange();
+  return !oldest || *oldest > checkpoint;
 }
 
 void BufferPool::CleanerLoop() {

@@ -463,7 +463,12 @@ class BufferPool {
   void PublishSpace(uint32_t space_id, page::SpaceFile* space);  // under spaces_mu_
 
   mutable std::mutex changes_mu_;
-  std::multiset<uint64_t> active_changes_;
+  // The tokens of the changes in progress (a mini-transaction's, a writing
+  // transaction's pin), unordered: the newest are at the end, where a
+  // mini-transaction's end finds its own; the oldest is looked for only
+  // by checkpoints. A vector keeps its storage: no allocation per change.
+  std::vector<uint64_t> active_changes_;
+  std::optional<uint64_t> OldestActiveChange() const;  // caller holds changes_mu_
 
   std::mutex flush_mu_;  // one FlushAll/Checkpoint decision at a time
   std::mutex cleaner_mu_;

@@ -684,7 +684,7 @@ TEST(NodeView, InPlaceChangesAreJournaledAndPutBack) {
   NodeView(page.data(), kPs).Init(1, 5, 0);
   std::mt19937_64 rng(test::TestSeed());
   EditJournal journal;
-  int changed = 0;
+  int changed = 0, shifted = 0;
   for (int round = 0; round < 3000; ++round) {
     const std::vector<uint8_t> before = page;
     journal.Begin(page.data(), kPs);
@@ -708,6 +708,14 @@ TEST(NodeView, InPlaceChangesAreJournaledAndPutBack) {
       ASSERT_TRUE(inside || before[b] == after[b]) << "round " << round << " byte " << b;
     }
     changed += before != after;
+    // The slot shift the view reports (WriteDiff applies it to the page as
+    // it was) gives the bytes the page has there now.
+    const buffer::ByteMove shift = n.slot_shift();
+    if (shift.len > 0) {
+      ++shifted;
+      ASSERT_EQ(0, std::memcmp(after.data() + shift.dst, before.data() + shift.src, shift.len))
+          << "round " << round;
+    }
     journal.Restore(page.data());
     ASSERT_EQ(page, before) << "round " << round;
     ASSERT_FALSE(journal.active());
@@ -715,6 +723,7 @@ TEST(NodeView, InPlaceChangesAreJournaledAndPutBack) {
     ASSERT_TRUE(NodeView(page.data(), kPs).Check("round " + std::to_string(round)).ok());
   }
   EXPECT_GT(changed, 2000);
+  EXPECT_GT(shifted, 300);
 }
 
 TEST(BTree, OversizedRecordsAndDamagedNodesAreRefused) {

@@ -568,7 +568,8 @@ void BTree::Op::PutInPlace(PageHandle* h, const NodeView& n, EditJournal* journa
   std::memcpy(scratch->data(), h->data(), ps_);
 #endif
   journal->Restore(h->data());
-  mtr_.WriteDiff(*h, scratch->data(), ranges, count);
+  const buffer::ByteMove shift = n.slot_shift();
+  mtr_.WriteDiff(*h, scratch->data(), ranges, count, &shift);
 }
 
 namespace {

@@ -100,6 +100,7 @@ int NodeView::touched(Range* out) const {
 }
 
 void NodeView::Init(uint32_t space_id, uint32_t page_no, uint16_t level) {
+  shifts_ = 2;
   Touch(0, ps_);
   page::InitPage(p_, ps_, level == 0 ? page::kPageBtreeLeaf : page::kPageBtreeInternal, space_id,
                  page_no);
@@ -192,6 +193,7 @@ uint32_t NodeView::UsedBytes() const {
 }
 
 void NodeView::Compact() {
+  shifts_ = 2;  // the slots' values change: no shift gives them
   const uint16_t n = count();
   std::vector<uint16_t> offs(n);
   uint32_t top = ps_;
@@ -238,6 +240,7 @@ bool NodeView::Insert(uint16_t i, std::string_view key, std::string_view value) 
   uint8_t* slots = p_ + kNodeHeaderEnd;
   Touch(kNodeHeaderEnd + 2 * i, 2u * (n - i + 1));
   std::memmove(slots + 2 * (i + 1), slots + 2 * i, 2u * (n - i));
+  NoteShift(kNodeHeaderEnd + 2u * (i + 1), kNodeHeaderEnd + 2u * i, 2u * (n - i));
   Put16(kNodeHeaderEnd + 2 * i, static_cast<uint16_t>(off));
   Put16(34, static_cast<uint16_t>(n + 1));
   return true;
@@ -303,6 +306,7 @@ void NodeView::Remove(uint16_t i) {
   uint8_t* slots = p_ + kNodeHeaderEnd;
   Touch(kNodeHeaderEnd + 2 * i, 2u * (n - i));
   std::memmove(slots + 2 * i, slots + 2 * (i + 1), 2u * (n - i - 1));
+  NoteShift(kNodeHeaderEnd + 2u * i, kNodeHeaderEnd + 2u * (i + 1), 2u * (n - i - 1));
   Put16(kNodeHeaderEnd + 2 * (n - 1), 0);
   Put16(34, static_cast<uint16_t>(n - 1));
   Put16(38, static_cast<uint16_t>(Get16(38) + len));

@@ -144,6 +144,10 @@ class NodeView {
   using Range = buffer::ByteRange;
   static constexpr int kMaxRanges = 6;
   int touched(Range* out) const;  // count; the whole page if too scattered
+  // The shift of the slot array an Insert or Remove made, if it was the
+  // only one and nothing rewrote the page since (Mtr::WriteDiff's `first`);
+  // else a move of no bytes.
+  buffer::ByteMove slot_shift() const { return shifts_ == 1 ? shift_ : buffer::ByteMove{}; }
 
  private:
   uint16_t Get16(uint32_t off) const { return DecodeFixed16(p_ + off); }
@@ -165,6 +169,12 @@ class NodeView {
   Range ranges_[kMaxRanges] = {};
   int nranges_ = 0;
   bool touched_all_ = false;
+  buffer::ByteMove shift_;
+  int shifts_ = 0;  // 2: more than one, or the page was rewritten
+  void NoteShift(uint32_t dst, uint32_t src, uint32_t len) {
+    shift_ = {dst, src, len};
+    shifts_ = shifts_ == 0 ? 1 : 2;
+  }
 };
 
 }  // namespace subito::btree

@@ -99,7 +99,8 @@ void Mtr::WriteDiff(PageHandle& page, const uint8_t* image) {
   WriteDiff(page, image, &all, 1);
 }
 
-void Mtr::WriteDiff(PageHandle& page, const uint8_t* image, const ByteRange* ranges, int n) {
+void Mtr::WriteDiff(PageHandle& page, const uint8_t* image, const ByteRange* ranges, int n,
+                    const ByteMove* first) {
 #ifndef NDEBUG
   // The caller's ranges must hold every difference (outside the crc and
   // page_lsn): a change outside them would go unlogged.
@@ -109,6 +110,16 @@ void Mtr::WriteDiff(PageHandle& page, const uint8_t* image, const ByteRange* ran
     if (!inside && page.data()[i] != image[i]) std::abort();
   }
 #endif
+  if (first != nullptr && first->len >= kMinMoveEdit && first->dst >= 16 && first->src >= 16 &&
+      uint64_t{first->src} + first->len <= pool_->page_size()) {
+    // Only inside one range: the diff below puts right every byte there.
+    for (int r = 0; r < n; ++r) {
+      if (ranges[r].begin <= first->dst && uint64_t{first->dst} + first->len <= ranges[r].end) {
+        Move(page, first->dst, first->src, first->len);
+        break;
+      }
+    }
+  }
   for (int r = 0; r < n; ++r) DiffIn(page, image, ranges[r].begin, ranges[r].end);
 }
 
@@ -173,7 +184,7 @@ void Mtr::DiffIn(PageHandle& page, const uint8_t* image, uint32_t from, uint32_t
 // edits. Ranges are more than 12 equal bytes apart, so a move's source (its destination shifted by
 // 2, never below offset 16) holds only bytes no earlier edit of this diff changed.
 void Mtr::WriteDiffRange(PageHandle& page, const uint8_t* image, uint32_t begin, uint32_t end) {
-  constexpr uint32_t kMinMove = 32;
+  constexpr uint32_t kMinMove = kMinMoveEdit;
   const uint8_t* cur = page.data();
   const uint32_t ps = pool_->page_size();
   uint32_t best_at = 0, best_len = 0;

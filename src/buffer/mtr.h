@@ -41,6 +41,12 @@ struct ByteRange {
   uint32_t begin, end;
 };
 
+// A memmove the caller made while building a page image: len bytes from
+// src to dst (offsets in the page).
+struct ByteMove {
+  uint32_t dst = 0, src = 0, len = 0;
+};
+
 class Mtr {
  public:
   explicit Mtr(BufferPool* pool);
@@ -67,7 +73,13 @@ class Mtr {
   // The same, comparing only inside `ranges` (sorted, each at least 16
   // bytes before the next): the caller knows every byte it changed lies in
   // them. (Checked in debug builds.)
-  void WriteDiff(PageHandle& page, const uint8_t* image, const ByteRange* ranges, int n);
+  // `first`, if any, is a move the image was built with (a node's slots
+  // shifted by an insert or a removal): applied and logged before the
+  // diff, which then finds those bytes equal instead of comparing,
+  // searching and logging them byte by byte. Skipped unless it lies in the
+  // ranges and is long enough to pay its edit header.
+  void WriteDiff(PageHandle& page, const uint8_t* image, const ByteRange* ranges, int n,
+                 const ByteMove* first = nullptr);
   bool empty() const { return edits_.empty(); }
   // The record's payload so far: the bytes Commit will log.
   size_t payload_bytes() const { return payload_.size(); }
@@ -83,6 +95,8 @@ class Mtr {
   // Diffs [from, to).
   void DiffIn(PageHandle& page, const uint8_t* image, uint32_t from, uint32_t to);
   void WriteDiffRange(PageHandle& page, const uint8_t* image, uint32_t begin, uint32_t end);
+  // A move shorter than this costs more than its bytes as a literal edit.
+  static constexpr uint32_t kMinMoveEdit = 32;
   void WriteSplittingZeros(PageHandle& page, uint32_t offset, const uint8_t* src, uint32_t n);
   // Applies and records one edit. kind: 0 (src: the bytes), kEditZeroFill,
   // or kEditMove (from: the source offset).

@@ -204,6 +204,9 @@ ha_subito::~ha_subito() {
 }
 
 ulonglong ha_subito::table_flags() const {
+  // No HA_PARTIAL_COLUMN_READ: the server then takes records it compares or
+  // writes back as whole, which they are (a read under a write lock fills
+  // every field: FieldsToFill); other reads fill only what they use.
   // Statement-based binary logging at REPEATABLE READ and above, as InnoDB:
   // range locks make a statement's locking reads repeatable in commit
   // order (docs/architecture.md); READ COMMITTED takes none. Not for a

@@ -110,6 +110,8 @@ void Mtr::WriteDiff(PageHandle& page, const uint8_t* image, const ByteRange* ran
     if (!inside && page.data()[i] != image[i]) std::abort();
   }
 #endif
+  // A move's length has 14 bits: pages are at most 16 KiB.
+  static_assert(page::kMaxPageSize - 16 <= 0x3fff);
   if (first != nullptr && first->len >= kMinMoveEdit && first->dst >= 16 && first->src >= 16 &&
       uint64_t{first->src} + first->len <= pool_->page_size()) {
     // Only inside one range: the diff below puts right every byte there.
@@ -182,7 +184,8 @@ void Mtr::DiffIn(PageHandle& page, const uint8_t* image, uint32_t from, uint32_t
 // beginning, is the current bytes shifted by one u16 slot (either way), that
 // part is logged as a move, which goes first: it must read the bytes before the range's other
 // edits. Ranges are more than 12 equal bytes apart, so a move's source (its destination shifted by
-// 2, never below offset 16) holds only bytes no earlier edit of this diff changed.
+// 2, never below offset 16) holds only bytes no earlier edit of this range changed (the caller's
+// first move, if any, came before every range: it is what this search compares against).
 void Mtr::WriteDiffRange(PageHandle& page, const uint8_t* image, uint32_t begin, uint32_t end) {
   constexpr uint32_t kMinMove = kMinMoveEdit;
   const uint8_t* cur = page.data();

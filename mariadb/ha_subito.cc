@@ -419,7 +419,7 @@ int ha_subito::truncate() {
     std::lock_guard<std::mutex> g(share_->mu);
     share_->table = *t;
     share_->next_auto_inc = 0;
-    share_->rec_per_key_valid = false;
+    share_->rec_per_key_rows.store(subito::mariadb::SubitoShare::kNoEstimate);
     return 0;
   });
 }

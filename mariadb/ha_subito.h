@@ -47,9 +47,10 @@ class SubitoShare : public Handler_share {
   std::optional<TableLayout> layout;
   // Next value of the auto-increment column; 0 until read from the index.
   uint64_t next_auto_inc = 0;
-  // Rows when rec_per_key was last estimated.
-  bool rec_per_key_valid = false;
-  uint64_t rec_per_key_rows = 0;
+  // Rows when rec_per_key was last estimated (kNoEstimate: none yet, or
+  // not since TRUNCATE): read without mu by every statement's info().
+  static constexpr uint64_t kNoEstimate = ~uint64_t{0};
+  std::atomic<uint64_t> rec_per_key_rows{kNoEstimate};
 };
 
 }  // namespace subito::mariadb

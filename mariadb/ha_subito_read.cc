@@ -649,15 +649,16 @@ ha_rows ha_subito::records_in_range(uint inx, const key_range* min_key, const ke
 void ha_subito::UpdateRecPerKey(bool force) {
   // Recomputed when the table has changed by a tenth since the last time.
   const uint64_t rows = stats.records;
+  const auto current = [rows](uint64_t last) {
+    return last != subito::mariadb::SubitoShare::kNoEstimate && rows < last * 11 / 10 + 16 &&
+           rows + last / 10 + 16 > last;
+  };
+  // Without the share's mutex first: every statement asks.
+  if (!force && current(share_->rec_per_key_rows.load(std::memory_order_relaxed))) return;
   {
     std::lock_guard<std::mutex> g(share_->mu);
-    if (!force && share_->rec_per_key_valid &&
-        (rows < share_->rec_per_key_rows * 11 / 10 + 16 &&
-         rows + share_->rec_per_key_rows / 10 + 16 > share_->rec_per_key_rows)) {
-      return;
-    }
-    share_->rec_per_key_valid = true;
-    share_->rec_per_key_rows = rows;
+    if (!force && current(share_->rec_per_key_rows.load(std::memory_order_relaxed))) return;
+    share_->rec_per_key_rows.store(rows, std::memory_order_relaxed);
   }
   for (uint k = 0; k < table->s->keys; ++k) {
     KEY& key = table->key_info[k];

@@ -265,7 +265,8 @@ int Commit(handlerton*, THD* thd, bool all) {
     if (trx == nullptr || !trx->txn) return 0;
     if (all || !InTransactionBlock(thd)) {
       std::unique_ptr<Transaction> txn = std::move(trx->txn);
-      BackupLockScope backup_lock(HoldsBackupCommitLock(thd));
+      // Only a commit that logs can wait for log space a backup holds.
+      BackupLockScope backup_lock(txn->EndLogs() && HoldsBackupCommitLock(thd));
       Status st = txn->Commit();
       if (!st.ok()) return ToHaError(thd, st);
     }

@@ -581,6 +581,10 @@ class Transaction {
   // COMMITTED Get and cursor takes its own. No effect at REPEATABLE READ.
   virtual void StartStatement() = 0;
   virtual uint64_t id() const = 0;
+  // Whether ending the transaction logs a record (it logged a change, or a
+  // bulk insert is still open): only then may Commit or Rollback wait, for
+  // log space or the log's durability.
+  virtual bool EndLogs() const = 0;
 };
 
 enum class SeekOp {

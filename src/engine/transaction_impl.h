@@ -110,6 +110,8 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   Status Commit() override;
   Status Rollback() override;
   uint64_t id() const override { return state_->id; }
+  // The owner's thread sets both, as End reads them.
+  bool EndLogs() const override { return pinned_ || !bulk_.empty(); }
   const txn::TxnState* state() const { return state_.get(); }
   // V6 (txn/version_store.h): the snapshot's pages-as-of state once it
   // moved there; null while it reads row versions, once it was cut, or if

@@ -586,6 +586,67 @@ TEST(BufferPool, AMoveGivenFirstIsLoggedOnceAndAnyMoveReplaysExactly) {
   st.Close(true);
 }
 
+// Inside a range whose every byte changed, each run of 16 zeros or more
+// is one zero fill and the bytes between are literal edits, wherever the
+// runs fall against 8-byte words; the page then equals the image.
+TEST(BufferPool, ZeroRunsOfSixteenOrMoreAreZeroFillsAtAnyAlignment) {
+  test::ScratchDir dir;
+  std::mt19937_64 rng(test::TestSeed());
+  Stack st(dir.path(), 16 * kPs, 4096 + (8 << 20), /*cleaners=*/0);
+  ASSERT_TRUE(st.Open().ok());
+  const uint32_t p = MakePages(st.pool.get(), 1)[0];
+  auto h = st.pool->Fetch({1, p}, Latch::kExclusive);
+  ASSERT_TRUE(h.ok());
+  std::vector<uint8_t> ff(h->data(), h->data() + kPs);
+  std::fill(ff.begin() + 64, ff.end(), 0xff);  // no image byte below is 0xff
+  {
+    Mtr fill(st.pool.get());
+    fill.WriteDiff(*h, ff.data());
+    ASSERT_TRUE(fill.Commit().ok());
+  }
+  constexpr size_t kHeader = 12;
+  for (int round = 0; round < 400; ++round) {
+    const uint32_t begin = 64 + static_cast<uint32_t>(rng() % 16);
+    const uint32_t len = 1 + static_cast<uint32_t>(rng() % 700);
+    std::vector<uint8_t> img = ff;
+    for (uint32_t i = begin; i < begin + len;) {  // nonzero bytes and zero runs of 1-40
+      const uint32_t run = 1 + static_cast<uint32_t>(rng() % 40);
+      const bool zero = rng() % 2;
+      for (uint32_t k = 0; k < run && i < begin + len; ++k, ++i) {
+        img[i] = zero ? 0 : static_cast<uint8_t>(1 + rng() % 254);
+      }
+    }
+    // The edits a byte-at-a-time reading gives.
+    size_t want = 0;
+    uint32_t literal = 0;
+    for (uint32_t i = begin; i < begin + len;) {
+      uint32_t j = i;
+      while (j < begin + len && img[j] == 0) ++j;
+      if (j - i >= 16) {
+        if (literal > 0) want += kHeader + literal;
+        want += kHeader;
+        literal = 0;
+        i = j;
+      } else if (j > i) {
+        literal += j - i;
+        i = j;
+      } else {
+        ++literal;
+        ++i;
+      }
+    }
+    if (literal > 0) want += kHeader + literal;
+    Mtr mtr(st.pool.get());
+    mtr.WriteDiff(*h, img.data());
+    EXPECT_EQ(mtr.payload_bytes(), want)
+        << "round " << round << ": " << len << " bytes at " << begin;
+    ASSERT_EQ(0, std::memcmp(h->data() + 16, img.data() + 16, kPs - 16)) << "round " << round;
+    mtr.Abort();
+  }
+  h->Release();
+  st.Close(/*flush=*/false);
+}
+
 // A page's verified mark (the B-tree checks a node in full once per read)
 // lives with the frame's contents: reading the page again, or redo changing
 // it, clears it.

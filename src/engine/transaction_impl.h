@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/engine_impl.h"
@@ -399,7 +400,12 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   std::set<uint32_t> gone_spaces_;
   // Changes per (space, key) still in undo_: when one drops to zero the
   // key is back to its value before this transaction.
-  std::map<std::pair<uint32_t, std::string>, int> live_writes_;
+  struct SpaceKeyHash {
+    size_t operator()(const std::pair<uint32_t, std::string>& k) const noexcept {
+      return std::hash<std::string_view>{}(k.second) ^ (size_t{k.first} * 0x9e3779b97f4a7c15ull);
+    }
+  };
+  std::unordered_map<std::pair<uint32_t, std::string>, int, SpaceKeyHash> live_writes_;
   std::vector<txn::TxnSystem::KeyRef> written_;
   // Chains this transaction's changes (and undo) took out of leaves and
   // that are still retired: the purge after its end releases them.

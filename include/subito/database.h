@@ -583,7 +583,8 @@ class Transaction {
   virtual uint64_t id() const = 0;
   // Whether ending the transaction logs a record (it logged a change, or a
   // bulk insert is still open): only then may Commit or Rollback wait, for
-  // log space or the log's durability.
+  // log space or the log's durability. Asked by the transaction's own
+  // thread, as its other calls are.
   virtual bool EndLogs() const = 0;
 };
 

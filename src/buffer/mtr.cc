@@ -187,7 +187,6 @@ void Mtr::DiffIn(PageHandle& page, const uint8_t* image, uint32_t from, uint32_t
 // 2, never below offset 16) holds only bytes no earlier edit of this range changed (the caller's
 // first move, if any, came before every range: it is what this search compares against).
 void Mtr::WriteDiffRange(PageHandle& page, const uint8_t* image, uint32_t begin, uint32_t end) {
-  constexpr uint32_t kMinMove = kMinMoveEdit;
   const uint8_t* cur = page.data();
   const uint32_t ps = pool_->page_size();
   uint32_t best_at = 0, best_len = 0;
@@ -196,7 +195,7 @@ void Mtr::WriteDiffRange(PageHandle& page, const uint8_t* image, uint32_t begin,
   // range starts: runs are looked for from its first few bytes only, which
   // keeps ranges that are no shift (a new page image) cheap.
   constexpr uint32_t kStarts = 8;
-  if (end - begin >= kMinMove) {
+  if (end - begin >= kMinMoveEdit) {
     for (int shift : {2, -2}) {
       for (uint32_t at = begin; at < begin + kStarts && at < end; ++at) {
         uint32_t x = at;
@@ -213,11 +212,11 @@ void Mtr::WriteDiffRange(PageHandle& page, const uint8_t* image, uint32_t begin,
           best_at = at;
           best_shift = shift;
         }
-        if (x - at >= kMinMove) break;
+        if (x - at >= kMinMoveEdit) break;
       }
     }
   }
-  if (best_len < kMinMove) {
+  if (best_len < kMinMoveEdit) {
     WriteSplittingZeros(page, begin, image + begin, end - begin);
     return;
   }

@@ -193,16 +193,10 @@ Status DatabaseImpl::CreateIndex(std::string_view table, const IndexDef& def) {
       }
       const std::string key = RowKey(with, n, *row);
       if (def.unique && !KeyHasNull(with, n, *row)) {
-        Row vals;
-        for (uint32_t col : def.columns) vals.push_back((*row)[col]);
-        Result<std::string> prefix = EncodeKey(with, def.columns, vals);
-        if (!prefix.ok()) {
-          st = prefix.status();
-          break;
-        }
+        const std::string prefix = OwnColumnsKey(with, n, *row);  // a stored row is canonical
         btree::BTree::Cursor dup(ix->tree.get());
-        st = dup.Seek(btree::SeekMode::kGE, *prefix);
-        if (st.ok() && dup.Valid() && dup.key().compare(0, prefix->size(), *prefix) == 0) {
+        st = dup.Seek(btree::SeekMode::kGE, prefix);
+        if (st.ok() && dup.Valid() && dup.key().compare(0, prefix.size(), prefix) == 0) {
           st = Status::AlreadyExists("duplicate key for unique index " + def.name);
           break;
         }

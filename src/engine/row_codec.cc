@@ -1,6 +1,7 @@
 #include "engine/row_codec.h"
 
 #include <set>
+#include <span>
 #include <type_traits>
 
 #include "btree/key_encoding.h"
@@ -197,30 +198,36 @@ Result<std::string> EncodeKey(const TableDef& def, const std::vector<uint32_t>& 
   return e.Release();
 }
 
-std::string RowKey(const TableDef& def, uint32_t index, const Row& row) {
-  // KeyColumns' order, without building its vector (several calls per row
-  // change).
+namespace {
+
+// One key of a canonical row's values in `first`'s columns, then in
+// `second`'s, sized in advance (several calls per row change).
+std::string ColumnsKey(const TableDef& def, std::span<const uint32_t> first,
+                       std::span<const uint32_t> second, const Row& row) {
   btree::KeyEncoder e;
   size_t hint = 0;
-  if (index != 0) {
-    for (uint32_t c : def.indexes[index - 1].columns) hint += PartSizeHint(def.columns[c], row[c]);
+  for (std::span<const uint32_t> cols : {first, second}) {
+    for (uint32_t c : cols) hint += PartSizeHint(def.columns[c], row[c]);
   }
-  for (uint32_t c : def.primary_key) hint += PartSizeHint(def.columns[c], row[c]);
   e.Reserve(hint);
-  if (index != 0) {
-    for (uint32_t c : def.indexes[index - 1].columns) EncodePart(e, def.columns[c], row[c]);
+  for (std::span<const uint32_t> cols : {first, second}) {
+    for (uint32_t c : cols) EncodePart(e, def.columns[c], row[c]);
   }
-  for (uint32_t c : def.primary_key) EncodePart(e, def.columns[c], row[c]);
   return e.Release();
 }
 
+}  // namespace
+
+std::string RowKey(const TableDef& def, uint32_t index, const Row& row) {
+  // KeyColumns' order, without building its vector.
+  return ColumnsKey(def,
+                    index != 0 ? std::span<const uint32_t>(def.indexes[index - 1].columns)
+                               : std::span<const uint32_t>(),
+                    def.primary_key, row);
+}
+
 std::string OwnColumnsKey(const TableDef& def, uint32_t index, const Row& row) {
-  btree::KeyEncoder e;
-  size_t hint = 0;
-  for (uint32_t c : def.indexes[index - 1].columns) hint += PartSizeHint(def.columns[c], row[c]);
-  e.Reserve(hint);
-  for (uint32_t c : def.indexes[index - 1].columns) EncodePart(e, def.columns[c], row[c]);
-  return e.Release();
+  return ColumnsKey(def, def.indexes[index - 1].columns, {}, row);
 }
 
 bool SameRowKey(const TableDef& def, uint32_t index, const Row& a, const Row& b) {

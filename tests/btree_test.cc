@@ -89,6 +89,9 @@ TEST(BTree, RandomOperationsMatchAMap) {
       if (it != m.end()) {
         ASSERT_EQ(**g, it->second);
       }
+      auto c = h.tree->Contains(key);
+      ASSERT_TRUE(c.ok());
+      ASSERT_EQ(*c, it != m.end());
     }
     if (op % 3000 == 2999) {
       ExpectScansMatch(*h.tree, m);
@@ -386,6 +389,10 @@ TEST(BTree, LongValuesLiveInOverflowChains) {
     ASSERT_TRUE(g.ok()) << g.status().ToString();
     ASSERT_TRUE(g->has_value());
     ASSERT_EQ(**g, v);
+    ASSERT_TRUE(*h.tree->Contains(k));  // inline or chained
+  }
+  for (uint64_t k = 120; k < 130; ++k) {
+    ASSERT_FALSE(*h.tree->Contains(KeyEncoder().Unsigned(k, 4).Release()));
   }
   ExpectScansMatch(*h.tree, m);
   // Replacing values frees their chains for reuse: with values of the same

@@ -380,6 +380,15 @@ Result<std::optional<std::string>> BTree::Get(std::string_view key) {
   return std::optional<std::string>(std::move(*v));
 }
 
+Result<bool> BTree::Contains(std::string_view key) {
+  std::shared_lock tree(latch_);
+  Result<PageHandle> leaf = FindLeaf(key, Latch::kShared);
+  if (!leaf.ok()) return leaf.status();
+  NodeView n(leaf->data(), pool_->page_size());
+  const uint16_t i = n.LowerBound(key);
+  return i < n.count() && n.Key(i) == key;
+}
+
 Status BTree::CheckKey(std::string_view key) const {
   if (key.size() + kRefSize > max_record()) {
     return Status::InvalidArgument(

@@ -108,6 +108,8 @@ class BTree {
   static Result<std::unique_ptr<BTree>> Open(buffer::BufferPool* pool, uint32_t space_id);
 
   Result<std::optional<std::string>> Get(std::string_view key);
+  // Whether the key is in the tree: Get without reading the value.
+  Result<bool> Contains(std::string_view key);
 
   // The chains a change took out of leaves (retired) or put back
   // (restored), as references; filled only by changes that committed.

@@ -499,13 +499,7 @@ Result<bool> TransactionImpl::LockPrimaryToInsert(IndexImpl* primary, const std:
   *fresh = false;
   SUBITO_RETURN_IF_ERROR(WaitForRanges(primary, pk));
   return LockToInsert(
-      primary, pk,
-      [&]() -> Result<bool> {
-        Result<std::optional<std::string>> cur = LatestOf(primary, pk);
-        if (!cur.ok()) return cur.status();
-        return cur->has_value();
-      },
-      fresh);
+      primary, pk, [&]() -> Result<bool> { return primary->tree->Contains(pk); }, fresh);
 }
 
 Status TransactionImpl::Insert(Table* table, const Row& input) {

@@ -163,21 +163,11 @@ class CursorImpl final : public Cursor {
   // other transaction changed) stands.
   std::vector<txn::RangeGrant> step_grants_;
   bool entry_only_ = false;  // this position's row_ holds only its entry (TakeEntry)
-  // Rows read, not yet added to the index's and the table's counters: a
-  // striped add per row costs a sched_getcpu and a locked add each. Added
-  // every kReadCountBatch rows, at each seek and when the cursor goes (the
-  // handler's at the end of each statement).
-  static constexpr uint32_t kReadCountBatch = 64;
-  uint32_t unflushed_index_reads_ = 0, unflushed_table_reads_ = 0;
-  void FlushReadCounts() {
-    if (unflushed_index_reads_ != 0) index_->rows_read.Add(unflushed_index_reads_);
-    if (unflushed_table_reads_ != 0) table_->rows_read.Add(unflushed_table_reads_);
-    unflushed_index_reads_ = unflushed_table_reads_ = 0;
-  }
 };
 
 CursorImpl::~CursorImpl() {
-  FlushReadCounts();
+  // Its rows count once it is gone (the handler's at each statement's end).
+  if (alive_->load()) txn_->FlushReadCounts();
   if (own_snapshot_) txns_->CloseSnapshot(view_.read_ts);
 }
 
@@ -192,7 +182,6 @@ Status CursorImpl::Seek(SeekOp op, const Row& key) {
 }
 
 Status CursorImpl::SeekKey(SeekOp op, std::string_view encoded) {
-  FlushReadCounts();
   valid_ = false;
   bound_.reset();
   if (op == SeekOp::kFirst) return Position(true, std::nullopt, true);
@@ -338,8 +327,7 @@ Status CursorImpl::PositionOrRollBack(bool forward, const std::optional<std::str
     if (!found.ok()) return GiveBackIfWaitFailed(found.status());
     step_grants_.clear();
     if (*found) {
-      ++unflushed_index_reads_;
-      if (unflushed_index_reads_ >= kReadCountBatch) FlushReadCounts();
+      txn_->CountRead(&index_->rows_read);
       key_ = std::move(*candidate);
       valid_ = true;
       return Status::OK();
@@ -426,7 +414,7 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
     Result<bool> plain = index_->versions->SeesTreeValue(key, view_);
     if (!plain.ok()) return plain.status();
     if (*plain) {
-      ++unflushed_table_reads_;
+      txn_->CountRead(&table_->rows_read);
       SUBITO_RETURN_IF_ERROR(ViewTreeRow());
       return true;
     }
@@ -474,7 +462,7 @@ Result<bool> CursorImpl::Resolve(const std::string& key, bool from_tree) {
     if (!bytes.ok()) return bytes.status();
     if (row_fresh) current_fresh_locks_.emplace_back(index_, key);
     if (!bytes->has_value()) return false;
-    if (mode_ == ReadMode::kSnapshot) ++unflushed_table_reads_;
+    if (mode_ == ReadMode::kSnapshot) txn_->CountRead(&table_->rows_read);
     SUBITO_RETURN_IF_ERROR(TakeRow(std::move(**bytes)));
     return true;
   }

@@ -677,7 +677,7 @@ Result<std::optional<std::string>> TransactionImpl::ReadRowBytes(
     SUBITO_RETURN_IF_ERROR(locked);
     bytes = primary->tree->Get(pk);
   }
-  if (bytes.ok() && bytes->has_value()) t->rows_read.Add();
+  if (bytes.ok() && bytes->has_value()) CountRead(&t->rows_read);
   return bytes;
 }
 
@@ -687,7 +687,7 @@ Result<std::optional<std::string>> TransactionImpl::NewestCommittedRow(TableImpl
   Result<std::optional<std::string>> bytes =
       SnapshotValue(t, t->indexes[0].get(), pk, txn::ReadView{read_ts, state_.get()}, nullptr);
   db_->txns().CloseSnapshot(read_ts);
-  if (bytes.ok() && bytes->has_value()) t->rows_read.Add();
+  if (bytes.ok() && bytes->has_value()) CountRead(&t->rows_read);
   return bytes;
 }
 
@@ -737,7 +737,7 @@ Result<std::optional<Row>> TransactionImpl::Get(Table* table, const Row& key, Re
   if (own) CloseStatementSnapshot(view.read_ts);
   if (!bytes.ok()) return Victim(bytes.status());
   if (!bytes->has_value()) return std::optional<Row>();
-  (*t)->indexes[0]->rows_read.Add();
+  CountRead(&(*t)->indexes[0]->rows_read);
   Result<Row> row = DecodeRow((*t)->def(), **bytes);
   if (!row.ok()) return row.status();
   return std::optional<Row>(std::move(*row));
@@ -840,10 +840,22 @@ Status TransactionImpl::End(bool commit) {
   UnregisterOwner();
   if (may_hold_locks_) db_->locks().ReleaseAll(state_->id);
   if (has_snapshot_) db_->txns().CloseSnapshot(read_ts_);
+  FlushReadCounts();  // while the tables are in use: none of their indexes is gone
   for (TableImpl* t : used_) t->users.fetch_sub(1);
   alive_->store(false);
   (commit ? db_->commits : db_->rollbacks).Add();
   return st;
+}
+
+void TransactionImpl::CountReadInNewSlot(StripedCounter* counter) {
+  PendingReads& slot = pending_reads_[next_pending_read_++ % pending_reads_.size()];
+  FlushPending(slot);
+  slot.counter = counter;
+  slot.n = 1;
+}
+
+void TransactionImpl::FlushReadCounts() {
+  for (PendingReads& p : pending_reads_) FlushPending(p);
 }
 
 Status TransactionImpl::Commit() {

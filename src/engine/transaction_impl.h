@@ -4,6 +4,7 @@
 // tree's newest value. engine_impl.h has the tables and indexes it works on.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -174,6 +175,18 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   void GiveBackRange(const txn::RangeGrant& grant) {
     db_->locks().GiveBackRange(state_->id, grant);
   }
+  // One row read through this counter (a table's or an index's
+  // rows_read), added to it in batches (pending_reads_).
+  void CountRead(StripedCounter* counter) {
+    for (PendingReads& p : pending_reads_) {
+      if (p.counter == counter) {
+        if (++p.n == kReadCountBatch) FlushPending(p);
+        return;
+      }
+    }
+    CountReadInNewSlot(counter);
+  }
+  void FlushReadCounts();
   // as_of: the snapshot's moved state, if the caller (a moved cursor)
   // holds it already; else it is looked up.
   // The row's stored bytes (row_codec.h), counted as read.
@@ -411,6 +424,24 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // that are still retired: the purge after its end releases them.
   std::set<txn::TxnSystem::KeyRef> retired_;
   std::set<TableImpl*> used_;
+  // Rows this transaction read (its cursors' and lookups'), not yet added
+  // to their tables' and indexes' counters: a striped add per row costs a
+  // sched_getcpu and a locked add. A counter's rows are added every
+  // kReadCountBatch, when its slot is taken for another counter, when a
+  // cursor goes, and at the end (End, while the tables are in use, so none
+  // of the counters is gone). Only the transaction's own thread reads rows.
+  struct PendingReads {
+    StripedCounter* counter = nullptr;
+    uint32_t n = 0;
+  };
+  static constexpr uint32_t kReadCountBatch = 64;
+  std::array<PendingReads, 4> pending_reads_{};
+  uint32_t next_pending_read_ = 0;
+  void CountReadInNewSlot(StripedCounter* counter);
+  static void FlushPending(PendingReads& p) {
+    if (p.n != 0) p.counter->Add(p.n);
+    p.n = 0;
+  }
   // Held by this transaction's thread while it changes trees or its undo,
   // and by a thread relieving the log (RelieveLog).
   mutable std::mutex mu_;

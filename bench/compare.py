@@ -10,7 +10,9 @@ off. Each engine gets a fresh server per regime.
 Regimes: (a) in memory (pool larger than the data), (b) I/O-bound
 (pool much smaller than the data), (c) TPC-C (go-tpc), (d) bulk load time of
 (b)'s data, (e) restart: SIGKILL during a write load to the first answered
-query. Prints each figure for both engines and the ratio, writes JSON and a
+query, (f) the ceiling: (a) again with commits not durable for both engines
+(innodb_flush_log_at_trx_commit=0, subito_flush_log_at_trx_commit=0), and
+each engine's durable throughput in (a) as a share of it. Prints each figure for both engines and the ratio, writes JSON and a
 PNG.
 """
 import argparse
@@ -49,6 +51,7 @@ class Server:
         self.ppl_size = args.ppl_size
         self.ppl_threshold = args.ppl_threshold
         self.extra = []  # more server options (bench/ch.py)
+        self.durable = True  # commits durable at return; False: regime (f)
         self.cpus = None  # a taskset CPU list the server is started on (bench/restart.py --pin)
         for d in (self.dir, self.pm):
             shutil.rmtree(d, ignore_errors=True)
@@ -62,6 +65,9 @@ class Server:
                   f"--innodb-log-group-home-dir={self.pm}", f"--innodb-log-file-size={self.log_size}"]
         subito = [f"--subito-buffer-pool-size={self.pool}", f"--subito-pm-dir={self.pm}/subito",
                   f"--subito-log-file-size={self.log_size}", "--subito-double-write-on-pm=ON"]
+        if not self.durable:
+            innodb[1] = "--innodb-flush-log-at-trx-commit=0"
+            subito.append("--subito-flush-log-at-trx-commit=0")
         if self.ppl_size is not None:  # else the server's default
             subito.append(f"--subito-ppl-size={self.ppl_size}")
         if self.ppl_threshold is not None:
@@ -187,8 +193,9 @@ def measured_sysbench(server, args, tables, rows, workload, seconds):
 
 
 def run_sysbench_regime(args, name, engine, tables, rows, pool, workloads, result, timed_load=False,
-                        restart=False):
+                        restart=False, durable=True):
     srv = Server(args, engine, name, pool)
+    srv.durable = durable
     srv.start()
     log(f"({name}) {engine}: loading {tables} x {rows} rows")
     t0 = time.time()
@@ -276,6 +283,17 @@ def ratio(a, b):
     return a / b if b else float("nan")
 
 
+def ceiling_shares(res):
+    """Per workload run in (a) and (f): each engine's durable tps as a share of
+    its own tps with commits not durable (the ceiling the server allows)."""
+    out = {}
+    for w, v in res.get("a", {}).items():
+        f = res.get("f", {}).get(w, {})
+        if all(e in v and e in f and "tps" in v[e] and "tps" in f[e] for e in ENGINES):
+            out[w] = {e: ratio(v[e]["tps"], f[e]["tps"]) for e in ENGINES}
+    return out
+
+
 def print_table(res):
     print()
     print(f"{'figure':44} {'Subito':>12} {'InnoDB':>12} {'ratio':>8}")
@@ -284,8 +302,8 @@ def print_table(res):
         r = ratio(s, i)
         print(f"{label:44} {s:12.1f} {i:12.1f} {r:7.2f}x")
 
-    for regime in ("a", "b"):
-        for w, v in res[regime].items():
+    for regime in ("a", "b", "f"):
+        for w, v in res.get(regime, {}).items():
             if "subito" in v and "innodb" in v and "tps" in v["subito"]:
                 row(f"({regime}) {w} tps", v["subito"]["tps"], v["innodb"]["tps"])
                 row(f"({regime}) {w} p95 ms", v["subito"]["p95_ms"], v["innodb"]["p95_ms"])
@@ -298,6 +316,8 @@ def print_table(res):
                 row(f"({regime}) {w} process disk writes / txn",
                     v["subito"]["disk_write_bytes_per_txn"], v["innodb"]["disk_write_bytes_per_txn"],
                     False)
+    for w, share in ceiling_shares(res).items():
+        row(f"(a)/(f) {w}: durable tps / not durable", share["subito"], share["innodb"])
     t = res.get("c", {}).get("tpcc", {})
     if "subito" in t and "innodb" in t:
         row("(c) TPC-C tpmC", t["subito"]["tpmC"], t["innodb"]["tpmC"])
@@ -319,8 +339,8 @@ def plot(res, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     labels, ratios = [], []
-    for regime in ("a", "b"):
-        for w, v in res[regime].items():
+    for regime in ("a", "b", "f"):
+        for w, v in res.get(regime, {}).items():
             if "subito" in v and "innodb" in v and "tps" in v["subito"]:
                 labels.append(f"({regime}) {w.replace('oltp_', '')}")
                 ratios.append(ratio(v["subito"]["tps"], v["innodb"]["tps"]))
@@ -354,7 +374,7 @@ def main():
     ap.add_argument("--pm-dir", default="/dev/shm/subito-compare")
     ap.add_argument("--go-tpc", required=True)
     ap.add_argument("--out", default=os.path.join(ROOT, "out"))
-    ap.add_argument("--regimes", default="abcde")
+    ap.add_argument("--regimes", default="abcdef")
     ap.add_argument("--ppl-size", default=None,
                     help="Subito's per-page log region (subito_ppl_size), e.g. 64M; 0: off; "
                          "default: the server's")
@@ -378,6 +398,8 @@ def main():
     settings = {
         "quick": args.quick, "threads": args.threads, "seconds_per_workload": args.seconds,
         "a": {"tables": mem_tables, "rows": mem_rows, "buffer_pool": args.mem_pool},
+        "f": {"tables": mem_tables, "rows": mem_rows, "buffer_pool": args.mem_pool,
+              "durable": False},
         "b": {"tables": io_tables, "rows": io_rows, "buffer_pool": args.io_pool},
         "c": {"warehouses": args.warehouses, "seconds": args.tpcc_seconds, "buffer_pool": args.tpcc_pool},
         "log_file_size": args.log_size, "pm_dir": args.pm_dir, "data_dir": args.work,
@@ -386,7 +408,7 @@ def main():
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
                    f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') >> 30} GiB",
     }
-    res = {"settings": settings, "a": {}, "b": {}, "c": {}}
+    res = {"settings": settings, "a": {}, "b": {}, "c": {}, "f": {}}
     os.makedirs(args.out, exist_ok=True)
     for engine in ENGINES:
         if "a" in args.regimes:
@@ -400,8 +422,12 @@ def main():
                                 res["b"], timed_load="d" in args.regimes, restart="e" in args.regimes)
         if "c" in args.regimes:
             run_tpcc(args, engine, res["c"])
+        if "f" in args.regimes:
+            run_sysbench_regime(args, "f", engine, mem_tables, mem_rows, args.mem_pool,
+                                ["oltp_point_select", "oltp_read_only", "oltp_write_only",
+                                 "oltp_read_write"], res["f"], durable=False)
     print_table(res)
-    for regime in ("a", "b", "c"):
+    for regime in ("a", "b", "c", "f"):
         for engine, c in res[regime].get("caching", {}).items():
             print(f"({regime}) {engine}: {c['text']}, pool {c['pool'] >> 20} MiB")
     with open(os.path.join(args.out, "compare.json"), "w") as f:

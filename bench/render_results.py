@@ -122,8 +122,13 @@ def compare_section(data, png):
                f"(c) TPC-C (go-tpc 1.0.9): {c['warehouses']} warehouse(s), {c['seconds']} s, "
                f"{c['buffer_pool']} pools; (d) loading (b)'s data with sysbench prepare; "
                f"(e) SIGKILL during oltp_write_only on (b)'s data, to the first answered query")
-    for regime in ("a", "b", "c"):
-        for engine, c in data[regime].get("caching", {}).items():
+    if data.get("f", {}).get("caching"):
+        out.append("- (f) the ceiling: (a) again with commits not durable for both engines "
+                   "(innodb_flush_log_at_trx_commit=0, subito_flush_log_at_trx_commit=0: each log "
+                   "made durable in the background about once a second or faster); "
+                   "\"durable / not durable\" is each engine's (a) throughput as a share of its own (f)")
+    for regime in ("a", "b", "c", "f"):
+        for engine, c in data.get(regime, {}).get("caching", {}).items():
             out.append(f"- ({regime}) {'Subito' if engine == 'subito' else 'InnoDB'}: {c['text']}, "
                        f"buffer pool {c['pool'] >> 20} MiB")
     out.append("- disk reads and writes per transaction: the server process's `read_bytes` and "
@@ -137,8 +142,8 @@ def compare_section(data, png):
         r = sv / iv if iv else float("nan")
         out.append(f"| {label} | {fmt.format(sv)} | {fmt.format(iv)} | {r:.2f} |")
 
-    for regime in ("a", "b"):
-        for w, v in data[regime].items():
+    for regime in ("a", "b", "f"):
+        for w, v in data.get(regime, {}).items():
             if "subito" in v and "innodb" in v and "tps" in v["subito"]:
                 sv, iv = v["subito"], v["innodb"]
                 row(f"({regime}) {w}: transactions/s", sv["tps"], iv["tps"])
@@ -152,6 +157,11 @@ def compare_section(data, png):
                         sv["disk_read_bytes_per_txn"], iv["disk_read_bytes_per_txn"])
                     row(f"({regime}) {w}: server process disk writes, bytes per transaction",
                         sv["disk_write_bytes_per_txn"], iv["disk_write_bytes_per_txn"])
+    for w, v in data.get("a", {}).items():
+        f = data.get("f", {}).get(w, {})
+        if all(e in v and e in f and "tps" in v[e] and "tps" in f[e] for e in ("subito", "innodb")):
+            row(f"(a)/(f) {w}: durable / not durable", v["subito"]["tps"] / f["subito"]["tps"],
+                v["innodb"]["tps"] / f["innodb"]["tps"], "{:.2f}")
     t = data.get("c", {}).get("tpcc", {})
     if "subito" in t and "innodb" in t:
         row("(c) TPC-C tpmC", t["subito"]["tpmC"], t["innodb"]["tpmC"])

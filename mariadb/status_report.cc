@@ -229,6 +229,15 @@ int ShowBackupStatus(THD*, SHOW_VAR* var, void* buff, struct system_status_var*,
                  s.file_write_pauses);
 }
 
+// Subito_lsn_*: the log's end and how far it is durable (InnoDB's
+// Innodb_lsn_current and Innodb_lsn_flushed; they differ for a moment
+// after commits made with subito_flush_log_at_trx_commit=0).
+int ShowLsnStatus(THD*, SHOW_VAR* var, void* buff, struct system_status_var*, enum enum_var_type) {
+  DatabaseStats s;
+  if (engine()) s = engine()->Stats();
+  return ShowTwo(var, buff, "current", s.log_lsn, "flushed", s.log_durable_lsn);
+}
+
 // Subito_read_ahead_*: scans' reads of several pages at once
 // (BufferPool::ReadAhead) and the pages they loaded.
 int ShowReadAheadStatus(THD*, SHOW_VAR* var, void* buff, struct system_status_var*,
@@ -334,6 +343,7 @@ SHOW_VAR status_variables[] = {
     {"Subito", reinterpret_cast<char*>(&ShowStatus), SHOW_FUNC},
     {"Subito_backup", reinterpret_cast<char*>(&ShowBackupStatus), SHOW_FUNC},
     {"Subito_read_ahead", reinterpret_cast<char*>(&ShowReadAheadStatus), SHOW_FUNC},
+    {"Subito_lsn", reinterpret_cast<char*>(&ShowLsnStatus), SHOW_FUNC},
     {NullS, NullS, SHOW_LONG}};
 
 bool ShowEngineStatus(handlerton*, THD* thd, stat_print_fn* print, enum ha_stat_type type) {

@@ -69,6 +69,7 @@ uint sv_pool_dump_interval = 60;
 ulonglong sv_ppl_size = 256ull << 20;
 uint sv_ppl_threshold = 1024;
 uint sv_open_files = 0;
+ulong sv_flush_log_at_trx_commit = 1;
 
 MYSQL_SYSVAR_STR(
     data_home_dir, sv_data_dir, PLUGIN_VAR_READONLY | PLUGIN_VAR_NOCMDARG,
@@ -167,6 +168,23 @@ MYSQL_SYSVAR_UINT(open_files, sv_open_files, PLUGIN_VAR_READONLY,
                   "used past it (0: as innodb_open_files, 300 or table_open_cache when that is "
                   "larger and below open_files_limit)",
                   nullptr, nullptr, 0, 0, 1u << 30, 0);
+// Dynamic, as innodb_flush_log_at_trx_commit, with its values. 2 acts as
+// 1: on the PM tier the copy into the log file that would survive the
+// server's crash is itself the persist (NF-log), so there is nothing
+// cheaper in between. 3 (InnoDB: 1, and a flush at prepare too) is 1: a
+// prepare is always durable here.
+void UpdateFlushLogAtTrxCommit(THD*, st_mysql_sys_var*, void* var, const void* save) {
+  const ulong v = *static_cast<const ulong*>(save);
+  *static_cast<ulong*>(var) = v;
+  if (g_db) g_db->SetFlushLogAtCommit(v != 0);
+}
+MYSQL_SYSVAR_ULONG(flush_log_at_trx_commit, sv_flush_log_at_trx_commit, PLUGIN_VAR_OPCMDARG,
+                   "1 (2 and 3 alike): a commit returns once its commit record is durable on "
+                   "the PM tier. 0: once it is in the log buffer; the log is made durable in "
+                   "the background at least twice a second, so a crash loses the commits of at "
+                   "most that long (as innodb_flush_log_at_trx_commit=0). A prepare (XA, or the "
+                   "binary log's two-phase commit) and the commit after it are always durable",
+                   nullptr, UpdateFlushLogAtTrxCommit, 1, 0, 3, 0);
 // Per session, as innodb_lock_wait_timeout. A statement's waits are also
 // bounded by the server's lock_wait_timeout, which NOWAIT and WAIT n set.
 MYSQL_THDVAR_UINT(lock_wait_timeout, PLUGIN_VAR_RQCMDARG,
@@ -198,6 +216,7 @@ struct st_mysql_sys_var* system_variables[] = {MYSQL_SYSVAR(data_home_dir),
                                                MYSQL_SYSVAR(buffer_pool_load_at_startup),
                                                MYSQL_SYSVAR(buffer_pool_dump_at_shutdown),
                                                MYSQL_SYSVAR(buffer_pool_dump_interval),
+                                               MYSQL_SYSVAR(flush_log_at_trx_commit),
                                                nullptr};
 
 // ---- lock waits and parallel replication ----
@@ -540,6 +559,7 @@ int InitEngine(void* p) {
   o.version_store_budget_bytes = sv_version_store_budget;
   o.snapshot_page_budget_bytes = sv_snapshot_page_budget;
   o.lock_memory_budget_bytes = sv_lock_memory_budget;
+  o.flush_log_at_commit = sv_flush_log_at_trx_commit != 0;
   o.error_log = [](const std::string& m) { sql_print_error("Subito: %s", m.c_str()); };
   o.info_log = [](const std::string& m) { sql_print_information("Subito: %s", m.c_str()); };
   Result<std::unique_ptr<Database>> db = Database::Open(o);

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Subito vs InnoDB in the same MariaDB server build, in one run (bench/compare.py):
 # (a) in memory, (b) I/O-bound, (c) TPC-C, (d) bulk load, (e) restart after
-# SIGKILL. Prints each figure for both engines and the ratio; writes
-# out/compare.json and out/compare.png.
+# SIGKILL, (f) (a) with commits not durable for both (the ceiling). Prints
+# each figure for both engines and the ratio; writes out/compare.json and
+# out/compare.png.
 #
-#   scripts/bench-compare.sh [--quick] [--record] [--threads T] [--seconds S] [--regimes abcde]
+#   scripts/bench-compare.sh [--quick] [--record] [--threads T] [--seconds S] [--regimes abcdef]
 # --quick: small data and short runs (about 15 minutes); without it, the
 # sizes of the issue: (a) 8 x 100k rows, 4 GB pools; (b) 8 x 1M rows, 128 MB
 # pools; (c) 10 warehouses, 128 MB pools (about an hour and a half).

@@ -135,6 +135,15 @@ struct Options {
   uint64_t ppl_bytes = 0;
   uint32_t ppl_threshold = 1024;
   uint32_t lock_wait_timeout_ms = 50000;
+  // A commit returns once its commit record is durable (InnoDB's
+  // innodb_flush_log_at_trx_commit=1). false (=0): it returns once the
+  // record is in the log buffer, and the purge thread makes the log
+  // durable at each of its rounds (at most about half a second apart), so a
+  // crash loses at most the commits of that long (never part of one: recovery rolls back any
+  // transaction whose commit record did not last, and finds the log as a
+  // prefix). A prepared transaction's prepare and commit stay durable at
+  // return. Database::SetFlushLogAtCommit changes it at any time.
+  bool flush_log_at_commit = true;
   // After a crash, Open does not read the pages redo needs: it notes where
   // each page's records are in the log and returns; a page gets its records
   // when first read, and a background thread reads the rest
@@ -247,6 +256,10 @@ struct DatabaseStats {
   uint64_t log_bytes = 0;          // redo bytes persisted (padding included)
   uint64_t log_record_bytes = 0;   // redo records appended (headers included)
   uint64_t log_padding_bytes = 0;  // zeros written to pad partial blocks
+  // The log's end (records appended) and how far it is durable (InnoDB's
+  // Innodb_lsn_current and Innodb_lsn_flushed); they differ for a moment
+  // after commits made without flush_log_at_commit.
+  uint64_t log_lsn = 0, log_durable_lsn = 0;
   // Page copies to the double-write area: on the PM tier, or in a file with
   // Options::double_write_on_pm = false. Every page write makes one.
   uint64_t double_write_bytes = 0;
@@ -431,6 +444,9 @@ class Database {
   // log 3/4 full) or an undo file to grow waits for the resume, up to
   // Options::log_full_timeout_ms, then fails with Busy.
   virtual void PauseFileWrites() = 0;
+  // Options::flush_log_at_commit from now on (commits already waiting still
+  // wait).
+  virtual void SetFlushLogAtCommit(bool on) = 0;
   virtual void ResumeFileWrites() = 0;
   virtual DatabaseStats Stats() const = 0;
   // Every table's TableStats and IndexStats counters start again from zero

@@ -536,11 +536,18 @@ void DatabaseImpl::StopPurge() {
   if (purge_thread_.joinable()) purge_thread_.join();
 }
 
+void DatabaseImpl::FlushLazyCommits() {
+  if (flush_log_at_commit()) return;
+  // A failure fails the log: every write fails from then on (Writable).
+  if (log_->durable_lsn() < log_->reserved_lsn()) (void)log_->WaitFilledDurable();
+}
+
 void DatabaseImpl::PurgeLoop() {
   std::unique_lock lock(purge_mu_);
   for (uint64_t round = 0; !purge_stop_; ++round) {
     purge_cv_.wait_for(lock, std::chrono::milliseconds(10));
     lock.unlock();
+    FlushLazyCommits();
     // Freeing garbage (gigabytes after a crash, or a long value's old
     // chain) takes turns with purging: at most 200 ms per round, and none
     // once Close has begun (what is left is freed later, or after a start).
@@ -550,6 +557,7 @@ void DatabaseImpl::PurgeLoop() {
              std::chrono::steady_clock::now() > until;
     };
     txns_->Purge(enough);
+    FlushLazyCommits();
     if (round % 100 == 0) CollectGarbage(enough);
     lock.lock();
   }

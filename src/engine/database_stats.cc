@@ -46,6 +46,8 @@ DatabaseStats DatabaseImpl::Stats() const {
   s.log_bytes = log_stats.persisted_bytes;
   s.log_record_bytes = log_stats.append_bytes;
   s.log_padding_bytes = log_stats.padding_bytes;
+  s.log_durable_lsn = log_->durable_lsn();  // first: never above log_lsn
+  s.log_lsn = log_->reserved_lsn();
   const buffer::BufferPoolStats ps = pool_->stats();
   s.double_write_bytes = ps.pages_written * catalog_.page_size;
   s.buffer_hits = ps.hits;

@@ -144,6 +144,10 @@ class DatabaseImpl final : public Database {
     locks_.SetWaitHook(std::move(hook));
   }
   void PauseFileWrites() override;
+  void SetFlushLogAtCommit(bool on) override {
+    flush_log_at_commit_.store(on, std::memory_order_relaxed);
+  }
+  bool flush_log_at_commit() const { return flush_log_at_commit_.load(std::memory_order_relaxed); }
   void ResumeFileWrites() override;
   DatabaseStats Stats() const override;
   void ResetIoStats() override;
@@ -226,6 +230,7 @@ class DatabaseImpl final : public Database {
  private:
   explicit DatabaseImpl(const Options& options)
       : options_(options),
+        flush_log_at_commit_(options.flush_log_at_commit),
         version_budget_(std::make_shared<txn::VersionBudget>(options.version_store_budget_bytes)) {}
   Status OpenAll();
   Status FinishInterruptedDdl();
@@ -238,6 +243,8 @@ class DatabaseImpl final : public Database {
   Status Persist();  // writes catalog_
   CatalogTable* CatalogEntry(const TableImpl* t);
   void PurgeLoop();
+  // Without flush_log_at_commit: makes the log durable up to its end.
+  void FlushLazyCommits();
   // Frees the garbage chains of every tree that has some (btree.h), until
   // `enough`.
   void CollectGarbage(const std::function<bool()>& enough);
@@ -271,6 +278,10 @@ class DatabaseImpl final : public Database {
   std::thread undo_thread_;
 
   Options options_;
+  // Options::flush_log_at_commit as set now. While false, the purge thread
+  // makes the log durable at each of its rounds (at most a few hundred
+  // milliseconds apart).
+  std::atomic<bool> flush_log_at_commit_{true};
   const std::shared_ptr<txn::VersionBudget> version_budget_;  // V4
   std::atomic<bool> writes_stopped_{false};
   mutable std::mutex stop_mu_;

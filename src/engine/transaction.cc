@@ -794,7 +794,10 @@ Status TransactionImpl::End(bool commit) {
       st = a.status();
       commit = false;  // never in the log: roll back below
       SetEndLogging(false);
-    } else if (Status d = db_->log()->WaitDurable(a->end); !d.ok()) {
+    } else if (Status d = prepared_.load() || db_->flush_log_at_commit()
+                              ? db_->log()->WaitDurable(a->end)
+                              : Status::OK();
+               !d.ok()) {
       // The record may or may not become durable: only recovery can tell.
       // Fail-stop: keep locks and pin, so nothing builds on these keys.
       FailStop(Status::IOError("commit outcome unknown (" + d.ToString() +

@@ -341,6 +341,10 @@ Status DatabaseImpl::OpenAll() {
     NameThisThread("subito_purge");
     PurgeLoop();
   });
+  flush_thread_ = std::thread([this] {
+    NameThisThread("subito_flush");
+    FlushLoop();
+  });
   opened_at_ = std::chrono::steady_clock::now();
   if (!pool_->lazy_redo_done() && options_.background_redo) {
     redo_thread_ = std::thread([this] {
@@ -534,12 +538,34 @@ void DatabaseImpl::StopPurge() {
   }
   purge_cv_.notify_all();
   if (purge_thread_.joinable()) purge_thread_.join();
+  if (flush_thread_.joinable()) flush_thread_.join();
 }
 
 void DatabaseImpl::FlushLazyCommits() {
-  if (flush_log_at_commit()) return;
-  // A failure fails the log: every write fails from then on (Writable).
-  if (log_->durable_lsn() < log_->reserved_lsn()) (void)log_->WaitFilledDurable();
+  if (!lazy_pending_.load(std::memory_order_acquire)) return;
+  // A failure fails the log (every write fails from then on: Writable);
+  // the pins stay, and so does the checkpoint.
+  if (!log_->WaitFilledDurable().ok()) return;
+  const log::Lsn durable = log_->durable_lsn();
+  std::lock_guard lock(lazy_mu_);
+  std::erase_if(lazy_pins_, [&](const std::pair<log::Lsn, uint64_t>& p) {
+    if (p.first > durable) return false;  // an append below it was still filling
+    pool_->EndChange(p.second);
+    return true;
+  });
+  lazy_pending_.store(!lazy_pins_.empty(), std::memory_order_release);
+}
+
+void DatabaseImpl::FlushLoop() {
+  const auto interval =
+      std::chrono::milliseconds(std::max<uint32_t>(1, options_.flush_log_interval_ms));
+  std::unique_lock lock(purge_mu_);
+  while (!purge_stop_) {
+    purge_cv_.wait_for(lock, interval);
+    lock.unlock();
+    FlushLazyCommits();
+    lock.lock();
+  }
 }
 
 void DatabaseImpl::PurgeLoop() {
@@ -547,7 +573,6 @@ void DatabaseImpl::PurgeLoop() {
   for (uint64_t round = 0; !purge_stop_; ++round) {
     purge_cv_.wait_for(lock, std::chrono::milliseconds(10));
     lock.unlock();
-    FlushLazyCommits();
     // Freeing garbage (gigabytes after a crash, or a long value's old
     // chain) takes turns with purging: at most 200 ms per round, and none
     // once Close has begun (what is left is freed later, or after a start).
@@ -557,7 +582,6 @@ void DatabaseImpl::PurgeLoop() {
              std::chrono::steady_clock::now() > until;
     };
     txns_->Purge(enough);
-    FlushLazyCommits();
     if (round % 100 == 0) CollectGarbage(enough);
     lock.lock();
   }
@@ -593,6 +617,7 @@ Status DatabaseImpl::Close() {
   // The losers are rolled back first: a clean shutdown leaves none.
   if (undo_thread_.joinable()) undo_thread_.join();
   StopPurge();
+  FlushLazyCommits();  // their pins go: the checkpoint may pass them
   if (warmer_) {
     warmer_->Stop();
     // A load cut short leaves the list it was loading, the better one.

@@ -148,6 +148,14 @@ class DatabaseImpl final : public Database {
     flush_log_at_commit_.store(on, std::memory_order_relaxed);
   }
   bool flush_log_at_commit() const { return flush_log_at_commit_.load(std::memory_order_relaxed); }
+  // A commit that did not wait for its record, ending at `end`: its
+  // transaction's checkpoint pin (BufferPool::PinCheckpoint) is released
+  // once the log is durable past `end` (flush_thread_, or Close).
+  void HoldPinUntilDurable(log::Lsn end, uint64_t pin) {
+    std::lock_guard lock(lazy_mu_);
+    lazy_pins_.emplace_back(end, pin);
+    lazy_pending_.store(true, std::memory_order_release);
+  }
   void ResumeFileWrites() override;
   DatabaseStats Stats() const override;
   void ResetIoStats() override;
@@ -243,8 +251,16 @@ class DatabaseImpl final : public Database {
   Status Persist();  // writes catalog_
   CatalogTable* CatalogEntry(const TableImpl* t);
   void PurgeLoop();
-  // Without flush_log_at_commit: makes the log durable up to its end.
+  // Every flush_log_interval_ms until StopPurge: FlushLazyCommits.
+  void FlushLoop();
+  // Makes the filled log durable if commits wait for it, and releases the
+  // pins of those that are durable then.
   void FlushLazyCommits();
+  std::mutex lazy_mu_;
+  // (commit record's end, checkpoint pin) of commits that did not wait.
+  std::vector<std::pair<log::Lsn, uint64_t>> lazy_pins_;  // guarded by lazy_mu_
+  std::atomic<bool> lazy_pending_{false};                 // !lazy_pins_.empty()
+  std::thread flush_thread_;
   // Frees the garbage chains of every tree that has some (btree.h), until
   // `enough`.
   void CollectGarbage(const std::function<bool()>& enough);
@@ -278,9 +294,7 @@ class DatabaseImpl final : public Database {
   std::thread undo_thread_;
 
   Options options_;
-  // Options::flush_log_at_commit as set now. While false, the purge thread
-  // makes the log durable at each of its rounds (at most a few hundred
-  // milliseconds apart).
+  // Options::flush_log_at_commit as set now.
   std::atomic<bool> flush_log_at_commit_{true};
   const std::shared_ptr<txn::VersionBudget> version_budget_;  // V4
   std::atomic<bool> writes_stopped_{false};

@@ -768,6 +768,13 @@ Result<std::unique_ptr<Cursor>> TransactionImpl::OpenCursor(Table* table, uint32
   return c;
 }
 
+bool TransactionImpl::LazyCommitAllowed() {
+  if (prepared_.load() || db_->flush_log_at_commit() || !bulk_.empty()) return false;
+  // Its undo file goes at the end, and recovery needs it for a loser.
+  std::lock_guard lock(mu_);
+  return undo_file_ == nullptr;
+}
+
 Status TransactionImpl::End(bool commit) {
   if (ended_) return Status::InvalidArgument(kEnded);
   if (commit && !poisoned_.ok()) return poisoned_;
@@ -778,6 +785,9 @@ Status TransactionImpl::End(bool commit) {
   }
   // Once an undo record is logged, the end must be too: recovery would
   // otherwise take the transaction for a loser.
+  // A commit that does not wait for its record (flush_log_at_commit off):
+  // its end LSN; its pin stays until the log is durable past it.
+  log::Lsn lazy_end = 0;
   if (commit && pinned_) {
     SetEndLogging(true);
     const std::string rec = txn::EncodeTxnEnd(state_->id);
@@ -794,10 +804,9 @@ Status TransactionImpl::End(bool commit) {
       st = a.status();
       commit = false;  // never in the log: roll back below
       SetEndLogging(false);
-    } else if (Status d = prepared_.load() || db_->flush_log_at_commit()
-                              ? db_->log()->WaitDurable(a->end)
-                              : Status::OK();
-               !d.ok()) {
+    } else if (LazyCommitAllowed()) {
+      lazy_end = a->end;
+    } else if (Status d = db_->log()->WaitDurable(a->end); !d.ok()) {
       // The record may or may not become durable: only recovery can tell.
       // Fail-stop: keep locks and pin, so nothing builds on these keys.
       FailStop(Status::IOError("commit outcome unknown (" + d.ToString() +
@@ -833,8 +842,14 @@ Status TransactionImpl::End(bool commit) {
   std::unique_ptr<txn::UndoFile> spent;  // its end record is durable: not needed
   {
     // Under mu_: a relocation (RelieveLog) may have moved the pin until now.
+    // A lazy commit's pin keeps the checkpoint before its undo records
+    // until its commit record is durable: a crash before makes it a loser.
     std::lock_guard lock(mu_);
-    if (pinned_) db_->pool()->EndChange(pin_token_);
+    if (pinned_ && lazy_end != 0) {
+      db_->HoldPinUntilDurable(lazy_end, pin_token_);
+    } else if (pinned_) {
+      db_->pool()->EndChange(pin_token_);
+    }
     pinned_ = false;
     ended_ = true;
     spent = std::move(undo_file_);

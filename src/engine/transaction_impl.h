@@ -325,6 +325,11 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   };
   Result<LockedRow> LockRowToWrite(TableImpl* t, const Row& input, const char* whole_row_error);
   Status End(bool commit);
+  // Whether a commit may return before its record is durable
+  // (Options::flush_log_at_commit off): not once prepared, nor with a bulk
+  // insert (whose trees and catalog entry the commit makes live) or an undo
+  // file (removed at the end; a loser's recovery reads it).
+  bool LazyCommitAllowed();
   // Caller holds mu_. See txn_records.h (relocation, spilling). `wait`:
   // for a backup's pause of file writes to end (ReAnchor).
   Status RelocateIfOld(uint64_t limit, bool wait = true);

@@ -195,6 +195,28 @@ TEST_F(LazyCommit, TheCheckpointStaysBeforeALazyCommitUntilItIsDurable) {
   ASSERT_OK(db->Close());
 }
 
+// Until its record is durable a lazy commit keeps its row locks: losers
+// hold disjoint locks (a later writer of the same row, lost with it, would
+// otherwise be undone in the wrong order). A writer that waits for one
+// wakes the flush thread instead of waiting for its interval (an hour here).
+TEST_F(LazyCommit, ALazyCommitKeepsItsLocksUntilDurableAndAWaiterWakesTheFlush) {
+  Open(3600 * 1000);
+  auto first = db->Begin();
+  ASSERT_OK(first->Insert(table, SampleRow(1, 1, std::nullopt, "first")));
+  ASSERT_OK(first->Commit());
+  const log::Lsn first_end = log()->reserved_lsn();
+  ASSERT_LT(log()->durable_lsn(), first_end) << "the lazy commit was made durable";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto second = db->Begin();
+  ASSERT_OK(second->Update(table, SampleRow(1, 1, std::nullopt, "first"),
+                           SampleRow(1, 2, std::nullopt, "second")));
+  EXPECT_GE(log()->durable_lsn(), first_end)
+      << "the row's lock went before the commit that held it was durable";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30))
+      << "the waiter did not wake the flush";
+  ASSERT_OK(second->Commit());
+}
+
 // Its undo file is removed at the end, and a loser's recovery reads it: a
 // transaction with one commits durably whatever the setting.
 TEST_F(LazyCommit, ATransactionWithAnUndoFileCommitsDurably) {

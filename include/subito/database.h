@@ -141,9 +141,11 @@ struct Options {
   // durable every flush_log_interval_ms, so a crash loses the commits of
   // about that long, never part of one (such a transaction is a loser,
   // rolled back; the checkpoint stays before its undo records until its
-  // commit record is durable; later commits lie after it in the log). A
-  // prepared transaction's prepare and commit, and the commit of one with
-  // a bulk insert or an undo file, stay durable at return.
+  // commit record is durable; later commits lie after it in the log).
+  // Until then it keeps its row locks; a writer that waits for one makes
+  // the background flush at once. A prepared transaction's prepare and
+  // commit, and the commit of one with a bulk insert or an undo file, stay
+  // durable at return.
   // Database::SetFlushLogAtCommit changes it at any time.
   bool flush_log_at_commit = true;
   // InnoDB's innodb_flush_log_at_timeout, in milliseconds.

@@ -337,6 +337,7 @@ Status DatabaseImpl::OpenAll() {
   if (options_.snapshot_page_budget_bytes != 0) txns_->EnableAsOf(pool_.get());
   phase("chains");
   recovery_.pages_pending = pool_->pending_redo().pages();  // before the purge reads any
+  SetLockWaitHook(nullptr);                                 // wakes the flush thread (DeferEnd)
   purge_thread_ = std::thread([this] {
     NameThisThread("subito_purge");
     PurgeLoop();
@@ -506,6 +507,8 @@ Status DatabaseImpl::ApplyUndo(const txn::UndoRecord& u) {
 }
 
 void DatabaseImpl::RelieveLog() {
+  // Commits that did not wait hold the checkpoint until they are durable.
+  FlushLazyCommits();
   // One relocation per call: each needs log space, and the caller checks
   // again whether the checkpoint could move.
   std::lock_guard lock(owners_mu_);
@@ -538,34 +541,89 @@ void DatabaseImpl::StopPurge() {
   }
   purge_cv_.notify_all();
   if (purge_thread_.joinable()) purge_thread_.join();
+  WakeFlusher();
   if (flush_thread_.joinable()) flush_thread_.join();
+}
+
+std::optional<uint64_t> DatabaseImpl::MergeLazy(LazyEnds&& from) {
+  lazy_.end = std::max(lazy_.end, from.end);
+  lazy_.lockers.insert(lazy_.lockers.end(), from.lockers.begin(), from.lockers.end());
+  lazy_pending_.store(true, std::memory_order_release);
+  if (!lazy_.pin || (from.pin && *from.pin < *lazy_.pin)) std::swap(lazy_.pin, from.pin);
+  return from.pin;  // the newer of the two, if both had one
+}
+
+void DatabaseImpl::DeferEnd(log::Lsn end, uint64_t pin, uint64_t txn, bool locks) {
+  LazyEnds one{end, pin, {}};
+  if (locks) one.lockers.push_back(txn);
+  std::optional<uint64_t> release;
+  {
+    std::lock_guard lock(lazy_mu_);
+    release = MergeLazy(std::move(one));
+  }
+  if (release) pool_->EndChange(*release);
 }
 
 void DatabaseImpl::FlushLazyCommits() {
   if (!lazy_pending_.load(std::memory_order_acquire)) return;
-  // A failure fails the log (every write fails from then on: Writable);
-  // the pins stay, and so does the checkpoint.
-  if (!log_->WaitFilledDurable().ok()) return;
-  const log::Lsn durable = log_->durable_lsn();
-  std::lock_guard lock(lazy_mu_);
-  std::erase_if(lazy_pins_, [&](const std::pair<log::Lsn, uint64_t>& p) {
-    if (p.first > durable) return false;  // an append below it was still filling
-    pool_->EndChange(p.second);
-    return true;
-  });
-  lazy_pending_.store(!lazy_pins_.empty(), std::memory_order_release);
+  LazyEnds group;
+  {
+    std::lock_guard lock(lazy_mu_);
+    group = std::move(lazy_);
+    lazy_ = LazyEnds{};
+    lazy_pending_.store(false, std::memory_order_release);
+  }
+  if (!group.pin) return;
+  // A failed log fails every write from then on (Writable): the group
+  // stays, its pin holding the checkpoint. Durable short of its end (an
+  // append below it still filling): it stays for the next time.
+  if (!log_->WaitFilledDurable().ok() || log_->durable_lsn() < group.end) {
+    std::optional<uint64_t> release;
+    {
+      std::lock_guard lock(lazy_mu_);
+      release = MergeLazy(std::move(group));
+    }
+    if (release) pool_->EndChange(*release);
+    return;
+  }
+  pool_->EndChange(*group.pin);
+  for (uint64_t txn : group.lockers) locks_.ReleaseAll(txn);
+}
+
+void DatabaseImpl::WakeFlusher() {
+  {
+    std::lock_guard lock(flush_mu_);
+    flush_wanted_ = true;
+  }
+  flush_cv_.notify_one();
 }
 
 void DatabaseImpl::FlushLoop() {
   const auto interval =
       std::chrono::milliseconds(std::max<uint32_t>(1, options_.flush_log_interval_ms));
-  std::unique_lock lock(purge_mu_);
-  while (!purge_stop_) {
-    purge_cv_.wait_for(lock, interval);
+  std::unique_lock lock(flush_mu_);
+  while (!purge_stopping_.load()) {
+    flush_cv_.wait_for(lock, interval, [&] { return flush_wanted_; });
+    flush_wanted_ = false;
     lock.unlock();
     FlushLazyCommits();
     lock.lock();
+    // A group left for an append still filling: soon again.
+    if (lazy_pending_.load() && !flush_wanted_) {
+      flush_cv_.wait_for(lock, std::chrono::milliseconds(1), [&] { return flush_wanted_; });
+      flush_wanted_ = lazy_pending_.load();
+    }
   }
+}
+
+void DatabaseImpl::SetLockWaitHook(std::function<void(uint64_t, uint64_t)> hook) {
+  // The holder may be a commit that did not wait, keeping its locks until
+  // the log is durable: the flush thread makes it so now, not at its next
+  // interval. (Under the lock manager's mutex: only flush_mu_ is taken.)
+  locks_.SetWaitHook([this, hook = std::move(hook)](uint64_t waiter, uint64_t holder) {
+    if (lazy_pending_.load(std::memory_order_acquire)) WakeFlusher();
+    if (hook) hook(waiter, holder);
+  });
 }
 
 void DatabaseImpl::PurgeLoop() {

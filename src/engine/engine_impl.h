@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <shared_mutex>
 #include <thread>
@@ -140,22 +141,19 @@ class DatabaseImpl final : public Database {
   std::unique_ptr<Transaction> Begin(Isolation isolation) override;
   Result<std::unique_ptr<BulkLoader>> BeginBulkLoad(Table* table) override;
   void WakeLockWaiter(uint64_t txn_id) override { locks_.Wake(txn_id); }
-  void SetLockWaitHook(std::function<void(uint64_t, uint64_t)> hook) override {
-    locks_.SetWaitHook(std::move(hook));
-  }
+  void SetLockWaitHook(std::function<void(uint64_t, uint64_t)> hook) override;
   void PauseFileWrites() override;
   void SetFlushLogAtCommit(bool on) override {
     flush_log_at_commit_.store(on, std::memory_order_relaxed);
   }
   bool flush_log_at_commit() const { return flush_log_at_commit_.load(std::memory_order_relaxed); }
-  // A commit that did not wait for its record, ending at `end`: its
-  // transaction's checkpoint pin (BufferPool::PinCheckpoint) is released
-  // once the log is durable past `end` (flush_thread_, or Close).
-  void HoldPinUntilDurable(log::Lsn end, uint64_t pin) {
-    std::lock_guard lock(lazy_mu_);
-    lazy_pins_.emplace_back(end, pin);
-    lazy_pending_.store(true, std::memory_order_release);
-  }
+  // A commit that did not wait for its record, ending at `end`. Until the
+  // log is durable past `end` (flush_thread_, a writer short of log space,
+  // or Close), a crash makes it a loser, so its transaction keeps its
+  // checkpoint pin (the checkpoint stays before its undo records) and, with
+  // `locks`, its row locks: losers hold disjoint locks (docs/recovery.md),
+  // and a writer that waits for one wakes the flush thread.
+  void DeferEnd(log::Lsn end, uint64_t pin, uint64_t txn, bool locks);
   void ResumeFileWrites() override;
   DatabaseStats Stats() const override;
   void ResetIoStats() override;
@@ -251,15 +249,29 @@ class DatabaseImpl final : public Database {
   Status Persist();  // writes catalog_
   CatalogTable* CatalogEntry(const TableImpl* t);
   void PurgeLoop();
-  // Every flush_log_interval_ms until StopPurge: FlushLazyCommits.
+  // FlushLazyCommits every flush_log_interval_ms, and when woken, until
+  // StopPurge.
   void FlushLoop();
-  // Makes the filled log durable if commits wait for it, and releases the
-  // pins of those that are durable then.
+  void WakeFlusher();
+  // Makes the filled log durable if commits wait for it, then lets go of
+  // the pins and locks of those that are durable.
   void FlushLazyCommits();
+  // Commits that did not wait (DeferEnd), as one group: the end of the
+  // newest, the oldest pin of them all (the others are released at once:
+  // it covers them), and the transactions whose locks wait.
+  struct LazyEnds {
+    log::Lsn end = 0;
+    std::optional<uint64_t> pin;
+    std::vector<uint64_t> lockers;
+  };
+  // Adds `from` to lazy_ (under lazy_mu_); returns a pin to release.
+  std::optional<uint64_t> MergeLazy(LazyEnds&& from);
   std::mutex lazy_mu_;
-  // (commit record's end, checkpoint pin) of commits that did not wait.
-  std::vector<std::pair<log::Lsn, uint64_t>> lazy_pins_;  // guarded by lazy_mu_
-  std::atomic<bool> lazy_pending_{false};                 // !lazy_pins_.empty()
+  LazyEnds lazy_;                          // guarded by lazy_mu_
+  std::atomic<bool> lazy_pending_{false};  // lazy_ holds a pin
+  std::mutex flush_mu_;
+  std::condition_variable flush_cv_;
+  bool flush_wanted_ = false;  // guarded by flush_mu_
   std::thread flush_thread_;
   // Frees the garbage chains of every tree that has some (btree.h), until
   // `enough`.

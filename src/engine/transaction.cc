@@ -846,7 +846,7 @@ Status TransactionImpl::End(bool commit) {
     // until its commit record is durable: a crash before makes it a loser.
     std::lock_guard lock(mu_);
     if (pinned_ && lazy_end != 0) {
-      db_->HoldPinUntilDurable(lazy_end, pin_token_);
+      db_->DeferEnd(lazy_end, pin_token_, state_->id, may_hold_locks_);
     } else if (pinned_) {
       db_->pool()->EndChange(pin_token_);
     }
@@ -856,7 +856,7 @@ Status TransactionImpl::End(bool commit) {
   }
   if (spent) (void)db_->undo_fs()->Remove(spent->path());
   UnregisterOwner();
-  if (may_hold_locks_) db_->locks().ReleaseAll(state_->id);
+  if (may_hold_locks_ && lazy_end == 0) db_->locks().ReleaseAll(state_->id);
   if (has_snapshot_) db_->txns().CloseSnapshot(read_ts_);
   FlushReadCounts();  // while the tables are in use: none of their indexes is gone
   for (TableImpl* t : used_) t->users.fetch_sub(1);

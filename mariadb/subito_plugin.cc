@@ -70,7 +70,6 @@ ulonglong sv_ppl_size = 256ull << 20;
 uint sv_ppl_threshold = 1024;
 uint sv_open_files = 0;
 ulong sv_flush_log_at_trx_commit = 1;
-uint sv_flush_log_at_timeout = 1;
 
 MYSQL_SYSVAR_STR(
     data_home_dir, sv_data_dir, PLUGIN_VAR_READONLY | PLUGIN_VAR_NOCMDARG,
@@ -181,16 +180,11 @@ void UpdateFlushLogAtTrxCommit(THD*, st_mysql_sys_var*, void* var, const void* s
 }
 MYSQL_SYSVAR_ULONG(flush_log_at_trx_commit, sv_flush_log_at_trx_commit, PLUGIN_VAR_OPCMDARG,
                    "1 (2 and 3 alike): a commit returns once its commit record is durable on "
-                   "the PM tier. 0: once it is in the log buffer; the log is made durable in "
-                   "the background every subito_flush_log_at_timeout seconds, so a crash loses "
-                   "the commits of about that long (as innodb_flush_log_at_trx_commit=0). A "
-                   "prepare (XA, or the binary log's two-phase commit) and the commit after it "
-                   "are always durable",
+                   "the PM tier. 0: once it is in the log buffer; a background thread makes the "
+                   "log durable right after and only then releases the transaction's row locks, "
+                   "so a crash loses the commits it had not reached, whole. A prepare (XA, or "
+                   "the binary log's two-phase commit) and the commit after it are always durable",
                    nullptr, UpdateFlushLogAtTrxCommit, 1, 0, 3, 0);
-MYSQL_SYSVAR_UINT(flush_log_at_timeout, sv_flush_log_at_timeout, PLUGIN_VAR_READONLY,
-                  "Seconds between the background's flushes of the log for commits made with "
-                  "subito_flush_log_at_trx_commit=0 (as innodb_flush_log_at_timeout)",
-                  nullptr, nullptr, 1, 1, 2700, 0);
 // Per session, as innodb_lock_wait_timeout. A statement's waits are also
 // bounded by the server's lock_wait_timeout, which NOWAIT and WAIT n set.
 MYSQL_THDVAR_UINT(lock_wait_timeout, PLUGIN_VAR_RQCMDARG,
@@ -223,7 +217,6 @@ struct st_mysql_sys_var* system_variables[] = {MYSQL_SYSVAR(data_home_dir),
                                                MYSQL_SYSVAR(buffer_pool_dump_at_shutdown),
                                                MYSQL_SYSVAR(buffer_pool_dump_interval),
                                                MYSQL_SYSVAR(flush_log_at_trx_commit),
-                                               MYSQL_SYSVAR(flush_log_at_timeout),
                                                nullptr};
 
 // ---- lock waits and parallel replication ----
@@ -567,7 +560,6 @@ int InitEngine(void* p) {
   o.snapshot_page_budget_bytes = sv_snapshot_page_budget;
   o.lock_memory_budget_bytes = sv_lock_memory_budget;
   o.flush_log_at_commit = sv_flush_log_at_trx_commit != 0;
-  o.flush_log_interval_ms = sv_flush_log_at_timeout * 1000u;
   o.error_log = [](const std::string& m) { sql_print_error("Subito: %s", m.c_str()); };
   o.info_log = [](const std::string& m) { sql_print_information("Subito: %s", m.c_str()); };
   Result<std::unique_ptr<Database>> db = Database::Open(o);

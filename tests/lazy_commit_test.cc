@@ -13,6 +13,9 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <string>
+
+#include <pthread.h>
 
 #include "crash_images.h"
 #include "engine/engine_impl.h"
@@ -24,14 +27,16 @@ namespace {
 using test::SampleRow;
 using test::SampleTable;
 
-// Forwards to `inner`; Drain waits while the gate is shut, so no byte
-// becomes durable then (TrackingPersistence counts a line only once drained).
+// Forwards to `inner`; Drain waits while the gate is shut (for every
+// thread, or only for the thread so named), so no byte that thread wrote
+// becomes durable then (TrackingPersistence counts a line once drained).
 class GatedPersistence : public pmem::Persistence {
  public:
   explicit GatedPersistence(pmem::Persistence* inner) : inner_(inner) {}
-  void Shut() {
+  void Shut(std::string only_thread = "") {
     std::lock_guard lock(mu_);
     open_ = false;
+    only_ = std::move(only_thread);
   }
   void Open() {
     {
@@ -48,8 +53,10 @@ class GatedPersistence : public pmem::Persistence {
   }
   void Flush(const void* addr, size_t n) override { inner_->Flush(addr, n); }
   void Drain() override {
+    char name[16] = {};
+    (void)pthread_getname_np(pthread_self(), name, sizeof name);
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return open_; });
+    cv_.wait(lock, [&] { return open_ || (!only_.empty() && only_ != name); });
     inner_->Drain();
   }
   void OnMap(const std::string& name, const void* base, size_t size) override {
@@ -63,21 +70,17 @@ class GatedPersistence : public pmem::Persistence {
   std::mutex mu_;
   std::condition_variable cv_;
   bool open_ = true;
+  std::string only_;
 };
 
 class LazyCommit : public ::testing::Test, public TrackedRun {
  protected:
-  void SetUp() override { Open(20); }
-  void Open(uint32_t flush_interval_ms) {
+  void SetUp() override {
     Options o = TrackedOptions(dir.Sub("pm"), &fs, &gate);
     o.flush_log_at_commit = false;
-    o.flush_log_interval_ms = flush_interval_ms;
-    db.reset();
     auto opened = Database::Open(o);
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
     db = std::move(*opened);
-    table = db->FindTable("t");
-    if (table != nullptr) return;
     auto t = db->CreateTable(SampleTable());
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     table = *t;
@@ -165,10 +168,9 @@ TEST_F(LazyCommit, SwitchedBackACommitWaitsForTheLogAgain) {
 // commit record is durable: a crash would make it a loser whose undo the
 // recovery does not see, keeping the changes before the checkpoint. Here
 // the log is durable past the transaction's page edits (another, durable
-// commit), its pages are the oldest dirty ones, and no background flush
-// comes: the checkpoint stays at or before its first record.
+// commit), its pages are the oldest dirty ones, and the flush thread is
+// held: the checkpoint stays at or before its first record.
 TEST_F(LazyCommit, TheCheckpointStaysBeforeALazyCommitUntilItIsDurable) {
-  Open(3600 * 1000);
   auto fill = db->Begin();
   for (int64_t id = 10; id < 200; ++id) {
     ASSERT_OK(fill->Insert(table, SampleRow(id, 1, std::nullopt, std::string(100, 'f'))));
@@ -184,6 +186,7 @@ TEST_F(LazyCommit, TheCheckpointStaysBeforeALazyCommitUntilItIsDurable) {
   ASSERT_OK(durable->Insert(table, SampleRow(7, 1, std::nullopt, "durable")));
   ASSERT_OK(durable->Commit());
   db->SetFlushLogAtCommit(false);
+  gate.Shut("subito_flush");
   ASSERT_OK(lazy->Commit());
   ASSERT_GT(log()->durable_lsn(), first)
       << "the test lost its reach: nothing past the first record";
@@ -191,30 +194,34 @@ TEST_F(LazyCommit, TheCheckpointStaysBeforeALazyCommitUntilItIsDurable) {
   ASSERT_OK(impl()->pool()->Checkpoint());
   EXPECT_LE(log()->checkpoint_lsn(), first) << "the checkpoint passed an undo record of a "
                                                "commit not yet durable";
-  // Once durable (Close flushes), the pin goes.
+  gate.Open();  // the flush goes on; the pin goes with it
   ASSERT_OK(db->Close());
 }
 
 // Until its record is durable a lazy commit keeps its row locks: losers
 // hold disjoint locks (a later writer of the same row, lost with it, would
-// otherwise be undone in the wrong order). A writer that waits for one
-// wakes the flush thread instead of waiting for its interval (an hour here).
-TEST_F(LazyCommit, ALazyCommitKeepsItsLocksUntilDurableAndAWaiterWakesTheFlush) {
-  Open(3600 * 1000);
+// otherwise be undone in the wrong order). The flush thread is held: the
+// next writer of the row waits, and gets it once the flush is done.
+TEST_F(LazyCommit, ALazyCommitKeepsItsLocksUntilItIsDurable) {
+  gate.Shut("subito_flush");
   auto first = db->Begin();
   ASSERT_OK(first->Insert(table, SampleRow(1, 1, std::nullopt, "first")));
   ASSERT_OK(first->Commit());
   const log::Lsn first_end = log()->reserved_lsn();
   ASSERT_LT(log()->durable_lsn(), first_end) << "the lazy commit was made durable";
-  const auto t0 = std::chrono::steady_clock::now();
-  auto second = db->Begin();
-  ASSERT_OK(second->Update(table, SampleRow(1, 1, std::nullopt, "first"),
-                           SampleRow(1, 2, std::nullopt, "second")));
-  EXPECT_GE(log()->durable_lsn(), first_end)
-      << "the row's lock went before the commit that held it was durable";
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30))
-      << "the waiter did not wake the flush";
-  ASSERT_OK(second->Commit());
+  std::future<Status> second = std::async(std::launch::async, [&] {
+    auto txn = db->Begin();
+    Status s = txn->Update(table, SampleRow(1, 1, std::nullopt, "first"),
+                           SampleRow(1, 2, std::nullopt, "second"));
+    return s.ok() ? txn->Commit() : s;
+  });
+  const bool waited =
+      second.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout;
+  gate.Open();
+  EXPECT_TRUE(waited) << "the row's lock went before the commit that held it was durable";
+  ASSERT_EQ(second.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  ASSERT_OK(second.get());
+  EXPECT_GE(log()->durable_lsn(), first_end);
 }
 
 // Its undo file is removed at the end, and a loser's recovery reads it: a

@@ -138,18 +138,15 @@ struct Options {
   // A commit returns once its commit record is durable (InnoDB's
   // innodb_flush_log_at_trx_commit=1). false (=0): it returns once the
   // record is in the log buffer, and a background thread makes the log
-  // durable every flush_log_interval_ms, so a crash loses the commits of
-  // about that long, never part of one (such a transaction is a loser,
-  // rolled back; the checkpoint stays before its undo records until its
-  // commit record is durable; later commits lie after it in the log).
-  // Until then it keeps its row locks; a writer that waits for one makes
-  // the background flush at once. A prepared transaction's prepare and
-  // commit, and the commit of one with a bulk insert or an undo file, stay
-  // durable at return.
+  // durable right after (one write for the commits that came meanwhile).
+  // A crash before loses such commits, never part of one: the transaction
+  // is a loser, rolled back, because until its record is durable it keeps
+  // its checkpoint pin (its undo records stay in the log) and its row locks
+  // (no other loser shares its keys); later commits lie after it in the
+  // log. A prepared transaction's prepare and commit, and the commit of one
+  // with a bulk insert or an undo file, stay durable at return.
   // Database::SetFlushLogAtCommit changes it at any time.
   bool flush_log_at_commit = true;
-  // InnoDB's innodb_flush_log_at_timeout, in milliseconds.
-  uint32_t flush_log_interval_ms = 1000;
   // After a crash, Open does not read the pages redo needs: it notes where
   // each page's records are in the log and returns; a page gets its records
   // when first read, and a background thread reads the rest

@@ -337,7 +337,6 @@ Status DatabaseImpl::OpenAll() {
   if (options_.snapshot_page_budget_bytes != 0) txns_->EnableAsOf(pool_.get());
   phase("chains");
   recovery_.pages_pending = pool_->pending_redo().pages();  // before the purge reads any
-  SetLockWaitHook(nullptr);                                 // wakes the flush thread (DeferEnd)
   purge_thread_ = std::thread([this] {
     NameThisThread("subito_purge");
     PurgeLoop();
@@ -508,7 +507,7 @@ Status DatabaseImpl::ApplyUndo(const txn::UndoRecord& u) {
 
 void DatabaseImpl::RelieveLog() {
   // Commits that did not wait hold the checkpoint until they are durable.
-  FlushLazyCommits();
+  (void)FlushLazyCommits();
   // One relocation per call: each needs log space, and the caller checks
   // again whether the checkpoint could move.
   std::lock_guard lock(owners_mu_);
@@ -562,10 +561,11 @@ void DatabaseImpl::DeferEnd(log::Lsn end, uint64_t pin, uint64_t txn, bool locks
     release = MergeLazy(std::move(one));
   }
   if (release) pool_->EndChange(*release);
+  WakeFlusher();
 }
 
-void DatabaseImpl::FlushLazyCommits() {
-  if (!lazy_pending_.load(std::memory_order_acquire)) return;
+bool DatabaseImpl::FlushLazyCommits() {
+  if (!lazy_pending_.load(std::memory_order_acquire)) return true;
   LazyEnds group;
   {
     std::lock_guard lock(lazy_mu_);
@@ -573,10 +573,10 @@ void DatabaseImpl::FlushLazyCommits() {
     lazy_ = LazyEnds{};
     lazy_pending_.store(false, std::memory_order_release);
   }
-  if (!group.pin) return;
+  if (!group.pin) return true;
   // A failed log fails every write from then on (Writable): the group
   // stays, its pin holding the checkpoint. Durable short of its end (an
-  // append below it still filling): it stays for the next time.
+  // append below it still filling): the flush thread takes it again.
   if (!log_->WaitFilledDurable().ok() || log_->durable_lsn() < group.end) {
     std::optional<uint64_t> release;
     {
@@ -584,10 +584,12 @@ void DatabaseImpl::FlushLazyCommits() {
       release = MergeLazy(std::move(group));
     }
     if (release) pool_->EndChange(*release);
-    return;
+    if (!log_->failed()) WakeFlusher();
+    return false;
   }
   pool_->EndChange(*group.pin);
   for (uint64_t txn : group.lockers) locks_.ReleaseAll(txn);
+  return true;
 }
 
 void DatabaseImpl::WakeFlusher() {
@@ -599,31 +601,19 @@ void DatabaseImpl::WakeFlusher() {
 }
 
 void DatabaseImpl::FlushLoop() {
-  const auto interval =
-      std::chrono::milliseconds(std::max<uint32_t>(1, options_.flush_log_interval_ms));
   std::unique_lock lock(flush_mu_);
   while (!purge_stopping_.load()) {
-    flush_cv_.wait_for(lock, interval, [&] { return flush_wanted_; });
+    flush_cv_.wait(lock, [&] { return flush_wanted_; });
     flush_wanted_ = false;
     lock.unlock();
-    FlushLazyCommits();
+    const bool done = FlushLazyCommits();
     lock.lock();
-    // A group left for an append still filling: soon again.
-    if (lazy_pending_.load() && !flush_wanted_) {
-      flush_cv_.wait_for(lock, std::chrono::milliseconds(1), [&] { return flush_wanted_; });
-      flush_wanted_ = lazy_pending_.load();
+    // Not yet (an append below the group still filling): not in a loop.
+    if (!done) {
+      flush_cv_.wait_for(lock, std::chrono::milliseconds(1),
+                         [&] { return purge_stopping_.load(); });
     }
   }
-}
-
-void DatabaseImpl::SetLockWaitHook(std::function<void(uint64_t, uint64_t)> hook) {
-  // The holder may be a commit that did not wait, keeping its locks until
-  // the log is durable: the flush thread makes it so now, not at its next
-  // interval. (Under the lock manager's mutex: only flush_mu_ is taken.)
-  locks_.SetWaitHook([this, hook = std::move(hook)](uint64_t waiter, uint64_t holder) {
-    if (lazy_pending_.load(std::memory_order_acquire)) WakeFlusher();
-    if (hook) hook(waiter, holder);
-  });
 }
 
 void DatabaseImpl::PurgeLoop() {
@@ -675,7 +665,7 @@ Status DatabaseImpl::Close() {
   // The losers are rolled back first: a clean shutdown leaves none.
   if (undo_thread_.joinable()) undo_thread_.join();
   StopPurge();
-  FlushLazyCommits();  // their pins go: the checkpoint may pass them
+  (void)FlushLazyCommits();  // their pins go: the checkpoint may pass them
   if (warmer_) {
     warmer_->Stop();
     // A load cut short leaves the list it was loading, the better one.

@@ -141,18 +141,20 @@ class DatabaseImpl final : public Database {
   std::unique_ptr<Transaction> Begin(Isolation isolation) override;
   Result<std::unique_ptr<BulkLoader>> BeginBulkLoad(Table* table) override;
   void WakeLockWaiter(uint64_t txn_id) override { locks_.Wake(txn_id); }
-  void SetLockWaitHook(std::function<void(uint64_t, uint64_t)> hook) override;
+  void SetLockWaitHook(std::function<void(uint64_t, uint64_t)> hook) override {
+    locks_.SetWaitHook(std::move(hook));
+  }
   void PauseFileWrites() override;
   void SetFlushLogAtCommit(bool on) override {
     flush_log_at_commit_.store(on, std::memory_order_relaxed);
   }
   bool flush_log_at_commit() const { return flush_log_at_commit_.load(std::memory_order_relaxed); }
   // A commit that did not wait for its record, ending at `end`. Until the
-  // log is durable past `end` (flush_thread_, a writer short of log space,
-  // or Close), a crash makes it a loser, so its transaction keeps its
-  // checkpoint pin (the checkpoint stays before its undo records) and, with
-  // `locks`, its row locks: losers hold disjoint locks (docs/recovery.md),
-  // and a writer that waits for one wakes the flush thread.
+  // log is durable past `end`, a crash makes it a loser, so its transaction
+  // keeps its checkpoint pin (the checkpoint stays before its undo records)
+  // and, with `locks`, its row locks (losers hold disjoint locks:
+  // docs/recovery.md). Wakes the flush thread, which makes the log durable
+  // and lets go of them (or a writer short of log space, or Close, does).
   void DeferEnd(log::Lsn end, uint64_t pin, uint64_t txn, bool locks);
   void ResumeFileWrites() override;
   DatabaseStats Stats() const override;
@@ -249,13 +251,13 @@ class DatabaseImpl final : public Database {
   Status Persist();  // writes catalog_
   CatalogTable* CatalogEntry(const TableImpl* t);
   void PurgeLoop();
-  // FlushLazyCommits every flush_log_interval_ms, and when woken, until
-  // StopPurge.
+  // FlushLazyCommits whenever woken (DeferEnd), until StopPurge.
   void FlushLoop();
   void WakeFlusher();
   // Makes the filled log durable if commits wait for it, then lets go of
-  // the pins and locks of those that are durable.
-  void FlushLazyCommits();
+  // their pins and locks. false: not yet (an append below them still
+  // filling, or the log failed): they stay for the next call.
+  bool FlushLazyCommits();
   // Commits that did not wait (DeferEnd), as one group: the end of the
   // newest, the oldest pin of them all (the others are released at once:
   // it covers them), and the transactions whose locks wait.

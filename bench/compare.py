@@ -138,11 +138,15 @@ class Server:
                 if v[0].startswith("O_DIRECT") else f"innodb_flush_method={v[0]}"}
 
     def written(self):
-        """(bytes to the PM tier / redo, bytes to data files) since start."""
+        """(bytes to the PM tier / redo, bytes to data files, redo log bytes alone)
+        since start. Subito's PM bytes also hold its double-write copies and
+        per-page log entries; InnoDB's doublewrite goes to its data files."""
         s = self.status()
         if self.engine == "subito":
-            return int(s["Subito_pm_bytes_written"]), int(s["Subito_page_file_bytes_written"])
-        return int(s["Innodb_os_log_written"]), int(s["Innodb_data_written"])
+            return (int(s["Subito_pm_bytes_written"]), int(s["Subito_page_file_bytes_written"]),
+                    int(s["Subito_log_bytes"]))
+        return (int(s["Innodb_os_log_written"]), int(s["Innodb_data_written"]),
+                int(s["Innodb_os_log_written"]))
 
     def destroy(self):
         self.stop()
@@ -179,13 +183,14 @@ def sysbench_prepare(srv, tables, rows, threads):
 def measured_sysbench(server, args, tables, rows, workload, seconds):
     """A sysbench run with the server's bytes per transaction: to the PM tier
     or redo, to data files, and its process's disk reads and writes."""
-    pm0, data0 = server.written()
+    pm0, data0, redo0 = server.written()
     rd0, wr0 = server.disk_io()
     r = sysbench(server, args, tables, rows, workload, seconds)
-    pm1, data1 = server.written()
+    pm1, data1, redo1 = server.written()
     rd1, wr1 = server.disk_io()
     n = max(r["transactions"], 1)
     r["pm_bytes_per_txn"] = round((pm1 - pm0) / n)
+    r["redo_bytes_per_txn"] = round((redo1 - redo0) / n)
     r["data_bytes_per_txn"] = round((data1 - data0) / n)
     r["disk_read_bytes_per_txn"] = round((rd1 - rd0) / n)
     r["disk_write_bytes_per_txn"] = round((wr1 - wr0) / n)
@@ -214,7 +219,8 @@ def run_sysbench_regime(args, name, engine, tables, rows, pool, workloads, resul
         r = measured_sysbench(srv, args, tables, rows, w, args.seconds)
         result.setdefault(w, {})[engine] = r
         log(f"({name}) {engine} {w}: {r['tps']:.0f} tps, p95 {r['p95_ms']} ms, "
-            f"{r['pm_bytes_per_txn']} B redo/PM + {r['data_bytes_per_txn']} B data per txn; "
+            f"{r['pm_bytes_per_txn']} B redo/PM (redo log {r['redo_bytes_per_txn']} B) + "
+            f"{r['data_bytes_per_txn']} B data per txn; "
             f"process disk I/O per txn: read {r['disk_read_bytes_per_txn']} B, "
             f"written {r['disk_write_bytes_per_txn']} B")
     if restart:
@@ -254,11 +260,11 @@ def run_tpcc(args, engine, result):
     p.wait()
     log(f"(c) {engine}: loaded in {time.time() - t0:.0f} s; running {args.tpcc_seconds} s")
     result.setdefault("caching", {})[engine] = srv.caching()
-    pm0, data0 = srv.written()
+    pm0, data0, _ = srv.written()
     rd0, wr0 = srv.disk_io()
     out = sh(tpcc + ["run", "-T", str(args.threads), "--time", f"{args.tpcc_seconds}s",
                      "--interval", "10000s"]).stdout
-    pm1, data1 = srv.written()
+    pm1, data1, _ = srv.written()
     rd1, wr1 = srv.disk_io()
     m = re.search(r"tpmC: ([\d.]+), tpmTotal: ([\d.]+)", out)
     errs = sum(int(x) for x in re.findall(r"_ERR - Takes\(s\): [\d.]+, Count: (\d+)", out))
@@ -311,6 +317,8 @@ def print_table(res):
                     v["innodb"]["data_bytes_per_txn"])
                 row(f"({regime}) {w} redo (PM) bytes / txn", v["subito"]["pm_bytes_per_txn"],
                     v["innodb"]["pm_bytes_per_txn"])
+                row(f"({regime}) {w} of which redo log / txn", v["subito"]["redo_bytes_per_txn"],
+                    v["innodb"]["redo_bytes_per_txn"])
                 row(f"({regime}) {w} process disk reads / txn", v["subito"]["disk_read_bytes_per_txn"],
                     v["innodb"]["disk_read_bytes_per_txn"], False)
                 row(f"({regime}) {w} process disk writes / txn",

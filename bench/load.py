@@ -46,7 +46,7 @@ def phase(srv, name, fn, result):
     """Runs and measures one phase; a phase that fails is recorded with the
     server's error (the rest goes on) and False returned."""
     rd0, wr0 = srv.disk_io()
-    pm0, data0 = srv.written()
+    pm0, data0, _ = srv.written()
     t0 = time.time()
     try:
         fn()
@@ -57,7 +57,7 @@ def phase(srv, name, fn, result):
         return False
     seconds = time.time() - t0
     rd1, wr1 = srv.disk_io()
-    pm1, data1 = srv.written()
+    pm1, data1, _ = srv.written()
     result[name] = {"seconds": round(seconds, 2), "disk_read_bytes": rd1 - rd0,
                     "disk_write_bytes": wr1 - wr0, "pm_bytes": pm1 - pm0,
                     "data_file_bytes": data1 - data0}

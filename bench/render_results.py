@@ -124,8 +124,9 @@ def compare_section(data, png):
                f"(e) SIGKILL during oltp_write_only on (b)'s data, to the first answered query")
     if data.get("f", {}).get("caching"):
         out.append("- (f) the ceiling: (a) again with commits not durable for both engines "
-                   "(innodb_flush_log_at_trx_commit=0, subito_flush_log_at_trx_commit=0: each log "
-                   "made durable in the background about once a second or faster); "
+                   "(innodb_flush_log_at_trx_commit=0, subito_flush_log_at_trx_commit=0: a commit "
+                   "does not wait for its log; InnoDB's is made durable once a second, Subito's by "
+                   "its flush thread right after); "
                    "\"durable / not durable\" is each engine's (a) throughput as a share of its own (f)")
     for regime in ("a", "b", "c", "f"):
         for engine, c in data.get(regime, {}).get("caching", {}).items():
@@ -150,6 +151,9 @@ def compare_section(data, png):
                 row(f"({regime}) {w}: p95 latency ms", sv["p95_ms"], iv["p95_ms"], "{:.2f}")
                 row(f"({regime}) {w}: redo/PM bytes per transaction", sv["pm_bytes_per_txn"],
                     iv["pm_bytes_per_txn"])
+                if "redo_bytes_per_txn" in sv and "redo_bytes_per_txn" in iv:
+                    row(f"({regime}) {w}: of which redo log", sv["redo_bytes_per_txn"],
+                        iv["redo_bytes_per_txn"])
                 row(f"({regime}) {w}: data-file bytes per transaction", sv["data_bytes_per_txn"],
                     iv["data_bytes_per_txn"])
                 if "disk_read_bytes_per_txn" in sv and "disk_read_bytes_per_txn" in iv:

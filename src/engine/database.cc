@@ -574,17 +574,17 @@ bool DatabaseImpl::FlushLazyCommits() {
     lazy_pending_.store(false, std::memory_order_release);
   }
   if (!group.pin) return true;
-  // A failed log fails every write from then on (Writable): the group
-  // stays, its pin holding the checkpoint. Durable short of its end (an
-  // append below it still filling): the flush thread takes it again.
-  if (!log_->WaitFilledDurable().ok() || log_->durable_lsn() < group.end) {
+  // Up to the group's end: an append below it still filling finishes soon
+  // (it cannot wait for log space: the group's own records, later, found
+  // it). A failed log fails every write from then on (Writable): the
+  // group stays, its pin holding the checkpoint.
+  if (!log_->WaitDurable(group.end).ok()) {
     std::optional<uint64_t> release;
     {
       std::lock_guard lock(lazy_mu_);
       release = MergeLazy(std::move(group));
     }
     if (release) pool_->EndChange(*release);
-    if (!log_->failed()) WakeFlusher();
     return false;
   }
   pool_->EndChange(*group.pin);
@@ -606,13 +606,8 @@ void DatabaseImpl::FlushLoop() {
     flush_cv_.wait(lock, [&] { return flush_wanted_; });
     flush_wanted_ = false;
     lock.unlock();
-    const bool done = FlushLazyCommits();
+    (void)FlushLazyCommits();
     lock.lock();
-    // Not yet (an append below the group still filling): not in a loop.
-    if (!done) {
-      flush_cv_.wait_for(lock, std::chrono::milliseconds(1),
-                         [&] { return purge_stopping_.load(); });
-    }
   }
 }
 

@@ -254,9 +254,9 @@ class DatabaseImpl final : public Database {
   // FlushLazyCommits whenever woken (DeferEnd), until StopPurge.
   void FlushLoop();
   void WakeFlusher();
-  // Makes the filled log durable if commits wait for it, then lets go of
-  // their pins and locks. false: not yet (an append below them still
-  // filling, or the log failed): they stay for the next call.
+  // Makes the log durable up to the commits that wait for it, then lets go
+  // of their pins and locks. false: the log failed; they stay (and so does
+  // the checkpoint: writes have stopped).
   bool FlushLazyCommits();
   // Commits that did not wait (DeferEnd), as one group: the end of the
   // newest, the oldest pin of them all (the others are released at once:

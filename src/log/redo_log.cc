@@ -519,10 +519,6 @@ Status RedoLog::Checkpoint(Lsn lsn) {
   return Status::OK();
 }
 
-Status RedoLog::WaitFilledDurable() {
-  return WaitDurable(link_.Advance());
-}
-
 Status RedoLog::Close() {
   if (closed_.exchange(true)) return Status::OK();
   // New appends fail from here on, and appends parked on a full log give up

@@ -85,10 +85,6 @@ class RedoLog {
   Result<AppendResult> Append(uint16_t type, const void* payload, uint32_t length);
   // Returns once every byte below `lsn` is durable in every stream.
   Status WaitDurable(Lsn lsn);
-  // Makes every record filled so far durable: WaitDurable up to the end of
-  // the filled prefix, so it never waits for an append still parked on a
-  // full log. (Commits made without waiting: Options::flush_log_at_commit.)
-  Status WaitFilledDurable();
   // Append + WaitDurable.
   Result<AppendResult> Commit(uint16_t type, const void* payload, uint32_t length);
   // Recovery may start at `lsn` from now on: it must be a record's start LSN

@@ -16,6 +16,7 @@
 #include "crash_images.h"
 #include "engine/engine_impl.h"
 #include "engine_workload.h"
+#include "forwarding_persistence.h"
 #include "pmem/tracking_persistence.h"
 #include "test_util.h"
 #include "util/fault_file_system.h"
@@ -212,16 +213,9 @@ TEST_F(EngineCrashPpl, PowerCutsKeepExactlyTheAcknowledgedTransactions) {
 // Holds one thread at its next Drain until opened: a committing
 // transaction stopped after appending its commit record, before the record
 // is durable.
-class DrainGate : public pmem::Persistence {
+class DrainGate : public test::ForwardingPersistence {
  public:
-  explicit DrainGate(pmem::Persistence* inner) : inner_(inner) {}
-  void CopyNoDrain(void* dst, const void* src, size_t n) override {
-    inner_->CopyNoDrain(dst, src, n);
-  }
-  void FillNoDrain(void* dst, uint8_t byte, size_t n) override {
-    inner_->FillNoDrain(dst, byte, n);
-  }
-  void Flush(const void* addr, size_t n) override { inner_->Flush(addr, n); }
+  using ForwardingPersistence::ForwardingPersistence;
   void Drain() override {
     {
       std::unique_lock lock(mu_);
@@ -232,12 +226,8 @@ class DrainGate : public pmem::Persistence {
         cv_.wait(lock, [&] { return !held_; });
       }
     }
-    inner_->Drain();
+    inner()->Drain();
   }
-  void OnMap(const std::string& name, const void* base, size_t size) override {
-    inner_->OnMap(name, base, size);
-  }
-  void OnUnmap(const void* base) override { inner_->OnUnmap(base); }
   const char* Name() const override { return "drain gate (test)"; }
 
   // The calling thread's next Drain waits for Open().
@@ -259,7 +249,6 @@ class DrainGate : public pmem::Persistence {
   }
 
  private:
-  pmem::Persistence* const inner_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool armed_ = false, held_ = false;

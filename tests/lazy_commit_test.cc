@@ -20,6 +20,7 @@
 #include "crash_images.h"
 #include "engine/engine_impl.h"
 #include "engine_util.h"
+#include "forwarding_persistence.h"
 
 namespace subito {
 namespace {
@@ -30,9 +31,9 @@ using test::SampleTable;
 // Forwards to `inner`; Drain waits while the gate is shut (for every
 // thread, or only for the thread so named), so no byte that thread wrote
 // becomes durable then (TrackingPersistence counts a line once drained).
-class GatedPersistence : public pmem::Persistence {
+class GatedPersistence : public test::ForwardingPersistence {
  public:
-  explicit GatedPersistence(pmem::Persistence* inner) : inner_(inner) {}
+  using ForwardingPersistence::ForwardingPersistence;
   void Shut(std::string only_thread = "") {
     std::lock_guard lock(mu_);
     open_ = false;
@@ -45,28 +46,16 @@ class GatedPersistence : public pmem::Persistence {
     }
     cv_.notify_all();
   }
-  void CopyNoDrain(void* dst, const void* src, size_t n) override {
-    inner_->CopyNoDrain(dst, src, n);
-  }
-  void FillNoDrain(void* dst, uint8_t byte, size_t n) override {
-    inner_->FillNoDrain(dst, byte, n);
-  }
-  void Flush(const void* addr, size_t n) override { inner_->Flush(addr, n); }
   void Drain() override {
     char name[16] = {};
     (void)pthread_getname_np(pthread_self(), name, sizeof name);
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return open_ || (!only_.empty() && only_ != name); });
-    inner_->Drain();
+    inner()->Drain();
   }
-  void OnMap(const std::string& name, const void* base, size_t size) override {
-    inner_->OnMap(name, base, size);
-  }
-  void OnUnmap(const void* base) override { inner_->OnUnmap(base); }
   const char* Name() const override { return "gated"; }
 
  private:
-  pmem::Persistence* const inner_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool open_ = true;

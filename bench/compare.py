@@ -12,8 +12,8 @@ Regimes: (a) in memory (pool larger than the data), (b) I/O-bound
 (b)'s data, (e) restart: SIGKILL during a write load to the first answered
 query, (f) the ceiling: (a) again with commits not durable for both engines
 (innodb_flush_log_at_trx_commit=0, subito_flush_log_at_trx_commit=0), and
-each engine's durable throughput in (a) as a share of it. Prints each figure for both engines and the ratio, writes JSON and a
-PNG.
+each engine's durable throughput in (a) as a share of it. Prints each figure
+for both engines and the ratio, writes JSON and a PNG.
 """
 import argparse
 import json
@@ -27,6 +27,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENGINES = ["subito", "innodb"]
+# The sysbench workloads of the in-memory regimes, (a) and (f).
+MEM_WORKLOADS = ["oltp_point_select", "oltp_read_only", "oltp_write_only", "oltp_read_write"]
 START = time.time()
 
 
@@ -421,8 +423,7 @@ def main():
     for engine in ENGINES:
         if "a" in args.regimes:
             run_sysbench_regime(args, "a", engine, mem_tables, mem_rows, args.mem_pool,
-                                ["oltp_point_select", "oltp_read_only", "oltp_write_only",
-                                 "oltp_read_write"], res["a"])
+                                MEM_WORKLOADS, res["a"])
         if any(r in args.regimes for r in "bde"):
             run_sysbench_regime(args, "b", engine, io_tables, io_rows, args.io_pool,
                                 ["oltp_point_select", "oltp_write_only", "oltp_read_write"]
@@ -432,8 +433,7 @@ def main():
             run_tpcc(args, engine, res["c"])
         if "f" in args.regimes:
             run_sysbench_regime(args, "f", engine, mem_tables, mem_rows, args.mem_pool,
-                                ["oltp_point_select", "oltp_read_only", "oltp_write_only",
-                                 "oltp_read_write"], res["f"], durable=False)
+                                MEM_WORKLOADS, res["f"], durable=False)
     print_table(res)
     for regime in ("a", "b", "c", "f"):
         for engine, c in res[regime].get("caching", {}).items():

@@ -7,6 +7,8 @@ import json
 import re
 import sys
 
+import compare  # bench/compare.py: the regimes' derived figures
+
 
 def log_section(data, png):
     out = []
@@ -161,11 +163,8 @@ def compare_section(data, png):
                         sv["disk_read_bytes_per_txn"], iv["disk_read_bytes_per_txn"])
                     row(f"({regime}) {w}: server process disk writes, bytes per transaction",
                         sv["disk_write_bytes_per_txn"], iv["disk_write_bytes_per_txn"])
-    for w, v in data.get("a", {}).items():
-        f = data.get("f", {}).get(w, {})
-        if all(e in v and e in f and "tps" in v[e] and "tps" in f[e] for e in ("subito", "innodb")):
-            row(f"(a)/(f) {w}: durable / not durable", v["subito"]["tps"] / f["subito"]["tps"],
-                v["innodb"]["tps"] / f["innodb"]["tps"], "{:.2f}")
+    for w, share in compare.ceiling_shares(data).items():
+        row(f"(a)/(f) {w}: durable / not durable", share["subito"], share["innodb"], "{:.2f}")
     t = data.get("c", {}).get("tpcc", {})
     if "subito" in t and "innodb" in t:
         row("(c) TPC-C tpmC", t["subito"]["tpmC"], t["innodb"]["tpmC"])

@@ -1,9 +1,9 @@
 // Power cuts at many instants of a concurrent transactional workload (PM
 // tier tracked flush by flush, page files tracked write by write with
 // unsynced sectors kept at random). After recovery every acknowledged
-// transaction is there, no unacknowledged one, and every index agrees with
-// its table. Some recoveries are themselves cut by a second power loss and
-// recovered again.
+// transaction is there (with lazy commits: every one the log was durable
+// past), no unstarted one, and every index agrees with its table. Some recoveries are themselves
+// cut by a second power loss and recovered again.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -45,6 +45,10 @@ class EngineCrash : public ::testing::Test, public TrackedRun {
   }
   // Thread 1 runs big transactions (undo files).
   bool big_thread = false;
+  // Commits return before their record is durable (flush_log_at_commit off):
+  // a transaction is then owed to a cut only once the log was durable past
+  // it, not once it was acknowledged.
+  bool lazy_commits = false;
   // Reset before the images are taken (a clean close; every cut lies before).
   std::unique_ptr<Database> db;
 };
@@ -61,11 +65,28 @@ void EngineCrash::PowerCutsKeepAcknowledged(uint64_t* logged) {
   }
   // Per thread and committed transaction k (1-based): clock times.
   std::vector<std::vector<uint64_t>> started(kThreads), acked(kThreads);
+  // With lazy commits: per thread and committed transaction, an LSN at or
+  // past its commit record's end (read after the commit returned); and
+  // (clock time, LSN) pairs where the log was durable up to LSN at that time
+  // (the durable LSN read first, then the clock: it was published after its
+  // fence, so the fence lies before the time read).
+  std::vector<std::vector<uint64_t>> commit_lsn(kThreads);
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> durable_at(kThreads + 1);
+  const auto sample_durable = [&](int slot) {
+    const uint64_t lsn = db->Stats().log_durable_lsn;
+    durable_at[slot].emplace_back(clock->Now(), lsn);
+  };
+  if (lazy_commits) db->SetFlushLogAtCommit(false);
   const uint64_t start_time = clock->Now();
   std::vector<std::thread> threads;
   std::atomic<int> running{kThreads};
   for (int w = 0; w < kThreads; ++w) {
     threads.emplace_back([&, w] {
+      // Also when an assertion ends the thread early (the sampler waits).
+      struct Finished {
+        std::atomic<int>& running;
+        ~Finished() { --running; }
+      } finished{running};
       // The others write on until thread 0 has been relocated at least once
       // (it waits for that while they run), so every run has relocations.
       const bool big = big_thread && w == 1;
@@ -85,12 +106,26 @@ void EngineCrash::PowerCutsKeepAcknowledged(uint64_t* logged) {
           }
           started[w].push_back(clock->Now());
         }));
-        if (committed) acked[w].push_back(clock->Now());
+        if (committed) {
+          acked[w].push_back(clock->Now());
+          if (lazy_commits) {
+            commit_lsn[w].push_back(db->Stats().log_lsn);
+            sample_durable(w);
+          }
+        }
       }
-      --running;
+    });
+  }
+  if (lazy_commits) {
+    threads.emplace_back([&] {
+      while (running.load() > 0) {
+        sample_durable(kThreads);
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
     });
   }
   for (auto& th : threads) th.join();
+  if (lazy_commits) sample_durable(kThreads);
   const uint64_t relocations = db->Stats().undo_relocations;
   EXPECT_GT(relocations, 0u) << "no undo relocation happened: the test lost its reach";
   if (big_thread) {
@@ -106,13 +141,42 @@ void EngineCrash::PowerCutsKeepAcknowledged(uint64_t* logged) {
   const auto bounds = [&](uint64_t at, std::vector<size_t>& min_k, std::vector<size_t>& max_k) {
     min_k.assign(kThreads, 0);
     max_k.assign(kThreads, 0);
+    uint64_t durable = 0;
+    for (const auto& samples : durable_at) {
+      for (const auto& [when, lsn] : samples) {
+        if (when <= at) durable = std::max(durable, lsn);
+      }
+    }
     for (int w = 0; w < kThreads; ++w) {
-      for (uint64_t a : acked[w]) min_k[w] += a <= at;
+      size_t acked_k = 0;
+      for (uint64_t a : acked[w]) acked_k += a <= at;
+      if (lazy_commits) {
+        for (uint64_t lsn : commit_lsn[w]) min_k[w] += lsn <= durable;
+        min_k[w] = std::min(min_k[w], acked_k);
+      } else {
+        min_k[w] = acked_k;
+      }
       for (uint64_t s : started[w]) max_k[w] += s < at;
     }
   };
-  const std::vector<uint64_t> times =
-      test::CutTimes(start_time, end_time, fs.TimesAfterWrites(), 6, rng);
+  std::vector<uint64_t> times = test::CutTimes(start_time, end_time, fs.TimesAfterWrites(), 6, rng);
+  // Lazy commits: cuts right as some commits returned, where their flush
+  // may not have happened yet.
+  for (int i = 0; lazy_commits && i < 4; ++i) {
+    const auto& a = acked[rng() % kThreads];
+    if (!a.empty()) times.push_back(a[rng() % a.size()]);
+  }
+  // Cuts after which an acknowledged transaction was gone (lazy commits).
+  int cuts_losing_acknowledged = 0;
+  const auto count_lost = [&](uint64_t at, const std::vector<size_t>& found) {
+    bool lost = false;
+    for (int w = 0; w < kThreads; ++w) {
+      size_t acked_k = 0;
+      for (uint64_t a : acked[w]) acked_k += a <= at;
+      lost |= found[w] < acked_k;
+    }
+    cuts_losing_acknowledged += lost;
+  };
   int cut_no = 0;
   uint64_t losers = 0, redone = 0, file_losers = 0, file_entries = 0;
   for (uint64_t at : times) {
@@ -143,7 +207,9 @@ void EngineCrash::PowerCutsKeepAcknowledged(uint64_t* logged) {
       FailedImageKeeper keeper(c + "2", seed, cut_no);
       auto rdb = Database::Open(PlainOptions(c + "2"));
       ASSERT_TRUE(rdb.ok()) << rdb.status().ToString();
-      test::CheckRecovered(rdb->get(), plans, min_k, max_k);
+      std::vector<size_t> found(kThreads);
+      test::CheckRecovered(rdb->get(), plans, min_k, max_k, &found);
+      count_lost(at, found);
       continue;
     }
     WriteImage(c, dir.Sub("pm"), pm_image, file_image);
@@ -154,7 +220,9 @@ void EngineCrash::PowerCutsKeepAcknowledged(uint64_t* logged) {
     file_losers += (*rdb)->recovery().losers_with_undo_files;
     file_entries += (*rdb)->recovery().undo_file_entries;
     redone += (*rdb)->recovery().records_redone;
-    test::CheckRecovered(rdb->get(), plans, min_k, max_k);
+    std::vector<size_t> found(kThreads);
+    test::CheckRecovered(rdb->get(), plans, min_k, max_k, &found);
+    count_lost(at, found);
     // Recovered once, it reopens the same way.
     ASSERT_OK((*rdb)->Close());
     rdb->reset();
@@ -173,6 +241,10 @@ void EngineCrash::PowerCutsKeepAcknowledged(uint64_t* logged) {
     EXPECT_GT(file_entries, 0u)
         << "no cut found a loser's undo in its file: the test lost its reach";
   }
+  if (lazy_commits) {
+    std::printf("%d cuts lost acknowledged lazy commits\n", cuts_losing_acknowledged);
+    EXPECT_GT(cuts_losing_acknowledged, 0) << "no cut fell between a lazy commit and its flush";
+  }
   EXPECT_GT(redone, 0u);
 }
 
@@ -180,6 +252,19 @@ TEST_F(EngineCrash, PowerCutsKeepExactlyTheAcknowledgedTransactions) {
   uint64_t logged = 0;
   PowerCutsKeepAcknowledged(&logged);
   EXPECT_EQ(logged, 0u);
+}
+
+// Commits that return before their record is durable: every transaction
+// the log was durable past is there, none that had not started, and every
+// other one whole or absent; and some cuts lose acknowledged ones. Fails if
+// the durable LSN is raised before its fence. (The checkpoint held behind a
+// lazy commit's undo and its locks kept until it is durable need a
+// checkpoint or a conflicting writer inside that short window: gated in
+// lazy_commit_test.)
+TEST_F(EngineCrash, PowerCutsKeepExactlyTheDurableTransactionsOfLazyCommits) {
+  lazy_commits = true;
+  uint64_t logged = 0;
+  PowerCutsKeepAcknowledged(&logged);
 }
 
 // One thread's transactions are larger than 1/16 of the log: their undo

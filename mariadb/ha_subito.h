@@ -237,6 +237,9 @@ class ha_subito final : public handler {
   double mbr_[4] = {};       // the query's xmin, xmax, ymin, ymax
   std::string row_storage_;  // the current row's packed bytes (blob data)
   subito::Row row_;          // the row rnd_pos read
+  // position()'s and rnd_pos()'s primary key values: kept, so that a
+  // filesort's call per row allocates nothing.
+  subito::Row ref_values_;
   // try_semi_consistent_read: an UPDATE at READ COMMITTED (Cursor::SetSemiConsistent).
   bool semi_consistent_ = false;
   uint64_t row_id_ = 0;  // hidden primary key of the current row

@@ -263,9 +263,8 @@ void ha_subito::position(const uchar* record) {
       int8store(ref, row_id_);
       return 0;
     }
-    Row values;
-    mapper_->KeyOfRecord(table->s->primary_key, record, &values);
-    mapper_->RefOf(values, ref);
+    mapper_->KeyOfRecord(table->s->primary_key, record, &ref_values_);
+    mapper_->RefOf(ref_values_, ref);
     return 0;
   });
 }
@@ -318,11 +317,10 @@ int ha_subito::cmp_ref(const uchar* ref1, const uchar* ref2) {
 
 int ha_subito::rnd_pos(uchar* buf, uchar* pos) {
   return Guard(ha_thd(), "rnd_pos", [&]() -> int {
-    Row key;
-    mapper_->KeyOfRef(pos, &key);
+    mapper_->KeyOfRef(pos, &ref_values_);
     subito::Transaction* txn = Txn();
     if (txn == nullptr) return HA_ERR_INTERNAL_ERROR;
-    subito::Result<std::optional<Row>> r = txn->Get(EngineTable(), key, read_mode_);
+    subito::Result<std::optional<Row>> r = txn->Get(EngineTable(), ref_values_, read_mode_);
     if (!r.ok()) return Error(r.status());
     if (!r->has_value()) return HA_ERR_KEY_NOT_FOUND;
     row_ = std::move(**r);

@@ -238,7 +238,7 @@ class ha_subito final : public handler {
   std::string row_storage_;  // the current row's packed bytes (blob data)
   subito::Row row_;          // the row rnd_pos read
   // position()'s and rnd_pos()'s primary key values: kept, so that a
-  // filesort's call per row allocates nothing.
+  // filesort's call per row does not allocate the vector anew.
   subito::Row ref_values_;
   // try_semi_consistent_read: an UPDATE at READ COMMITTED (Cursor::SetSemiConsistent).
   bool semi_consistent_ = false;

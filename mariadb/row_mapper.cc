@@ -410,23 +410,32 @@ void RowMapper::KeyOfRecord(uint32_t key, const unsigned char* record, Row* valu
 void RowMapper::ToRow(const unsigned char* record, Row* row) {
   row->assign(layout_->def().columns.size(), std::monostate{});
   const TABLE_SHARE* s = table_->s;
-  Row values;
   for (uint k = 0; k < s->keys; ++k) {
-    KeyOfRecord(k, record, &values);
+    KeyOfRecord(k, record, &key_values_);
     const KeyLayout& kl = layout_->key(k);
-    for (size_t i = 0; i < kl.parts.size(); ++i) (*row)[kl.parts[i].column] = std::move(values[i]);
+    for (size_t i = 0; i < kl.parts.size(); ++i) {
+      (*row)[kl.parts[i].column] = std::move(key_values_[i]);
+    }
   }
 
-  // __record: the null bytes, then each stored non-NULL field, packed.
-  std::string rec(reinterpret_cast<const char*>(record), s->null_bytes);
+  // __record: the null bytes, then each stored non-NULL field, packed,
+  // into room for them all (one allocation).
   const my_ptrdiff_t diff = record - table_->record[0];
+  const auto bound_of = [&](Field* f) -> size_t {
+    if (!f->stored_in_db() || f->is_null_in_record(record)) return 0;
+    size_t bound = f->pack_length() + 8;
+    if (f->flags & BLOB_FLAG) bound += static_cast<Field_blob*>(f)->get_length(f->ptr + diff);
+    return bound;
+  };
+  size_t room = s->null_bytes;
+  for (Field** fp = table_->field; *fp; ++fp) room += bound_of(*fp);
+  std::string rec;
+  rec.reserve(room);
+  rec.assign(reinterpret_cast<const char*>(record), s->null_bytes);
   for (Field** fp = table_->field; *fp; ++fp) {
     Field* f = *fp;
-    if (!f->stored_in_db() || f->is_null_in_record(record)) continue;
-    size_t bound = f->pack_length() + 8;
-    if (f->flags & BLOB_FLAG) {
-      bound += static_cast<Field_blob*>(f)->get_length(f->ptr + diff);
-    }
+    const size_t bound = bound_of(f);
+    if (bound == 0) continue;
     const size_t at = rec.size();
     rec.resize(at + bound);
     uchar* end = f->pack(reinterpret_cast<uchar*>(rec.data()) + at, f->ptr + diff);

@@ -74,6 +74,7 @@ class RowMapper {
   std::vector<unsigned char> scratch_record_;
   std::vector<unsigned char> tuple_;
   std::string weights_;  // StoreWeightLength's scratch
+  Row key_values_;       // ToRow's scratch: one key's values at a time
 };
 
 }  // namespace subito::mariadb

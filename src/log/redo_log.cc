@@ -213,8 +213,8 @@ Result<AppendResult> RedoLog::Append(uint16_t type, const void* payload, uint32_
   if (length > 0) put(start + kRecordHeaderSize, src, length);
   put(start + kRecordHeaderSize + length, kZeros, span - kRecordHeaderSize - length);
   link_.Complete(start, end);
-  counters_.appends.fetch_add(1, std::memory_order_relaxed);
-  counters_.append_bytes.fetch_add(span, std::memory_order_relaxed);
+  counters_.appends.Add();
+  counters_.append_bytes.Add(span);
   if (options_.write_mode == LogWriteMode::kClassic) {
     work_requests_.fetch_add(1, std::memory_order_release);
     work_requests_.notify_all();
@@ -317,7 +317,7 @@ Status RedoLog::WaitDurable(Lsn lsn) {
                                              static_cast<ull>(lsn),
                                              static_cast<ull>(reserved_.load())));
   }
-  counters_.durable_waits.fetch_add(1, std::memory_order_relaxed);
+  counters_.durable_waits.Add();
   const bool nf = options_.write_mode == LogWriteMode::kNf;
   for (int spins = 0;;) {
     uint64_t epoch = write_epoch_.load(std::memory_order_acquire);
@@ -563,9 +563,9 @@ Status RedoLog::ReadRecoveredRecord(Lsn lsn, std::vector<uint8_t>* scratch,
 
 LogStats RedoLog::stats() const {
   LogStats s;
-  s.appends = counters_.appends.load();
-  s.append_bytes = counters_.append_bytes.load();
-  s.durable_waits = counters_.durable_waits.load();
+  s.appends = counters_.appends.value();
+  s.append_bytes = counters_.append_bytes.value();
+  s.durable_waits = counters_.durable_waits.value();
   for (const auto& st : streams_) {
     s.writes += st->writes.load(std::memory_order_relaxed);
     s.syncs += st->syncs.load(std::memory_order_relaxed);

@@ -6,7 +6,10 @@ namespace subito::txn {
 
 std::string EncodeUndo(uint64_t txn, uint32_t space, std::string_view key,
                        const std::optional<std::string>& before, bool before_chain, bool empties) {
-  std::string out(kUndoHeaderSize, '\0');
+  std::string out;
+  // One allocation, not one per append.
+  out.reserve(kUndoHeaderSize + (empties ? 0 : key.size() + (before ? before->size() : 0)));
+  out.resize(kUndoHeaderSize);
   auto* p = reinterpret_cast<uint8_t*>(out.data());
   EncodeFixed64(p, txn);
   EncodeFixed32(p + 8, space);

@@ -487,6 +487,7 @@ int ha_subito::close() {
     cursor_.reset();
     mapper_.reset();
     loader_.reset();  // unfinished: the table stays only to be dropped
+    for (Row* r : {&change_row_, &old_row_, &new_row_}) Row().swap(*r);
     return 0;
   });
 }
@@ -575,8 +576,12 @@ int ha_subito::write_row(const uchar* buf) {
     if (counted) {
       if (int err = update_auto_increment()) return err;
     }
-    Row row;
+    Row& row = change_row_;
     mapper_->ToRow(buf, &row);
+    struct Kept {
+      Row& row;
+      ~Kept() { KeepRowScratch(row); }
+    } kept{row};
     if (share_->layout->hidden_pk()) {
       subito::Result<uint64_t> id = t->NextAutoIncrement();
       if (!id.ok()) return Error(id.status());
@@ -694,12 +699,32 @@ int ha_subito::EndBulk(bool commit) {
   return st.ok() ? 0 : Error(st);
 }
 
+void ha_subito::KeepRowScratch(Row& row) {
+  // A row's bytes stay for the next call up to this size: a server has a
+  // handler per open table and connection (three rows of 4 KiB each, 24 MiB
+  // for 2,000 handlers), and most rows are far smaller.
+  constexpr size_t kKeepBytes = 4 << 10;
+  size_t bytes = row.capacity() * sizeof(subito::Value);
+  for (const subito::Value& v : row) {
+    if (const auto* s = std::get_if<std::string>(&v)) bytes += s->capacity();
+  }
+  if (bytes > kKeepBytes) Row().swap(row);
+}
+
 int ha_subito::update_row(const uchar* old_data, const uchar* new_data) {
   return Guard(ha_thd(), "update_row", [&]() -> int {
     if (int err = CheckRowSize(new_data)) return err;
-    Row old_row, new_row;
+    Row& old_row = old_row_;
+    Row& new_row = new_row_;
     mapper_->ToRow(old_data, &old_row);
     mapper_->ToRow(new_data, &new_row);
+    struct Kept {
+      Row &old_row, &new_row;
+      ~Kept() {
+        KeepRowScratch(old_row);
+        KeepRowScratch(new_row);
+      }
+    } kept{old_row, new_row};
     if (share_->layout->hidden_pk()) {
       const uint32_t c = share_->layout->row_id_column();
       old_row[c] = row_id_;
@@ -721,8 +746,12 @@ int ha_subito::update_row(const uchar* old_data, const uchar* new_data) {
 
 int ha_subito::delete_row(const uchar* buf) {
   return Guard(ha_thd(), "delete_row", [&]() -> int {
-    Row row;
+    Row& row = change_row_;
     mapper_->ToRow(buf, &row);
+    struct Kept {
+      Row& row;
+      ~Kept() { KeepRowScratch(row); }
+    } kept{row};
     if (share_->layout->hidden_pk()) {
       const uint32_t c = share_->layout->row_id_column();
       row[c] = row_id_;

@@ -408,6 +408,12 @@ void RowMapper::KeyOfRecord(uint32_t key, const unsigned char* record, Row* valu
 }
 
 void RowMapper::ToRow(const unsigned char* record, Row* row) {
+  // A row the caller keeps between calls lends its record's bytes.
+  const uint32_t record_column = layout_->record_column();
+  std::string rec;
+  if (record_column < row->size()) {
+    if (auto* old = std::get_if<std::string>(&(*row)[record_column])) rec = std::move(*old);
+  }
   row->assign(layout_->def().columns.size(), std::monostate{});
   const TABLE_SHARE* s = table_->s;
   for (uint k = 0; k < s->keys; ++k) {
@@ -429,7 +435,6 @@ void RowMapper::ToRow(const unsigned char* record, Row* row) {
   };
   size_t room = s->null_bytes;
   for (Field** fp = table_->field; *fp; ++fp) room += bound_of(*fp);
-  std::string rec;
   rec.reserve(room);
   rec.assign(reinterpret_cast<const char*>(record), s->null_bytes);
   for (Field** fp = table_->field; *fp; ++fp) {
@@ -441,7 +446,7 @@ void RowMapper::ToRow(const unsigned char* record, Row* row) {
     uchar* end = f->pack(reinterpret_cast<uchar*>(rec.data()) + at, f->ptr + diff);
     rec.resize(static_cast<size_t>(end - reinterpret_cast<uchar*>(rec.data())));
   }
-  (*row)[layout_->record_column()] = std::move(rec);
+  (*row)[record_column] = std::move(rec);
 }
 
 Status RowMapper::FromRow(const Row& row, unsigned char* record, std::string* storage) {

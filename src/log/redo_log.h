@@ -62,7 +62,7 @@ struct AppendResult {
 struct LogStats {
   uint64_t appends = 0;
   uint64_t append_bytes = 0;     // record bytes (headers included)
-  uint64_t durable_waits = 0;    // WaitDurable calls that had to wait
+  uint64_t durable_waits = 0;    // WaitDurable calls the durable LSN had not yet passed
   uint64_t writes = 0;           // nf: persist batches; classic: pwrite calls
   uint64_t syncs = 0;            // fences (nf) or fdatasync calls (classic)
   uint64_t persisted_bytes = 0;  // bytes written to the log files, padding included

@@ -116,7 +116,10 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
   if (pushed != nullptr) *pushed = true;
   ix->versions->Add(key, state_, std::move(before), before_chain);
   // Purge visits each key once (again only after a savepoint rollback).
-  if (++live_writes_[{ix->space(), key}] == 1) written_.push_back({ix->versions, key});
+  if (++live_writes_[{ix->space(), key}] == 1) {
+    if (written_.empty()) written_.reserve(8);
+    written_.push_back({ix->versions, key});
+  }
   // Log space was checked above; the change must not wait on the pin this
   // transaction holds.
   buffer::BufferPool::LogFreeExemption exempt;
@@ -158,6 +161,7 @@ Status TransactionImpl::PushUndo(IndexImpl* ix, Undo u, const std::string& rec) 
   if (!a.ok()) return a.status();
   ix->file->CountRedo(a->end - a->start);
   u.logged = span;
+  if (undo_.empty()) undo_.reserve(8);  // one allocation for a small transaction's list
   undo_.push_back(std::move(u));
   undo_bytes_ += span;
   return Status::OK();

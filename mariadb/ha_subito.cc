@@ -3,6 +3,7 @@
 #include "ha_subito.h"
 
 #include <algorithm>
+#include <array>
 
 #include <my_global.h>
 // clang-format off: the server's headers depend on this order
@@ -194,6 +195,25 @@ subito::ReadMode ReadModeFor(THD* thd, const subito::mariadb::Trx& trx, thr_lock
   }
   return subito::ReadMode::kSnapshot;
 }
+
+// A row change's rows, kept by the handler between calls: when the call
+// returns, a row's bytes stay up to kKeepBytes (a server has a handler per
+// open table and connection: three rows of 4 KiB each are 24 MiB for 2,000
+// handlers, and most rows are far smaller), larger ones go.
+template <size_t N>
+struct KeptRows {
+  std::array<Row*, N> rows;
+  ~KeptRows() {
+    constexpr size_t kKeepBytes = 4 << 10;
+    for (Row* row : rows) {
+      size_t bytes = row->capacity() * sizeof(subito::Value);
+      for (const subito::Value& v : *row) {
+        if (const auto* s = std::get_if<std::string>(&v)) bytes += s->capacity();
+      }
+      if (bytes > kKeepBytes) Row().swap(*row);
+    }
+  }
+};
 
 }  // namespace
 
@@ -578,10 +598,7 @@ int ha_subito::write_row(const uchar* buf) {
     }
     Row& row = change_row_;
     mapper_->ToRow(buf, &row);
-    struct Kept {
-      Row& row;
-      ~Kept() { KeepRowScratch(row); }
-    } kept{row};
+    KeptRows<1> kept{{&row}};
     if (share_->layout->hidden_pk()) {
       subito::Result<uint64_t> id = t->NextAutoIncrement();
       if (!id.ok()) return Error(id.status());
@@ -699,18 +716,6 @@ int ha_subito::EndBulk(bool commit) {
   return st.ok() ? 0 : Error(st);
 }
 
-void ha_subito::KeepRowScratch(Row& row) {
-  // A row's bytes stay for the next call up to this size: a server has a
-  // handler per open table and connection (three rows of 4 KiB each, 24 MiB
-  // for 2,000 handlers), and most rows are far smaller.
-  constexpr size_t kKeepBytes = 4 << 10;
-  size_t bytes = row.capacity() * sizeof(subito::Value);
-  for (const subito::Value& v : row) {
-    if (const auto* s = std::get_if<std::string>(&v)) bytes += s->capacity();
-  }
-  if (bytes > kKeepBytes) Row().swap(row);
-}
-
 int ha_subito::update_row(const uchar* old_data, const uchar* new_data) {
   return Guard(ha_thd(), "update_row", [&]() -> int {
     if (int err = CheckRowSize(new_data)) return err;
@@ -718,13 +723,7 @@ int ha_subito::update_row(const uchar* old_data, const uchar* new_data) {
     Row& new_row = new_row_;
     mapper_->ToRow(old_data, &old_row);
     mapper_->ToRow(new_data, &new_row);
-    struct Kept {
-      Row &old_row, &new_row;
-      ~Kept() {
-        KeepRowScratch(old_row);
-        KeepRowScratch(new_row);
-      }
-    } kept{old_row, new_row};
+    KeptRows<2> kept{{&old_row, &new_row}};
     if (share_->layout->hidden_pk()) {
       const uint32_t c = share_->layout->row_id_column();
       old_row[c] = row_id_;
@@ -748,10 +747,7 @@ int ha_subito::delete_row(const uchar* buf) {
   return Guard(ha_thd(), "delete_row", [&]() -> int {
     Row& row = change_row_;
     mapper_->ToRow(buf, &row);
-    struct Kept {
-      Row& row;
-      ~Kept() { KeepRowScratch(row); }
-    } kept{row};
+    KeptRows<1> kept{{&row}};
     if (share_->layout->hidden_pk()) {
       const uint32_t c = share_->layout->row_id_column();
       row[c] = row_id_;

@@ -242,9 +242,8 @@ class ha_subito final : public handler {
   subito::Row ref_values_;
   // write_row's and delete_row's row, and update_row's two: kept between
   // calls, so that a row change does not allocate them (and their records'
-  // bytes) anew; let go after a row of large values (KeepRowScratch).
+  // bytes) anew; let go after a row of large values (KeptRows).
   subito::Row change_row_, old_row_, new_row_;
-  static void KeepRowScratch(subito::Row& row);
   // try_semi_consistent_read: an UPDATE at READ COMMITTED (Cursor::SetSemiConsistent).
   bool semi_consistent_ = false;
   uint64_t row_id_ = 0;  // hidden primary key of the current row

@@ -37,7 +37,7 @@ ENTRY_POINTS = [
 
 def annotate(path, inclusive):
     """{function: Ir} from callgrind_annotate."""
-    out = sh(["callgrind_annotate", f"--inclusive={'yes' if inclusive else 'no'}",
+    out = sh(["callgrind_annotate", f"--inclusive={'yes' if inclusive else 'no'}", "--show=Ir",
               "--threshold=100", path], check=False).stdout
     costs = {}
     for line in out.splitlines():
@@ -59,8 +59,9 @@ def profile(args, engine):
     srv = Server(args, engine, "callgrind", args.pool)
     # valgrind knows no io_uring, nor a reservation of the largest pool size
     srv.extra = ["--innodb-use-native-aio=0", f"--innodb-buffer-pool-size-max={args.pool}"]
+    cache = (f"--cache-sim=yes --D1={args.d1} --LL={args.ll} " if args.cache_sim else "")
     os.environ["SUBITO_SERVER_WRAPPER"] = (
-        "valgrind --tool=callgrind --instr-atstart=no --collect-atstart=yes "
+        f"valgrind --tool=callgrind {cache}--instr-atstart=no --collect-atstart=yes "
         f"--callgrind-out-file={srv.dir}/callgrind.out.%p --separate-threads=no "
         f"--log-file={srv.dir}/valgrind.log")
     log(f"{engine}: starting the server under callgrind (a minute or two)")
@@ -92,10 +93,40 @@ def profile(args, engine):
             total, inc = annotate(dumps[-1], True)
             _, exc = annotate(dumps[-1], False)
             results[w] = {"total": total, "inclusive": inc, "exclusive": exc}
+            if args.cache_sim:
+                results[w]["misses"] = cache_misses(dumps[-1])
             log(f"{engine}: {w}: {total / args.events:,.0f} instructions per transaction")
     finally:
         srv.destroy()
     return results
+
+
+def cache_misses(path):
+    """Simulated data-cache misses (reads + writes): whole server and, per
+    function, exclusive; from a dump made with --cache-sim=yes."""
+    out = sh(["callgrind_annotate", "--inclusive=no", "--show=D1mr,D1mw,DLmr,DLmw",
+              "--sort=D1mr", "--threshold=100", path], check=False).stdout
+    funcs, totals = {}, None
+    num = r"([\d,]+|\.)"
+    for line in out.splitlines():
+        m = re.match(r"\s*" + r"\s+".join([num + r"(?:\s+\([^)]*\))?"] * 4) + r"\s+(?:\*\s+)?(\S.*)$", line)
+        if not m:
+            continue
+        vals = [0 if g == "." else int(g.replace(",", "")) for g in m.groups()[:4]]
+        rest = m.group(5)
+        if "PROGRAM TOTALS" in rest:
+            totals = vals
+            continue
+        fm = re.match(r"(\S.*?):(.+?)(?: \[(.*)\])?$", rest)
+        if not fm:
+            continue
+        fn = re.sub(r"\(.*$", "", fm.group(2)).strip()
+        obj = os.path.basename(fm.group(3) or fm.group(1))
+        prev = funcs.get((fn, obj), [0, 0])
+        funcs[(fn, obj)] = [max(prev[0], vals[0] + vals[1]), max(prev[1], vals[2] + vals[3])]
+    if totals is None:
+        raise RuntimeError(f"callgrind_annotate gave no cache totals for {path}")
+    return {"d1": totals[0] + totals[1], "ll": totals[2] + totals[3], "functions": funcs}
 
 
 def engine_functions(costs, engine):
@@ -123,6 +154,11 @@ def main():
     ap.add_argument("--work", default="/var/tmp/subito-callgrind")
     ap.add_argument("--pm-dir", default="/dev/shm/subito-callgrind")
     ap.add_argument("--out", default=os.path.join(compare.ROOT, "out"))
+    ap.add_argument("--cache-sim", action="store_true",
+                    help="also simulate the data caches and report misses per transaction")
+    ap.add_argument("--d1", default="49152,12,64", help="simulated L1 data cache (size,assoc,line)")
+    ap.add_argument("--ll", default="1048576,8,64",
+                    help="simulated last-level cache; the default is one core's L2 of this machine")
     args = ap.parse_args()
     args.workloads = args.workloads.split(",")
     args.threads = 1
@@ -158,6 +194,19 @@ def main():
             lines.append(f"{e}: top engine functions (exclusive instructions per transaction)")
             for ir, fn in engine_functions(res[e][w]["exclusive"], e)[:25]:
                 lines.append(f"  {ir / n:10,.0f}  {fn[:150]}")
+        if args.cache_sim:
+            lines.append("")
+            lines.append(f"simulated data-cache misses per transaction (D1 {args.d1}, LL {args.ll}):")
+            for e in engines:
+                m = res[e][w]["misses"]
+                entry.setdefault("d1 misses", {})[e] = m["d1"] / n
+                entry.setdefault("ll misses", {})[e] = m["ll"] / n
+                lines.append(f"  {e}: whole server D1 {m['d1'] / n:,.0f}, LL {m['ll'] / n:,.0f}")
+                lines.append(f"  {e}: top functions by D1 misses (exclusive; D1, LL per transaction)")
+                top = sorted(((v[0], v[1], fn, obj) for (fn, obj), v in m["functions"].items()),
+                             reverse=True)[:30]
+                for d1, ll, fn, obj in top:
+                    lines.append(f"    {d1 / n:9,.0f} {ll / n:8,.0f}  {fn[:110]} [{obj}]")
         lines.append("")
     text = "\n".join(lines)
     os.makedirs(args.out, exist_ok=True)

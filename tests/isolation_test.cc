@@ -914,6 +914,74 @@ TEST_P(IsolationTest, ReleasingTheCurrentRowKeepsLocksHeldBefore) {
   ASSERT_OK(reader->Rollback());
 }
 
+// An Update or Delete of a row the transaction has just read with a lock
+// takes that read's bytes instead of reading the tree again (the usual
+// UPDATE: a locking read, then the change). Those bytes are the row's old
+// value in the change's undo, so they must be its newest version: not once
+// the transaction changed the row itself, nor once it gave the read's lock
+// up and another transaction changed the row. (The checks read with a
+// lock, that is the tree: a read of the snapshot would take the version a
+// rollback hands over for the tree's value.)
+TEST_P(IsolationTest, ChangesAfterALockingReadUndoToTheNewestVersion) {
+  auto txn = db_->Begin(GetParam());
+  EXPECT_EQ(V(txn.get(), 1, ReadMode::kExclusive), "v0");
+  ASSERT_OK(txn->Update(t_, R(1, "v0"), R(1, "a")));
+  const uint64_t after_a = txn->Savepoint();
+  ASSERT_OK(txn->Update(t_, R(1, "a"), R(1, "b")));
+  ASSERT_OK(txn->RollbackTo(after_a));
+  EXPECT_EQ(V(txn.get(), 1, ReadMode::kShared), "a");
+  // The read's bytes, taken by a Delete: its undo puts the row back whole.
+  EXPECT_EQ(V(txn.get(), 2, ReadMode::kShared), "v0");
+  const uint64_t before_delete = txn->Savepoint();
+  ASSERT_OK(txn->Delete(t_, R(2, "v0")));
+  EXPECT_EQ(V(txn.get(), 2, ReadMode::kShared), "<none>");
+  ASSERT_OK(txn->RollbackTo(before_delete));
+  EXPECT_EQ(V(txn.get(), 2, ReadMode::kShared), "v0");
+  // Read, then changed back by a rollback (no Update or Delete in between
+  // that would take the read's bytes).
+  const uint64_t before_five = txn->Savepoint();
+  ASSERT_OK(txn->Update(t_, R(5, "v0"), R(5, "five")));
+  EXPECT_EQ(V(txn.get(), 5, ReadMode::kExclusive), "five");
+  ASSERT_OK(txn->RollbackTo(before_five));
+  const uint64_t after_undo = txn->Savepoint();
+  ASSERT_OK(txn->Update(t_, R(5, "v0"), R(5, "again")));
+  ASSERT_OK(txn->RollbackTo(after_undo));
+  EXPECT_EQ(V(txn.get(), 5, ReadMode::kShared), "v0");
+  // Read one row, change another: the read's bytes are not the other's.
+  ASSERT_OK(txn->Update(t_, R(6, "v0"), R(6, "six")));
+  EXPECT_EQ(V(txn.get(), 6, ReadMode::kExclusive), "six");
+  const uint64_t before_seven = txn->Savepoint();
+  ASSERT_OK(txn->Update(t_, R(7, "v0"), R(7, "seven")));
+  ASSERT_OK(txn->RollbackTo(before_seven));
+  EXPECT_EQ(V(txn.get(), 7, ReadMode::kShared), "v0");
+  ASSERT_OK(txn->Commit());
+
+  // The lock given up after the read (MariaDB's unlock_row): the row may
+  // change before the next lock on it.
+  auto reader = db_->Begin(GetParam());
+  {
+    auto c = reader->OpenCursor(t_, 0, ReadMode::kExclusive);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_OK((*c)->Seek(SeekOp::kGE, {int64_t{3}}));
+    ASSERT_TRUE((*c)->Valid());
+    EXPECT_EQ(std::get<std::string>((*c)->row()[3]), "v0");
+    (*c)->ReleaseCurrentLocks();
+  }
+  auto other = db_->Begin(GetParam());
+  ASSERT_OK(other->Update(t_, R(3, "v0"), R(3, "theirs")));
+  ASSERT_OK(other->Commit());
+  ASSERT_OK(reader->Update(t_, R(3, "v0"), R(3, "mine")));
+  ASSERT_OK(reader->Rollback());
+  auto check = db_->Begin(GetParam());
+  EXPECT_EQ(V(check.get(), 1, ReadMode::kShared), "a");
+  EXPECT_EQ(V(check.get(), 2, ReadMode::kShared), "v0");
+  EXPECT_EQ(V(check.get(), 3, ReadMode::kShared), "theirs");
+  EXPECT_EQ(V(check.get(), 5, ReadMode::kShared), "v0");
+  EXPECT_EQ(V(check.get(), 6, ReadMode::kShared), "six");
+  EXPECT_EQ(V(check.get(), 7, ReadMode::kShared), "v0");
+  ASSERT_OK(check->Commit());
+}
+
 // Cursor::SetSemiConsistent (an UPDATE at READ COMMITTED): a row another
 // transaction holds is read unlocked in its committed version; if wanted,
 // Next() reads it again, now waiting; if not, the scan goes on past it.

@@ -168,6 +168,7 @@ Result<std::unique_ptr<BulkLoader>> TransactionImpl::BulkInsert(Table* table) {
 }
 
 Status TransactionImpl::BulkAdd(TableImpl* t, const Row& row) {
+  ForgetLockedRead();
   SUBITO_RETURN_IF_ERROR(Usable());
   for (Bulk& b : bulk_) {
     if (b.table != t) continue;

@@ -76,6 +76,7 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
                                  std::optional<std::string> after,
                                  std::optional<std::string> before, uint32_t fresh_lock_length,
                                  bool* pushed) {
+  ForgetLockedRead();
   SUBITO_RETURN_IF_ERROR(db_->Writable());
   if (prepared_) return Status::InvalidArgument(kPreparedOnlyEnds);
   btree::BTree* tree = ix->tree.get();
@@ -285,6 +286,7 @@ Status TransactionImpl::Reload(uint64_t savepoint) {
 
 // Caller holds mu_.
 Status TransactionImpl::ApplyUndo(const Undo& u) {
+  ForgetLockedRead();
   buffer::BufferPool::LogFreeExemption exempt;
   btree::BTree* tree = u.index->tree.get();
   if (u.empties) {
@@ -385,6 +387,7 @@ Status TransactionImpl::RollBack(uint64_t savepoint, bool whole) {
 }
 
 void TransactionImpl::ReleaseKeyLocks(const KeyLocks& locks) {
+  ForgetLockedRead();
   for (const auto& [space, key] : locks) db_->locks().Release(state_->id, space, key);
 }
 
@@ -468,7 +471,9 @@ Result<TransactionImpl::LockedRow> TransactionImpl::LockRowToWrite(TableImpl* t,
   if (!pk.ok()) return pk.status();
   IndexImpl* primary = t->indexes[0].get();
   SUBITO_RETURN_IF_ERROR(LockKey(primary, *pk, ReadMode::kExclusive));
-  Result<std::optional<std::string>> cur = LatestOf(primary, *pk);
+  std::optional<std::string> read = TakeLockedRead(primary, *pk);
+  Result<std::optional<std::string>> cur =
+      read ? Result<std::optional<std::string>>(std::move(read)) : LatestOf(primary, *pk);
   if (!cur.ok()) return cur.status();
   if (!cur->has_value()) return Status::NotFound("no such row in " + def.name);
   Result<Row> row = DecodeRow(def, **cur);
@@ -680,6 +685,11 @@ Result<std::optional<std::string>> TransactionImpl::ReadRowBytes(
     if (SkipsLocked(mode) && locked.IsTimedOut()) return std::optional<std::string>();
     SUBITO_RETURN_IF_ERROR(locked);
     bytes = primary->tree->Get(pk);
+    if (bytes.ok() && bytes->has_value()) {
+      NoteLockedRead(primary, pk, **bytes);
+    } else {
+      ForgetLockedRead();
+    }
   }
   if (bytes.ok() && bytes->has_value()) CountRead(&t->rows_read);
   return bytes;
@@ -781,6 +791,7 @@ bool TransactionImpl::LazyCommitAllowed() {
 
 Status TransactionImpl::End(bool commit) {
   if (ended_) return Status::InvalidArgument(kEnded);
+  ForgetLockedRead();
   if (commit && !poisoned_.ok()) return poisoned_;
   Status st;
   if (!bulk_.empty()) {

@@ -153,6 +153,7 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   Status LockKey(IndexImpl* ix, const std::string& key, ReadMode mode, bool* granted_new = nullptr);
   // Gives up the lock on one key (a locking read's that must keep nothing).
   void ReleaseKeyLock(IndexImpl* ix, const std::string& key) {
+    ForgetLockedRead();
     db_->locks().Release(state_->id, ix->space(), key);
   }
   // Waits while another transaction's range holds `key` (L7), before the
@@ -173,6 +174,7 @@ class TransactionImpl final : public Transaction, public UndoOwner {
     return LocksToHold().LockRange(state_->id, ix->space(), std::move(range));
   }
   void GiveBackRange(const txn::RangeGrant& grant) {
+    ForgetLockedRead();
     db_->locks().GiveBackRange(state_->id, grant);
   }
   // One row read through this counter (a table's or an index's
@@ -371,6 +373,36 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   }
   // The lock manager, for a request that may leave this transaction holding
   // a lock or range: End releases them only if one was made.
+  // The row a locking read of this transaction read last (ReadRowBytes),
+  // under the lock it still holds. No other transaction changes a key this
+  // one holds locked, so those bytes stay the key's newest version until
+  // this transaction changes a tree itself (WriteKey, a rollback, a bulk
+  // insert) or gives a lock up: each of those forgets it. Update and
+  // Delete of that row (LockRowToWrite, the usual UPDATE after its locking
+  // read) take the bytes from here instead of descending the tree again.
+  struct LockedRead {
+    bool valid = false;
+    uint32_t space = 0;  // the primary index's (a recreated table has another)
+    std::string pk, bytes;
+  };
+  LockedRead locked_read_;
+  void ForgetLockedRead() { locked_read_.valid = false; }
+  void NoteLockedRead(const IndexImpl* primary, const std::string& pk, const std::string& bytes) {
+    locked_read_.valid = true;
+    locked_read_.space = primary->space();
+    locked_read_.pk.assign(pk);
+    locked_read_.bytes.assign(bytes);
+  }
+  // The bytes NoteLockedRead kept for this key, moved out (it is
+  // forgotten), or nullopt.
+  std::optional<std::string> TakeLockedRead(const IndexImpl* primary, const std::string& pk) {
+    if (!locked_read_.valid || locked_read_.space != primary->space() || locked_read_.pk != pk) {
+      return std::nullopt;
+    }
+    locked_read_.valid = false;
+    return std::move(locked_read_.bytes);
+  }
+
   txn::LockManager& LocksToHold() {
     may_hold_locks_ = true;
     return db_->locks();

@@ -1,6 +1,7 @@
 // Transactions of the embedded API (transaction_impl.h); their cursors are
 // in cursor.cc.
 #include <algorithm>
+#include <cassert>
 
 #include "engine/row_codec.h"
 #include "engine/transaction_impl.h"
@@ -472,6 +473,13 @@ Result<TransactionImpl::LockedRow> TransactionImpl::LockRowToWrite(TableImpl* t,
   IndexImpl* primary = t->indexes[0].get();
   SUBITO_RETURN_IF_ERROR(LockKey(primary, *pk, ReadMode::kExclusive));
   std::optional<std::string> read = TakeLockedRead(primary, *pk);
+#ifndef NDEBUG
+  if (read) {
+    // The lock held since the read kept the row as it was (locked_read_).
+    Result<std::optional<std::string>> tree = LatestOf(primary, *pk);
+    assert(tree.ok() && *tree == read);
+  }
+#endif
   Result<std::optional<std::string>> cur =
       read ? Result<std::optional<std::string>>(std::move(read)) : LatestOf(primary, *pk);
   if (!cur.ok()) return cur.status();

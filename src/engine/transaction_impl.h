@@ -371,8 +371,6 @@ class TransactionImpl final : public Transaction, public UndoOwner {
     alive_->store(false);
     UnregisterOwner();
   }
-  // The lock manager, for a request that may leave this transaction holding
-  // a lock or range: End releases them only if one was made.
   // The row a locking read of this transaction read last (ReadRowBytes),
   // under the lock it still holds. No other transaction changes a key this
   // one holds locked, so those bytes stay the key's newest version until
@@ -387,7 +385,15 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   };
   LockedRead locked_read_;
   void ForgetLockedRead() { locked_read_.valid = false; }
+  // Rows past this are not kept (a scan FOR UPDATE of large rows would copy
+  // each), nor is a buffer grown past it.
+  static constexpr size_t kLockedReadMax = 4096;
   void NoteLockedRead(const IndexImpl* primary, const std::string& pk, const std::string& bytes) {
+    if (bytes.size() > kLockedReadMax) {
+      ForgetLockedRead();
+      return;
+    }
+    if (locked_read_.bytes.capacity() > kLockedReadMax) std::string().swap(locked_read_.bytes);
     locked_read_.valid = true;
     locked_read_.space = primary->space();
     locked_read_.pk.assign(pk);
@@ -403,6 +409,8 @@ class TransactionImpl final : public Transaction, public UndoOwner {
     return std::move(locked_read_.bytes);
   }
 
+  // The lock manager, for a request that may leave this transaction holding
+  // a lock or range: End releases them only if one was made.
   txn::LockManager& LocksToHold() {
     may_hold_locks_ = true;
     return db_->locks();

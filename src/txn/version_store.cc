@@ -43,7 +43,7 @@ VersionStore::~VersionStore() {
   int64_t bytes = 0;
   for (const auto& [key, chain] : chains_) {
     bytes += KeyCost(key);
-    for (const Version& v : chain) bytes += Cost(v);
+    for (size_t i = 0; i < chain.size(); ++i) bytes += Cost(chain[i]);
   }
   Charge(-bytes);
 }
@@ -53,7 +53,7 @@ void VersionStore::Add(std::string_view key, const std::shared_ptr<TxnState>& wr
   std::unique_lock lock(mu_);
   auto it = chains_.find(key);
   if (it == chains_.end()) {
-    it = chains_.emplace(std::string(key), std::vector<Version>{}).first;
+    it = chains_.emplace(std::string(key), Chain{}).first;
     chain_count_.fetch_add(1, std::memory_order_release);
     Charge(KeyCost(key));
   }
@@ -64,7 +64,7 @@ void VersionStore::Add(std::string_view key, const std::shared_ptr<TxnState>& wr
   Charge(Cost(chain.back()));
 }
 
-size_t VersionStore::SeenBelow(const std::vector<Version>& c, size_t top, const ReadView& view,
+size_t VersionStore::SeenBelow(const Chain& c, size_t top, const ReadView& view,
                                uint64_t* examined) {
   // Below `top` every writer has ended, in end_ts order (V5): the newest
   // one with end_ts <= read_ts, by binary search, then past aborted ones.
@@ -97,7 +97,7 @@ Result<std::optional<std::string>> VersionStore::Visible(std::string_view key,
     std::shared_lock lock(mu_);
     auto it = chains_.find(key);
     if (it == chains_.end()) return CheckedValue(std::move(latest), view);
-    const std::vector<Version>& c = it->second;
+    const Chain& c = it->second;
     // From the newest: the reader's own write, or a writer still active,
     // is only ever the newest (V5).
     size_t top = c.size();
@@ -188,10 +188,14 @@ bool VersionStore::AbortedInsertsOnly(std::string_view key) const {
   std::shared_lock lock(mu_);
   auto it = chains_.find(key);
   if (it == chains_.end() || it->second.empty() || it->second.front().before) return false;
-  return std::all_of(it->second.begin(), it->second.end(), [](const Version& v) {
-    return v.writer->end_ts.load(std::memory_order_acquire) != 0 &&
-           v.writer->aborted.load(std::memory_order_acquire);
-  });
+  for (size_t i = 0; i < it->second.size(); ++i) {
+    const TxnState& w = *it->second[i].writer;
+    if (w.end_ts.load(std::memory_order_acquire) == 0 ||
+        !w.aborted.load(std::memory_order_acquire)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 void VersionStore::HandOver(std::string_view key, const TxnState* writer,

@@ -239,6 +239,38 @@ class VersionStore {
     std::optional<std::string> before;
     bool before_chain = false;
   };
+  // A key's versions, oldest first (V5). Most keys have one at a time (a
+  // writer's, purged soon after it ends): it is kept inline, so a key's
+  // first version allocates no vector.
+  class Chain {
+   public:
+    bool empty() const { return n_ == 0; }
+    size_t size() const { return n_; }
+    Version& operator[](size_t i) { return i == 0 ? first_ : more_[i - 1]; }
+    const Version& operator[](size_t i) const { return i == 0 ? first_ : more_[i - 1]; }
+    const Version& front() const { return first_; }
+    Version& back() { return (*this)[n_ - 1]; }
+    const Version& back() const { return (*this)[n_ - 1]; }
+    void push_back(Version v) {
+      if (n_ == 0) {
+        first_ = std::move(v);
+      } else {
+        more_.push_back(std::move(v));
+      }
+      ++n_;
+    }
+    // Keeps the oldest n (n <= size()).
+    void resize(size_t n) {
+      if (n == 0) first_ = Version{};
+      more_.resize(n > 0 ? n - 1 : 0);
+      n_ = n;
+    }
+
+   private:
+    Version first_;
+    std::vector<Version> more_;
+    size_t n_ = 0;
+  };
   // What a version and a key cost against the budget (V4).
   static int64_t Cost(const Version& v) {
     return static_cast<int64_t>(sizeof(Version) + (v.before ? v.before->size() : 0));
@@ -246,8 +278,7 @@ class VersionStore {
   // Versions [0, top) of chain c (every writer ended, V5): the count of the
   // oldest ones `view` sees, up to the first it does not. Adds the versions
   // looked at to *examined.
-  static size_t SeenBelow(const std::vector<Version>& c, size_t top, const ReadView& view,
-                          uint64_t* examined);
+  static size_t SeenBelow(const Chain& c, size_t top, const ReadView& view, uint64_t* examined);
   // `value`, unless the view was cut meanwhile (V4).
   Result<std::optional<std::string>> CheckedValue(std::optional<std::string> value,
                                                   const ReadView& view) const;
@@ -269,7 +300,7 @@ class VersionStore {
   // that saw a tree change through its page latch also sees the count
   // that the writer raised before making it (V1).
   std::atomic<size_t> chain_count_{0};
-  std::map<std::string, std::vector<Version>, std::less<>> chains_;  // oldest first (V5)
+  std::map<std::string, Chain, std::less<>> chains_;
 };
 
 // Timestamps, open snapshots and the purge queue shared by all transactions.

@@ -206,6 +206,14 @@ class ha_subito final : public handler {
   // is locked as InnoDB locks it (a secondary entry alone in shared mode).
   // Called with SyncKeysOnly.
   int SyncEnd();
+  // Set by index_read_map for an exact seek whose end_range is its own
+  // key, inclusive (an equality range: UPDATE ... WHERE id = 1): the seek's
+  // prefix bound stops where that end would (Cursor::SetEnd: a key with the
+  // prefix is not past an inclusive end of the same prefix), so SyncEnd
+  // only clears the cursor's end for that seek. A step after it, which
+  // repositions without the bound, sets the end as usual.
+  bool seek_end_is_key_ = false;
+  bool EndIsSeekKey(const uchar* key, key_part_map keypart_map) const;
   // The end_range last told to the cursor.
   bool cursor_has_end_ = false;
   enum ha_rkey_function end_flag_ = HA_READ_KEY_EXACT;

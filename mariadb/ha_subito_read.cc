@@ -4,6 +4,7 @@
 #include "ha_subito.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include <my_global.h>
 // clang-format off: the server's headers depend on this order
@@ -67,9 +68,22 @@ void ha_subito::SyncKeysOnly() {
   }
 }
 
+bool ha_subito::EndIsSeekKey(const uchar* key, key_part_map keypart_map) const {
+  if (end_range == nullptr || end_range->flag == HA_READ_BEFORE_KEY ||
+      end_range->keypart_map != keypart_map) {
+    return false;
+  }
+  const KEY& ki = table->key_info[active_index];
+  const uint parts = PartsOf(table, active_index, keypart_map);
+  uint length = 0;
+  for (uint p = 0; p < parts; ++p) length += ki.key_part[p].store_length;
+  return length == end_range->length && std::memcmp(end_range->key, key, length) == 0;
+}
+
 int ha_subito::SyncEnd() {
   if (!cursor_) return 0;
-  if (end_range == nullptr || read_mode_ == subito::ReadMode::kSnapshot || mbr_search_) {
+  if (end_range == nullptr || read_mode_ == subito::ReadMode::kSnapshot || mbr_search_ ||
+      seek_end_is_key_) {
     if (cursor_has_end_) cursor_->SetEnd(std::nullopt, false);
     cursor_has_end_ = false;
     return 0;
@@ -363,7 +377,10 @@ int ha_subito::EncodeSearchKey() {
 }
 
 int ha_subito::Seek(uchar* buf, SeekOp op, bool must_match, bool exact) {
-  if (int err = EnsureCursor()) return err;
+  seek_end_is_key_ = seek_end_is_key_ && exact;
+  const int ensured = EnsureCursor();
+  seek_end_is_key_ = false;
+  if (ensured != 0) return ensured;
   if (int err = EncodeSearchKey()) return err;
   cursor_bounded_ = exact && read_mode_ != subito::ReadMode::kSnapshot;
   const SeekOp engine_op = !cursor_bounded_    ? op
@@ -407,6 +424,7 @@ int ha_subito::index_read_map(uchar* buf, const uchar* key, key_part_map keypart
       case HA_READ_KEY_EXACT:  // InnoDB's ROW_SEL_EXACT; HA_READ_PREFIX is its match mode 0
       case HA_READ_PREFIX:
         bounded_ = true;
+        seek_end_is_key_ = find_flag == HA_READ_KEY_EXACT && EndIsSeekKey(key, keypart_map);
         return Seek(buf, SeekOp::kGE, true, find_flag == HA_READ_KEY_EXACT);
       case HA_READ_KEY_OR_NEXT:
         return Seek(buf, SeekOp::kGE, false);

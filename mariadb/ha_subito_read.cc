@@ -377,10 +377,14 @@ int ha_subito::EncodeSearchKey() {
 }
 
 int ha_subito::Seek(uchar* buf, SeekOp op, bool must_match, bool exact) {
-  seek_end_is_key_ = seek_end_is_key_ && exact;
-  const int ensured = EnsureCursor();
-  seek_end_is_key_ = false;
-  if (ensured != 0) return ensured;
+  {
+    // Only this positioning (also when EnsureCursor fails or throws).
+    struct Forget {
+      bool& flag;
+      ~Forget() { flag = false; }
+    } forget{seek_end_is_key_};
+    if (int err = EnsureCursor()) return err;
+  }
   if (int err = EncodeSearchKey()) return err;
   cursor_bounded_ = exact && read_mode_ != subito::ReadMode::kSnapshot;
   const SeekOp engine_op = !cursor_bounded_    ? op

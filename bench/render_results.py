@@ -398,6 +398,20 @@ def streams_section(data, png):
             cells.append(f"{v['mean']:,.0f} ({v['min']:,.0f}-{v['max']:,.0f})")
         out.append(f"| {n} | " + " | ".join(cells) + " |")
     out.append("")
+    out.append("Bytes per oltp_write_only transaction (the mean over the rounds): the "
+               "server process's disk reads and writes (`/proc/PID/io`; the PM tier on "
+               "tmpfs counts in neither), and the engine's own redo-log and PM-tier bytes.")
+    out.append("")
+    out.append("| subito_log_streams | clients | disk read | disk written | redo log | PM tier |")
+    out.append("|---:|---:|---:|---:|---:|---:|")
+    for n in s["streams"]:
+        for t in s["write_threads"]:
+            mine = [r[f"write_{t}"] for r in data["runs"] if r["streams"] == n]
+            mean = lambda k: sum(r[k] for r in mine) / len(mine)  # noqa: E731
+            out.append(f"| {n} | {t} | {mean('disk_read_bytes_per_txn'):,.0f} | "
+                       f"{mean('disk_write_bytes_per_txn'):,.0f} | "
+                       f"{mean('redo_bytes_per_txn'):,.0f} | {mean('pm_bytes_per_txn'):,.0f} |")
+    out.append("")
     for k, n in data["best"].items():
         out.append(f"- highest mean, {k}: {n} stream(s)")
     return "\n".join(out)

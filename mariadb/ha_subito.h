@@ -159,7 +159,9 @@ class ha_subito final : public handler {
   // Seeks the cursor to search_prefix_ (encoded into search_key_).
   // must_match: a row without the prefix is not found; exact: a locking
   // read bounds the cursor by the prefix (cursor_bounded_).
-  int Seek(uchar* buf, subito::SeekOp op, bool must_match, bool exact = false);
+  // end_is_key: an exact seek whose end_range is its own key (EndIsSeekKey).
+  int Seek(uchar* buf, subito::SeekOp op, bool must_match, bool exact = false,
+           bool end_is_key = false);
   int EncodeSearchKey();
   // SPATIAL keys: the index holds each row's MBR image, in no useful order,
   // so an MBR search reads the index through and keeps the entries whose
@@ -192,7 +194,7 @@ class ha_subito final : public handler {
   void ForgetLastEntry();
   // index_next / index_prev.
   int Step(uchar* buf, bool forward);
-  int EnsureCursor();
+  int EnsureCursor(bool end_is_key = false);  // end_is_key: as SyncEnd's
   // Index-only reads: a keyread of a secondary key whose images give its
   // values back (RowMapper::ImagesReversible) in a snapshot read reads the
   // index's entries without their rows (Cursor::SetKeysOnly). Called before
@@ -205,14 +207,13 @@ class ha_subito final : public handler {
   // where the range ends (Cursor::SetEnd), so that the first entry past it
   // is locked as InnoDB locks it (a secondary entry alone in shared mode).
   // Called with SyncKeysOnly.
-  int SyncEnd();
-  // Set by index_read_map for an exact seek whose end_range is its own
-  // key, inclusive (an equality range: UPDATE ... WHERE id = 1): the seek's
+  // end_is_key: the positioning is an exact seek whose end_range is its own
+  // key, inclusive (an equality range: UPDATE ... WHERE id = 1). The seek's
   // prefix bound stops where that end would (Cursor::SetEnd: a key with the
-  // prefix is not past an inclusive end of the same prefix), so SyncEnd
-  // only clears the cursor's end for that seek. A step after it, which
-  // repositions without the bound, sets the end as usual.
-  bool seek_end_is_key_ = false;
+  // prefix is not past an inclusive end of the same prefix), so the end is
+  // only cleared for that seek. A step after it, which repositions without
+  // the bound, sets the end as usual.
+  int SyncEnd(bool end_is_key = false);
   bool EndIsSeekKey(const uchar* key, key_part_map keypart_map) const;
   // The end_range last told to the cursor.
   bool cursor_has_end_ = false;

@@ -80,10 +80,10 @@ bool ha_subito::EndIsSeekKey(const uchar* key, key_part_map keypart_map) const {
   return length == end_range->length && std::memcmp(end_range->key, key, length) == 0;
 }
 
-int ha_subito::SyncEnd() {
+int ha_subito::SyncEnd(bool end_is_key) {
   if (!cursor_) return 0;
   if (end_range == nullptr || read_mode_ == subito::ReadMode::kSnapshot || mbr_search_ ||
-      seek_end_is_key_) {
+      end_is_key) {
     if (cursor_has_end_) cursor_->SetEnd(std::nullopt, false);
     cursor_has_end_ = false;
     return 0;
@@ -213,7 +213,7 @@ const std::vector<uint32_t>& ha_subito::EntryColumns() const {
                                  : share_->layout->def().primary_key;
 }
 
-int ha_subito::EnsureCursor() {
+int ha_subito::EnsureCursor(bool end_is_key) {
   if (!cursor_) {
     if (int err = OpenCursor(
             active_index != MAX_KEY ? share_->layout->key(active_index).engine_index : 0)) {
@@ -221,7 +221,7 @@ int ha_subito::EnsureCursor() {
     }
   }
   SyncKeysOnly();
-  return SyncEnd();
+  return SyncEnd(end_is_key);
 }
 
 void ha_subito::ForgetLastEntry() {
@@ -376,15 +376,8 @@ int ha_subito::EncodeSearchKey() {
   return 0;
 }
 
-int ha_subito::Seek(uchar* buf, SeekOp op, bool must_match, bool exact) {
-  {
-    // Only this positioning (also when EnsureCursor fails or throws).
-    struct Forget {
-      bool& flag;
-      ~Forget() { flag = false; }
-    } forget{seek_end_is_key_};
-    if (int err = EnsureCursor()) return err;
-  }
+int ha_subito::Seek(uchar* buf, SeekOp op, bool must_match, bool exact, bool end_is_key) {
+  if (int err = EnsureCursor(end_is_key)) return err;
   if (int err = EncodeSearchKey()) return err;
   cursor_bounded_ = exact && read_mode_ != subito::ReadMode::kSnapshot;
   const SeekOp engine_op = !cursor_bounded_    ? op
@@ -428,8 +421,8 @@ int ha_subito::index_read_map(uchar* buf, const uchar* key, key_part_map keypart
       case HA_READ_KEY_EXACT:  // InnoDB's ROW_SEL_EXACT; HA_READ_PREFIX is its match mode 0
       case HA_READ_PREFIX:
         bounded_ = true;
-        seek_end_is_key_ = find_flag == HA_READ_KEY_EXACT && EndIsSeekKey(key, keypart_map);
-        return Seek(buf, SeekOp::kGE, true, find_flag == HA_READ_KEY_EXACT);
+        return Seek(buf, SeekOp::kGE, true, find_flag == HA_READ_KEY_EXACT,
+                    find_flag == HA_READ_KEY_EXACT && EndIsSeekKey(key, keypart_map));
       case HA_READ_KEY_OR_NEXT:
         return Seek(buf, SeekOp::kGE, false);
       case HA_READ_AFTER_KEY:

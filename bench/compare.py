@@ -5,15 +5,20 @@ one run, with equal durability and resources (scripts/bench-compare.sh).
 Both engines: commits durable at return (innodb_flush_log_at_trx_commit=1),
 doublewrite on, data files with O_DIRECT in the same datadir, the redo log on
 the same PM-tier directory, the same buffer pool and log sizes, binary log
-off. Each engine gets a fresh server per regime.
+off. Each engine gets a fresh server per regime ((g) and (h) excepted).
 
 Regimes: (a) in memory (pool larger than the data), (b) I/O-bound
 (pool much smaller than the data), (c) TPC-C (go-tpc), (d) bulk load time of
 (b)'s data, (e) restart: SIGKILL during a write load to the first answered
 query, (f) the ceiling: (a) again with commits not durable for both engines
 (innodb_flush_log_at_trx_commit=0, subito_flush_log_at_trx_commit=0), and
-each engine's durable throughput in (a) as a share of it. Prints each figure
-for both engines and the ratio, writes JSON and a PNG.
+each engine's durable throughput in (a) as a share of it, (g) and (h): (b)'s
+write workloads and (c) again on the same servers and data with the write
+operations to the data directory's device capped at the random-write rate
+of the SSD of the NV-PPL seed (28K 4-KiB writes per second, as 16-KiB pages:
+7,000 per second) by the kernel's block throttle, for both engines
+(`--write-cap`). Prints each figure for both
+engines and the ratio, writes JSON and a PNG.
 """
 import argparse
 import json
@@ -156,6 +161,79 @@ class Server:
         shutil.rmtree(self.pm, ignore_errors=True)
 
 
+# The NV-PPL seed's SSD (its table of media): 28K random 4 KiB writes per
+# second (555K reads, left uncapped: above what this machine's disk serves).
+# Both engines write 16 KiB pages: 7,000 page writes per second.
+SEED_SSD_WRITE_IOPS = 28000 * 4096 // 16384
+
+
+class WriteCap:
+    """Caps the block-device write operations per second of a process (all
+    its threads, and those it starts later) to the device holding `path`,
+    with the kernel's block throttle: a cgroup v1 `blkio` group
+    (`blkio.throttle.write_iops_device`) or a cgroup v2 group (`io.max`).
+    An operation is one bio of any size, so a large sequential write (a
+    batch of pages) counts as one, as a page does. O_DIRECT writes are
+    throttled as they are issued; tmpfs (the PM tier) is not a block device
+    and is not capped."""
+
+    def __init__(self, path, iops, name="subito-write-cap"):
+        self.iops = iops
+        self.device = self.whole_disk(os.stat(path).st_dev, path)
+        v1, v2 = "/sys/fs/cgroup/blkio", "/sys/fs/cgroup"
+        v2_controllers = os.path.join(v2, "cgroup.controllers")
+        if os.path.exists(os.path.join(v1, "blkio.throttle.write_iops_device")):
+            self.group = os.path.join(v1, name)
+            os.makedirs(self.group, exist_ok=True)
+            self.write("blkio.throttle.write_iops_device", f"{self.device} {iops}")
+        elif os.path.exists(v2_controllers) and "io" in open(v2_controllers).read().split():
+            with open(os.path.join(v2, "cgroup.subtree_control"), "w") as f:
+                f.write("+io")
+            self.group = os.path.join(v2, name)
+            os.makedirs(self.group, exist_ok=True)
+            self.write("io.max", f"{self.device} wiops={iops}")
+        else:
+            sys.exit("write cap: neither cgroup v1 blkio nor the cgroup v2 io controller is "
+                     "available on this machine (and root is needed to use them)")
+
+    @staticmethod
+    def whole_disk(dev, path):
+        """MAJ:MIN of the disk holding device `dev` (the throttle takes disks,
+        not partitions)."""
+        node = os.path.realpath(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+        if not os.path.exists(os.path.join(node, "dev")):
+            sys.exit(f"write cap: {path} is not on a block device ({os.major(dev)}:{os.minor(dev)})")
+        if os.path.exists(os.path.join(node, "partition")):
+            node = os.path.dirname(node)
+        with open(os.path.join(node, "dev")) as f:
+            return f.read().strip()
+
+    def write(self, name, value):
+        with open(os.path.join(self.group, name), "w") as f:
+            f.write(value)
+
+    def add(self, pid):
+        self.write("cgroup.procs", str(pid))
+
+    def remove(self, pid):
+        """Back to the root group (a no-op once the process has ended)."""
+        try:
+            with open(os.path.join(os.path.dirname(self.group), "cgroup.procs"), "w") as f:
+                f.write(str(pid))
+        except OSError:
+            pass
+
+    def delete(self):
+        try:
+            os.rmdir(self.group)
+        except OSError:
+            pass
+
+    def describe(self):
+        return (f"write operations to device {self.device} capped at {self.iops:,} per second "
+                f"for the server process, reads not capped")
+
+
 def sysbench(server, args, tables, rows, workload, seconds, action="run", events=None):
     """events: a fixed number of transactions (seconds 0), with a fixed seed."""
     cmd = ["sysbench", "--db-driver=mysql", f"--mysql-socket={server.sock}", "--mysql-user=root",
@@ -199,8 +277,38 @@ def measured_sysbench(server, args, tables, rows, workload, seconds):
     return r
 
 
+def capped_workloads(args, srv, name, tables, rows, workloads, result):
+    """Runs `workloads` again on srv with its writes capped (args.cap), into
+    result (regime g), after args.cap_settle seconds of the first one under
+    the cap, not measured: both engines start the measured runs in the
+    capped steady state, not with what (b) left them to write."""
+    result.setdefault("caching", {})[srv.engine] = {**srv.caching(),
+                                                    "write_cap": args.cap.describe()}
+    try:
+        args.cap.add(srv.pid())
+        log(f"({name}) {srv.engine}: {args.cap.describe()}; {workloads[0]} for "
+            f"{args.cap_settle} s first, not measured")
+        sysbench(srv, args, tables, rows, workloads[0], args.cap_settle)
+        for w in workloads:
+            r = measured_sysbench(srv, args, tables, rows, w, args.seconds)
+            result.setdefault(w, {})[srv.engine] = r
+            log_workload(name, srv.engine, w, r)
+    finally:
+        args.cap.remove(srv.pid())
+
+
+def log_workload(name, engine, w, r):
+    log(f"({name}) {engine} {w}: {r['tps']:.0f} tps, p95 {r['p95_ms']} ms, "
+        f"{r['pm_bytes_per_txn']} B redo/PM (redo log {r['redo_bytes_per_txn']} B) + "
+        f"{r['data_bytes_per_txn']} B data per txn; "
+        f"process disk I/O per txn: read {r['disk_read_bytes_per_txn']} B, "
+        f"written {r['disk_write_bytes_per_txn']} B")
+
+
 def run_sysbench_regime(args, name, engine, tables, rows, pool, workloads, result, timed_load=False,
-                        restart=False, durable=True):
+                        restart=False, durable=True, capped=None):
+    """capped: (workloads, result) run after `workloads` with the writes
+    capped (regime g), before the restart."""
     srv = Server(args, engine, name, pool)
     srv.durable = durable
     srv.start()
@@ -220,11 +328,9 @@ def run_sysbench_regime(args, name, engine, tables, rows, pool, workloads, resul
     for w in workloads:
         r = measured_sysbench(srv, args, tables, rows, w, args.seconds)
         result.setdefault(w, {})[engine] = r
-        log(f"({name}) {engine} {w}: {r['tps']:.0f} tps, p95 {r['p95_ms']} ms, "
-            f"{r['pm_bytes_per_txn']} B redo/PM (redo log {r['redo_bytes_per_txn']} B) + "
-            f"{r['data_bytes_per_txn']} B data per txn; "
-            f"process disk I/O per txn: read {r['disk_read_bytes_per_txn']} B, "
-            f"written {r['disk_write_bytes_per_txn']} B")
+        log_workload(name, engine, w, r)
+    if capped:
+        capped_workloads(args, srv, "g", tables, rows, capped[0], capped[1])
     if restart:
         log(f"(e) {engine}: oltp_write_only, SIGKILL after {args.kill_after} s")
         load = subprocess.Popen(["sysbench", "--db-driver=mysql", f"--mysql-socket={srv.sock}",
@@ -243,7 +349,9 @@ def run_sysbench_regime(args, name, engine, tables, rows, pool, workloads, resul
     srv.destroy()
 
 
-def run_tpcc(args, engine, result):
+def run_tpcc(args, engine, result, capped=None):
+    """(c), and with `capped` (a result dict) the same run again with the
+    writes capped (h), on the same server and data."""
     srv = Server(args, engine, "c", args.tpcc_pool)
     srv.start()
     srv.sql("CREATE DATABASE tpcc")
@@ -260,8 +368,28 @@ def run_tpcc(args, engine, result):
             p.kill()
             break
     p.wait()
-    log(f"(c) {engine}: loaded in {time.time() - t0:.0f} s; running {args.tpcc_seconds} s")
-    result.setdefault("caching", {})[engine] = srv.caching()
+    log(f"(c) {engine}: loaded in {time.time() - t0:.0f} s")
+    if "c" in args.regimes:
+        result.setdefault("caching", {})[engine] = srv.caching()
+        tpcc_run(args, srv, "c", tpcc, result)
+    if capped is not None:
+        capped.setdefault("caching", {})[engine] = {**srv.caching(),
+                                                    "write_cap": args.cap.describe()}
+        try:
+            args.cap.add(srv.pid())
+            log(f"(h) {engine}: {args.cap.describe()}; TPC-C for {args.cap_settle} s first, "
+                f"not measured")
+            sh(tpcc + ["run", "-T", str(args.threads), "--time", f"{args.cap_settle}s",
+                       "--interval", "10000s"])
+            tpcc_run(args, srv, "h", tpcc, capped)
+        finally:
+            args.cap.remove(srv.pid())
+    srv.destroy()
+
+
+def tpcc_run(args, srv, name, tpcc, result):
+    """One measured go-tpc run on a loaded server, into result["tpcc"]."""
+    engine = srv.engine
     pm0, data0, _ = srv.written()
     rd0, wr0 = srv.disk_io()
     out = sh(tpcc + ["run", "-T", str(args.threads), "--time", f"{args.tpcc_seconds}s",
@@ -281,10 +409,11 @@ def run_tpcc(args, engine, result):
          "disk_read_bytes_per_txn": round((rd1 - rd0) / max(total, 1)),
          "disk_write_bytes_per_txn": round((wr1 - wr0) / max(total, 1))}
     result.setdefault("tpcc", {})[engine] = r
-    log(f"(c) {engine}: tpmC {r['tpmC']:.0f}, NEW_ORDER p99 {r['new_order_p99_ms']} ms, "
+    log(f"({name}) {engine}: tpmC {r['tpmC']:.0f}, NEW_ORDER p99 {r['new_order_p99_ms']} ms, "
         f"{errs} errors (deadlocks/timeouts), "
-        f"{r['pm_bytes_per_txn']} B redo/PM + {r['data_bytes_per_txn']} B data per txn")
-    srv.destroy()
+        f"{r['pm_bytes_per_txn']} B redo/PM + {r['data_bytes_per_txn']} B data per txn; "
+        f"process disk I/O per txn: read {r['disk_read_bytes_per_txn']} B, "
+        f"written {r['disk_write_bytes_per_txn']} B")
 
 
 def ratio(a, b):
@@ -310,7 +439,7 @@ def print_table(res):
         r = ratio(s, i)
         print(f"{label:44} {s:12.1f} {i:12.1f} {r:7.2f}x")
 
-    for regime in ("a", "b", "f"):
+    for regime in ("a", "b", "g", "f"):
         for w, v in res.get(regime, {}).items():
             if "subito" in v and "innodb" in v and "tps" in v["subito"]:
                 row(f"({regime}) {w} tps", v["subito"]["tps"], v["innodb"]["tps"])
@@ -328,14 +457,15 @@ def print_table(res):
                     False)
     for w, share in ceiling_shares(res).items():
         row(f"(a)/(f) {w}: durable tps / not durable", share["subito"], share["innodb"])
-    t = res.get("c", {}).get("tpcc", {})
-    if "subito" in t and "innodb" in t:
-        row("(c) TPC-C tpmC", t["subito"]["tpmC"], t["innodb"]["tpmC"])
-        if t["subito"].get("new_order_p99_ms") and t["innodb"].get("new_order_p99_ms"):
-            row("(c) TPC-C NEW_ORDER p99 ms (lower is better)", t["subito"]["new_order_p99_ms"],
-                t["innodb"]["new_order_p99_ms"])
-        row("(c) TPC-C bytes to data files / txn", t["subito"]["data_bytes_per_txn"],
-            t["innodb"]["data_bytes_per_txn"])
+    for regime in ("c", "h"):
+        t = res.get(regime, {}).get("tpcc", {})
+        if "subito" in t and "innodb" in t:
+            row(f"({regime}) TPC-C tpmC", t["subito"]["tpmC"], t["innodb"]["tpmC"])
+            if t["subito"].get("new_order_p99_ms") and t["innodb"].get("new_order_p99_ms"):
+                row(f"({regime}) TPC-C NEW_ORDER p99 ms (lower is better)",
+                    t["subito"]["new_order_p99_ms"], t["innodb"]["new_order_p99_ms"])
+            row(f"({regime}) TPC-C bytes to data files / txn", t["subito"]["data_bytes_per_txn"],
+                t["innodb"]["data_bytes_per_txn"])
     d = res["b"].get("bulk_load", {})
     if "subito" in d and "innodb" in d:
         row("(d) bulk load seconds (lower is better)", d["subito"]["seconds"], d["innodb"]["seconds"])
@@ -349,15 +479,16 @@ def plot(res, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     labels, ratios = [], []
-    for regime in ("a", "b", "f"):
+    for regime in ("a", "b", "g", "f"):
         for w, v in res.get(regime, {}).items():
             if "subito" in v and "innodb" in v and "tps" in v["subito"]:
                 labels.append(f"({regime}) {w.replace('oltp_', '')}")
                 ratios.append(ratio(v["subito"]["tps"], v["innodb"]["tps"]))
-    t = res.get("c", {}).get("tpcc", {})
-    if "subito" in t and "innodb" in t:
-        labels.append("(c) tpmC")
-        ratios.append(ratio(t["subito"]["tpmC"], t["innodb"]["tpmC"]))
+    for regime in ("c", "h"):
+        t = res.get(regime, {}).get("tpcc", {})
+        if "subito" in t and "innodb" in t:
+            labels.append(f"({regime}) tpmC")
+            ratios.append(ratio(t["subito"]["tpmC"], t["innodb"]["tpmC"]))
     for key, name in (("bulk_load", "(d) load speed"), ("restart", "(e) restart speed")):
         v = res["b"].get(key, {})
         if "subito" in v and "innodb" in v:
@@ -388,6 +519,12 @@ def main():
     ap.add_argument("--ppl-size", default=None,
                     help="Subito's per-page log region (subito_ppl_size), e.g. 64M; 0: off; "
                          "default: the server's")
+    ap.add_argument("--write-cap", type=int, default=SEED_SSD_WRITE_IOPS,
+                    help="regimes g and h: the data device's write operations per second "
+                         "(default: the NV-PPL seed's SSD's 28K random 4-KiB writes per second, "
+                         "as 16-KiB pages: 7,000)")
+    ap.add_argument("--cap-settle", type=int, default=20,
+                    help="regimes g and h: seconds of load under the cap before measuring")
     ap.add_argument("--ppl-threshold", type=int, default=None,
                     help="subito_ppl_threshold; default: the server's")
     args = ap.parse_args()
@@ -412,32 +549,41 @@ def main():
               "durable": False},
         "b": {"tables": io_tables, "rows": io_rows, "buffer_pool": args.io_pool},
         "c": {"warehouses": args.warehouses, "seconds": args.tpcc_seconds, "buffer_pool": args.tpcc_pool},
+        "regimes": args.regimes, "write_cap_iops": args.write_cap, "cap_settle_seconds": args.cap_settle,
         "log_file_size": args.log_size, "pm_dir": args.pm_dir, "data_dir": args.work,
         "subito_ppl_size": args.ppl_size, "subito_ppl_threshold": args.ppl_threshold,
         "server": sh(["/usr/sbin/mariadbd", "--version"]).stdout.strip(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
                    f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') >> 30} GiB",
     }
-    res = {"settings": settings, "a": {}, "b": {}, "c": {}, "f": {}}
+    res = {"settings": settings, "a": {}, "b": {}, "c": {}, "f": {}, "g": {}, "h": {}}
     os.makedirs(args.out, exist_ok=True)
+    os.makedirs(args.work, exist_ok=True)
+    # Checked before anything runs: a machine that cannot cap fails now.
+    args.cap = WriteCap(args.work, args.write_cap) if any(r in args.regimes for r in "gh") else None
     for engine in ENGINES:
         if "a" in args.regimes:
             run_sysbench_regime(args, "a", engine, mem_tables, mem_rows, args.mem_pool,
                                 MEM_WORKLOADS, res["a"])
-        if any(r in args.regimes for r in "bde"):
+        if any(r in args.regimes for r in "bdeg"):
             run_sysbench_regime(args, "b", engine, io_tables, io_rows, args.io_pool,
                                 ["oltp_point_select", "oltp_write_only", "oltp_read_write"]
                                 if "b" in args.regimes else [],
-                                res["b"], timed_load="d" in args.regimes, restart="e" in args.regimes)
-        if "c" in args.regimes:
-            run_tpcc(args, engine, res["c"])
+                                res["b"], timed_load="d" in args.regimes, restart="e" in args.regimes,
+                                capped=(["oltp_write_only", "oltp_read_write"], res["g"])
+                                if "g" in args.regimes else None)
+        if "c" in args.regimes or "h" in args.regimes:
+            run_tpcc(args, engine, res["c"], res["h"] if "h" in args.regimes else None)
         if "f" in args.regimes:
             run_sysbench_regime(args, "f", engine, mem_tables, mem_rows, args.mem_pool,
                                 MEM_WORKLOADS, res["f"], durable=False)
+    if args.cap:
+        args.cap.delete()
     print_table(res)
-    for regime in ("a", "b", "c", "f"):
+    for regime in ("a", "b", "c", "f", "g", "h"):
         for engine, c in res[regime].get("caching", {}).items():
-            print(f"({regime}) {engine}: {c['text']}, pool {c['pool'] >> 20} MiB")
+            cap = f"; {c['write_cap']}" if "write_cap" in c else ""
+            print(f"({regime}) {engine}: {c['text']}, pool {c['pool'] >> 20} MiB{cap}")
     with open(os.path.join(args.out, "compare.json"), "w") as f:
         json.dump(res, f, indent=2)
     plot(res, os.path.join(args.out, "compare.png"))

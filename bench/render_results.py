@@ -108,32 +108,55 @@ data (`pool-10pct`); the workloads run in this order within a configuration,
 so page-file writes of one write workload can land in the next one's interval.
 """
 
-def compare_section(data, png):
+REGIME_TEXT = {
+    "a": lambda s: f"(a) in memory: {s['a']['tables']} x {s['a']['rows']} rows, "
+                   f"{s['a']['buffer_pool']} buffer pools",
+    "b": lambda s: f"(b) I/O-bound: {s['b']['tables']} x {s['b']['rows']} rows, "
+                   f"{s['b']['buffer_pool']} pools",
+    "c": lambda s: f"(c) TPC-C (go-tpc 1.0.9): {s['c']['warehouses']} warehouse(s), "
+                   f"{s['c']['seconds']} s, {s['c']['buffer_pool']} pools",
+    "d": lambda s: "(d) loading (b)'s data with sysbench prepare",
+    "e": lambda s: "(e) SIGKILL during oltp_write_only on (b)'s data, to the first answered query",
+    "g": lambda s: f"(g) (b)'s write workloads again on the same servers and data, right after "
+                   f"(b), with the server's write operations to the data directory's device "
+                   f"capped at {s['write_cap_iops']:,} per second (the NV-PPL seed's SSD: 28K "
+                   f"random 4 KiB writes/s, as 16 KiB pages) by the kernel's block throttle, "
+                   f"reads not capped, after {s['cap_settle_seconds']} s of oltp_write_only under "
+                   f"the cap, not measured",
+    "h": lambda s: f"(h) (c)'s run again on the same servers and data, right after (c), with the "
+                   f"server's write operations capped at {s['write_cap_iops']:,} per second, after "
+                   f"{s['cap_settle_seconds']} s of TPC-C under the cap, not measured",
+}
+
+
+def compare_section(data, png, script="scripts/bench-compare.sh"):
     s = data["settings"]
-    out = [f"Recorded {datetime.date.today().isoformat()} by `scripts/bench-compare.sh "
+    regimes = s.get("regimes", "abcdef")
+    out = [f"Recorded {datetime.date.today().isoformat()} by `{script} "
            f"{'--quick ' if s['quick'] else ''}--record`.", ""]
     out.append(f"- server: {s['server']}; machine: {s['machine']}")
     out.append(f"- {s['threads']} client threads, {s['seconds_per_workload']} s per sysbench workload; "
                f"both engines: durable commits (innodb_flush_log_at_trx_commit=1), doublewrite on, "
                f"O_DIRECT data files under `{s['data_dir']}`, redo log under `{s['pm_dir']}` "
                f"(tmpfs, emulated PM), {s['log_file_size']} log, binary log off; a fresh server per "
-               f"engine and regime")
-    a, b, c = s["a"], s["b"], s["c"]
-    out.append(f"- (a) in memory: {a['tables']} x {a['rows']} rows, {a['buffer_pool']} buffer pools; "
-               f"(b) I/O-bound: {b['tables']} x {b['rows']} rows, {b['buffer_pool']} pools; "
-               f"(c) TPC-C (go-tpc 1.0.9): {c['warehouses']} warehouse(s), {c['seconds']} s, "
-               f"{c['buffer_pool']} pools; (d) loading (b)'s data with sysbench prepare; "
-               f"(e) SIGKILL during oltp_write_only on (b)'s data, to the first answered query")
+               f"engine and regime" + (" ((g) and (h) excepted)" if "g" in regimes or "h" in regimes
+                                       else ""))
+    out.append("- " + "; ".join(REGIME_TEXT[r](s) for r in "abcdegh" if r in regimes))
     if data.get("f", {}).get("caching"):
         out.append("- (f) the ceiling: (a) again with commits not durable for both engines "
                    "(innodb_flush_log_at_trx_commit=0, subito_flush_log_at_trx_commit=0: a commit "
                    "does not wait for its log; InnoDB's is made durable once a second, Subito's by "
                    "its flush thread right after); "
                    "\"durable / not durable\" is each engine's (a) throughput as a share of its own (f)")
-    for regime in ("a", "b", "c", "f"):
+    # (d), (e) and (g) run on (b)'s servers, (h) on (c)'s.
+    ran = {"a": "a", "b": "bdeg", "c": "ch", "f": "f", "g": "g", "h": "h"}
+    for regime in ("a", "b", "c", "f", "g", "h"):
+        if not any(r in regimes for r in ran[regime]):
+            continue
         for engine, c in data.get(regime, {}).get("caching", {}).items():
+            cap = f"; {c['write_cap']}" if "write_cap" in c else ""
             out.append(f"- ({regime}) {'Subito' if engine == 'subito' else 'InnoDB'}: {c['text']}, "
-                       f"buffer pool {c['pool'] >> 20} MiB")
+                       f"buffer pool {c['pool'] >> 20} MiB{cap}")
     out.append("- disk reads and writes per transaction: the server process's `read_bytes` and "
                "`write_bytes` from `/proc/PID/io` (block-device I/O of both engines, the binary "
                "and error logs included; the PM tier on tmpfs counts in neither)")
@@ -145,7 +168,7 @@ def compare_section(data, png):
         r = sv / iv if iv else float("nan")
         out.append(f"| {label} | {fmt.format(sv)} | {fmt.format(iv)} | {r:.2f} |")
 
-    for regime in ("a", "b", "f"):
+    for regime in ("a", "b", "g", "f"):
         for w, v in data.get(regime, {}).items():
             if "subito" in v and "innodb" in v and "tps" in v["subito"]:
                 sv, iv = v["subito"], v["innodb"]
@@ -165,16 +188,23 @@ def compare_section(data, png):
                         sv["disk_write_bytes_per_txn"], iv["disk_write_bytes_per_txn"])
     for w, share in compare.ceiling_shares(data).items():
         row(f"(a)/(f) {w}: durable / not durable", share["subito"], share["innodb"], "{:.2f}")
-    t = data.get("c", {}).get("tpcc", {})
-    if "subito" in t and "innodb" in t:
-        row("(c) TPC-C tpmC", t["subito"]["tpmC"], t["innodb"]["tpmC"])
-        if t["subito"].get("new_order_p99_ms") and t["innodb"].get("new_order_p99_ms"):
-            row("(c) TPC-C NEW_ORDER p99 latency ms", t["subito"]["new_order_p99_ms"],
-                t["innodb"]["new_order_p99_ms"])
-        row("(c) TPC-C transactions failed (deadlocks, timeouts)", t["subito"]["errors"],
-            t["innodb"]["errors"])
-        row("(c) TPC-C data-file bytes per transaction", t["subito"]["data_bytes_per_txn"],
-            t["innodb"]["data_bytes_per_txn"])
+    for regime in ("c", "h"):
+        t = data.get(regime, {}).get("tpcc", {})
+        if "subito" in t and "innodb" in t:
+            row(f"({regime}) TPC-C tpmC", t["subito"]["tpmC"], t["innodb"]["tpmC"])
+            if t["subito"].get("new_order_p99_ms") and t["innodb"].get("new_order_p99_ms"):
+                row(f"({regime}) TPC-C NEW_ORDER p99 latency ms", t["subito"]["new_order_p99_ms"],
+                    t["innodb"]["new_order_p99_ms"])
+            row(f"({regime}) TPC-C transactions failed (deadlocks, timeouts)",
+                t["subito"]["errors"], t["innodb"]["errors"])
+            row(f"({regime}) TPC-C data-file bytes per transaction",
+                t["subito"]["data_bytes_per_txn"], t["innodb"]["data_bytes_per_txn"])
+            if all("disk_write_bytes_per_txn" in t[e] for e in ("subito", "innodb")):
+                row(f"({regime}) TPC-C server process disk reads, bytes per transaction",
+                    t["subito"]["disk_read_bytes_per_txn"], t["innodb"]["disk_read_bytes_per_txn"])
+                row(f"({regime}) TPC-C server process disk writes, bytes per transaction",
+                    t["subito"]["disk_write_bytes_per_txn"],
+                    t["innodb"]["disk_write_bytes_per_txn"])
     for key, label in (("bulk_load", "(d) bulk load, seconds"), ("restart", "(e) restart, seconds")):
         v = data["b"].get(key, {})
         if "subito" in v and "innodb" in v:
@@ -184,6 +214,10 @@ def compare_section(data, png):
     return "\n".join(out)
 
 
+def compare_ssd_section(data, png):
+    return compare_section(data, png, "scripts/bench-ssd.sh")
+
+
 COMPARE_INTRO = """## Subito vs InnoDB in MariaDB (`scripts/bench-compare.sh`)
 
 The same Debian MariaDB 10.11.18 server runs each engine's tables with equal
@@ -191,6 +225,26 @@ durability and resources. Ratios above 1 favour Subito, except for seconds
 (d, e), where below 1 does. Emulated PM (tmpfs) serves both engines' logs,
 so the redo path costs little for either; the page-write side is where the
 engines differ today, and per-page logs (NV-PPL, next) aim at it.
+"""
+
+
+COMPARE_SSD_INTRO = """## I/O-bound on the seed's SSD (`scripts/bench-ssd.sh`)
+
+This machine's virtio disk takes InnoDB's page writes (about 190 KB per
+I/O-bound sysbench write transaction) without making it wait: in (b) and
+(c) above both engines are bound by the two cores, so the page writes
+that per-page logs save show only as far as they cost CPU. The NV-PPL
+seed measured on an SSD whose random writes were its bottleneck (28K 4-KiB
+writes per second, 555K reads). `scripts/bench-ssd.sh` runs (b)'s write
+workloads and (c) as above and then, on the same servers and data, again
+with the server's write operations to the data device capped at that
+rate (as 16-KiB pages, the page size of both engines: 7,000 per second)
+by the kernel's block throttle: equal for both engines, reads not capped,
+the PM tier (tmpfs) not a block device. An operation is one bio of any
+size, so InnoDB's doublewrite batches (many pages in one write) and
+Subito's runs of consecutive pages count once each, as a real SSD writes
+sequential runs faster than random pages. (b) and (c) in this table are
+this run's own, not the recorded run's above.
 """
 
 
@@ -567,6 +621,7 @@ SECTIONS = {
     "restart": (restart_section, RESTART_INTRO),
     "ch": (ch_section, CH_INTRO),
     "compare": (compare_section, COMPARE_INTRO),
+    "compare_ssd": (compare_ssd_section, COMPARE_SSD_INTRO),
     "log_bench": (log_section, None),
     "engine_bench": (engine_section, ENGINE_INTRO),
     "ppl_sweep": (ppl_sweep_section, PPL_SWEEP_INTRO),

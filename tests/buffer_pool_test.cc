@@ -9,9 +9,12 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <random>
 #include <thread>
+#include <unordered_map>
 
 #include "buffer/mtr.h"
+#include "buffer/page_frame_map.h"
 #include "buffer/page_recovery.h"
 #include "storage_stack.h"
 #include "test_util.h"
@@ -65,6 +68,52 @@ void ExpectFilesMatch(const std::string& dir, const Model& model) {
   for (auto& [key, v] : model) {
     ASSERT_TRUE((*s)->ReadPage(key.first, buf.data()).ok());
     ASSERT_EQ(GetValue(buf.data(), key.second), v) << "page " << key.first;
+  }
+}
+
+// The page table's map against std::unordered_map over random puts, erases
+// and finds: few live keys in a small array (runs that wrap at its end,
+// erases inside runs) and then many (growth).
+TEST(PageFrameMap, AgreesWithAnUnorderedMap) {
+  for (const uint32_t live : {5u, 40u, 3000u}) {
+    std::mt19937_64 rng(live);
+    PageFrameMap map;
+    std::unordered_map<uint64_t, uint32_t> ref;
+    // Keys from a small set, so that erased keys come back and runs collide.
+    const uint32_t universe = live * 3;
+    auto key_of = [](uint64_t k) {
+      return PageId{static_cast<uint32_t>(k % 7), static_cast<uint32_t>(k)};
+    };
+    for (int step = 0; step < 200000; ++step) {
+      const uint64_t k = rng() % universe;
+      const PageId id = key_of(k);
+      const uint32_t r = static_cast<uint32_t>(rng() % 4);
+      if (r == 0 || (r == 1 && ref.size() < live)) {
+        const uint32_t frame = static_cast<uint32_t>(rng() % 100000);
+        map.Put(id, frame);
+        ref[k] = frame;
+      } else if (r == 2 || ref.size() >= live) {
+        map.Erase(id);
+        ref.erase(k);
+      }
+      const std::optional<uint32_t> got = map.Find(id);
+      auto it = ref.find(k);
+      ASSERT_EQ(got.has_value(), it != ref.end()) << "step " << step << " key " << k;
+      if (got) {
+        ASSERT_EQ(*got, it->second);
+      }
+      ASSERT_EQ(map.size(), ref.size());
+      if (step % 997 == 0) {
+        for (uint64_t j = 0; j < universe; ++j) {
+          auto e = ref.find(j);
+          const std::optional<uint32_t> f = map.Find(key_of(j));
+          ASSERT_EQ(f.has_value(), e != ref.end()) << "step " << step << " key " << j;
+          if (f) {
+            ASSERT_EQ(*f, e->second);
+          }
+        }
+      }
+    }
   }
 }
 

@@ -255,23 +255,20 @@ Result<PageHandle> BufferPool::Fetch(PageId id, Latch latch) {
 }
 
 std::optional<uint32_t> BufferPool::FindEntry(PageId id) {
-  const TableShard& s = ShardOf(id);
-  auto it = s.map.find(id);
-  if (it == s.map.end()) return std::nullopt;
-  return it->second;
+  return ShardOf(id).map.Find(id);
 }
 
 void BufferPool::AddEntry(PageId id, uint32_t frame) {
   TableShard& s = ShardOf(id);
   std::lock_guard lock(s.mu);
-  s.map[id] = frame;
+  s.map.Put(id, frame);
 }
 
 bool BufferPool::RemoveUnpinnedEntry(Frame& f) {
   TableShard& s = ShardOf(f.id);
   std::lock_guard lock(s.mu);
   if (f.pins.load(std::memory_order_acquire) > 0) return false;  // T2
-  s.map.erase(f.id);
+  s.map.Erase(f.id);
   return true;
 }
 
@@ -286,20 +283,20 @@ void BufferPool::DropFailedLoadPin(uint32_t idx) {
 void BufferPool::RemoveEntry(PageId id) {
   TableShard& s = ShardOf(id);
   std::lock_guard lock(s.mu);
-  s.map.erase(id);
+  s.map.Erase(id);
 }
 
 std::optional<uint32_t> BufferPool::PinLoaded(PageId id) {
   TableShard& s = ShardOf(id);
   std::lock_guard lock(s.mu);
-  auto it = s.map.find(id);
-  if (it == s.map.end()) return std::nullopt;
-  Frame& f = *frames_[it->second];
+  const std::optional<uint32_t> idx = s.map.Find(id);
+  if (!idx) return std::nullopt;
+  Frame& f = *frames_[*idx];
   if (f.loading.load(std::memory_order_acquire)) return std::nullopt;  // T3
   f.pins.fetch_add(1, std::memory_order_relaxed);                      // T2
   if (!f.referenced.load(std::memory_order_relaxed))
     f.referenced.store(true, std::memory_order_relaxed);
-  return it->second;
+  return idx;
 }
 
 Result<PageHandle> BufferPool::FetchFrame(PageId id, Latch latch, bool fresh) {

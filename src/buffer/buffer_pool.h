@@ -47,9 +47,9 @@
 #include <set>
 #include <shared_mutex>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
+#include "buffer/page_frame_map.h"
 #include "buffer/page_log.h"
 #include "buffer/page_versions.h"
 #include "buffer/page_writer.h"
@@ -421,7 +421,7 @@ class BufferPool {
   // The page table, in shards (T1-T3).
   struct alignas(64) TableShard {
     std::mutex mu;
-    std::unordered_map<PageId, uint32_t, PageIdHash> map;
+    PageFrameMap map;
   };
   static constexpr uint32_t kTableShards = 64;
   TableShard& ShardOf(PageId id) {

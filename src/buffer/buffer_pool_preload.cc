@@ -40,7 +40,7 @@ void BufferPool::ReadAhead(PageId id, uint32_t span) {
   {
     TableShard& s = ShardOf(id);
     std::lock_guard lock(s.mu);
-    if (s.map.find(id) != s.map.end()) return;
+    if (s.map.contains(id)) return;
   }
   page::SpaceFile* space = Space(id.space);
   if (space == nullptr || id.page_no >= space->page_count()) return;

@@ -81,8 +81,10 @@ TEST(PageFrameMap, AgreesWithAnUnorderedMap) {
     std::unordered_map<uint64_t, uint32_t> ref;
     // Keys from a small set, so that erased keys come back and runs collide.
     const uint32_t universe = live * 3;
+    // Pages of the same numbers in several spaces: a map that ignored the
+    // space would mix them up.
     auto key_of = [](uint64_t k) {
-      return PageId{static_cast<uint32_t>(k % 7), static_cast<uint32_t>(k)};
+      return PageId{static_cast<uint32_t>(k % 7), static_cast<uint32_t>(k / 7)};
     };
     for (int step = 0; step < 200000; ++step) {
       const uint64_t k = rng() % universe;
@@ -114,6 +116,31 @@ TEST(PageFrameMap, AgreesWithAnUnorderedMap) {
         }
       }
     }
+  }
+}
+
+// The keys of one shard (the pool's: the top six bits of the same
+// product) spread over the shard's array: many small spaces of a few pages
+// each, the pool's common case with many tables and indexes, and one large
+// space. Half full, the longest run of used slots is 4 (2 for the large
+// space); the hash the first version used (bits 26 and up of the product,
+// which for small arrays depend on the page number alone) made it 18-20.
+TEST(PageFrameMap, SpreadsTheKeysOfManySmallSpaces) {
+  auto shard_of = [](PageId id) {
+    return (((uint64_t{id.space} << 32) | id.page_no) * 0x9E3779B97F4A7C15ull) >> 58;
+  };
+  for (const uint32_t pages_per_space : {4u, 16u, 1u << 20}) {
+    PageFrameMap map;
+    uint32_t n = 0;
+    for (uint32_t space = 1; n < 4096; ++space) {
+      for (uint32_t page = 0; page < pages_per_space && n < 4096; ++page) {
+        const PageId id{space, page};
+        if (shard_of(id) != 5) continue;
+        map.Put(id, n++);
+      }
+    }
+    ASSERT_EQ(map.size(), 4096u);
+    EXPECT_LE(map.LongestRun(), 12u) << pages_per_space << " pages per space";
   }
 }
 

@@ -14,6 +14,8 @@
 // Not thread-safe: the pool guards each shard with its mutex (T1-T3).
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -73,6 +75,15 @@ class PageFrameMap {
   }
 
   size_t size() const { return count_; }
+  // The longest run of used slots (tests: the hash spreads keys).
+  size_t LongestRun() const {
+    size_t longest = 0, run = 0;
+    for (size_t i = 0; i < 2 * slots_.size(); ++i) {  // twice round: a run may wrap
+      run = slots_[i & mask_].frame == kEmpty ? 0 : run + 1;
+      longest = std::max(longest, run);
+    }
+    return std::min(longest, slots_.size());
+  }
 
  private:
   static constexpr uint32_t kEmpty = UINT32_MAX;
@@ -81,15 +92,19 @@ class PageFrameMap {
     uint32_t frame = kEmpty;
   };
   static uint64_t Key(PageId id) { return (uint64_t{id.space} << 32) | id.page_no; }
-  // The high bits of a multiplicative hash (the pool picks the shard from
-  // the top six bits of the same product: these are the ones below them).
+  // The bits of a multiplicative hash just below its top six, which pick
+  // the pool's shard (every key of one shard has the same top six). High
+  // bits of the product depend on every bit of the key; low ones only on
+  // the key's low bits (the page number), which would crowd the pages of
+  // many small spaces into a few runs.
   size_t Home(uint64_t key) const {
-    return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 26) & mask_;
+    return static_cast<size_t>(((key * 0x9E3779B97F4A7C15ull) << 6) >> shift_);
   }
   void Grow() {
     std::vector<Slot> old = std::move(slots_);
     slots_.assign(old.empty() ? 16 : old.size() * 2, Slot{});
     mask_ = slots_.size() - 1;
+    shift_ = 64 - std::countr_zero(slots_.size());
     count_ = 0;
     for (const Slot& s : old) {
       if (s.frame == kEmpty) continue;
@@ -102,6 +117,7 @@ class PageFrameMap {
 
   std::vector<Slot> slots_;
   size_t mask_ = 0;
+  int shift_ = 64;  // 64 - log2(slots)
   size_t count_ = 0;
 };
 

@@ -22,11 +22,17 @@ bash scripts/install-deps.sh
 bash scripts/setup-mariadb.sh
 bash scripts/install-deps.sh sysbench
 GOTPC="$(bash scripts/build-go-tpc.sh)"
-mkdir -p out
-/usr/bin/python3 bench/compare.py --go-tpc "$GOTPC" "${args[@]}" | tee out/compare.txt
+# SUBITO_COMPARE_AS=ssd (scripts/bench-ssd.sh): the output in out/ssd, the
+# record in the compare_ssd section of docs/results.md.
+as="${SUBITO_COMPARE_AS:-}"
+out="out${as:+/$as}"
+section="compare${as:+_$as}"
+img="compare${as:+-$as}.png"
+mkdir -p "$out"
+/usr/bin/python3 bench/compare.py --go-tpc "$GOTPC" --out "$out" "${args[@]}" | tee "$out/compare.txt"
 if [ "$record" -eq 1 ]; then
-  /usr/bin/python3 bench/render_results.py compare out/compare.json img/compare.png
+  /usr/bin/python3 bench/render_results.py "$section" "$out/compare.json" "img/$img"
   mkdir -p docs/img
-  cp out/compare.png docs/img/compare.png
-  echo "recorded in docs/results.md and docs/img/compare.png"
+  cp "$out/compare.png" "docs/img/$img"
+  echo "recorded in docs/results.md and docs/img/$img"
 fi

@@ -14,22 +14,4 @@
 # --record: also writes the table and the plot into docs/results.md.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-cd "$ROOT"
-record=0
-args=()
-for a in "$@"; do
-  if [ "$a" = "--record" ]; then record=1; else args+=("$a"); fi
-done
-bash scripts/install-deps.sh
-bash scripts/setup-mariadb.sh
-bash scripts/install-deps.sh sysbench
-GOTPC="$(bash scripts/build-go-tpc.sh)"
-mkdir -p out/ssd
-/usr/bin/python3 bench/compare.py --go-tpc "$GOTPC" --regimes bgch --seconds 30 --out out/ssd \
-  "${args[@]}" | tee out/ssd/compare.txt
-if [ "$record" -eq 1 ]; then
-  /usr/bin/python3 bench/render_results.py compare_ssd out/ssd/compare.json img/compare-ssd.png
-  mkdir -p docs/img
-  cp out/ssd/compare.png docs/img/compare-ssd.png
-  echo "recorded in docs/results.md and docs/img/compare-ssd.png"
-fi
+SUBITO_COMPARE_AS=ssd exec bash "$ROOT/scripts/bench-compare.sh" --regimes bgch --seconds 30 "$@"

@@ -126,9 +126,7 @@ TEST(PageFrameMap, AgreesWithAnUnorderedMap) {
 // space); the hash the first version used (bits 26 and up of the product,
 // which for small arrays depend on the page number alone) made it 18-20.
 TEST(PageFrameMap, SpreadsTheKeysOfManySmallSpaces) {
-  auto shard_of = [](PageId id) {
-    return (((uint64_t{id.space} << 32) | id.page_no) * 0x9E3779B97F4A7C15ull) >> 58;
-  };
+  auto shard_of = [](PageId id) { return PageFrameMap::Hash(id) >> 58; };
   for (const uint32_t pages_per_space : {4u, 16u, 1u << 20}) {
     PageFrameMap map;
     uint32_t n = 0;

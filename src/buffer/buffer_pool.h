@@ -425,8 +425,7 @@ class BufferPool {
   };
   static constexpr uint32_t kTableShards = 64;
   TableShard& ShardOf(PageId id) {
-    const uint64_t h = ((uint64_t{id.space} << 32) | id.page_no) * 0x9E3779B97F4A7C15ull;
-    return shards_[h >> 58];  // the top 6 bits: kTableShards
+    return shards_[PageFrameMap::Hash(id) >> 58];  // the top 6 bits: kTableShards
   }
   // Under mu_ (T1).
   std::optional<uint32_t> FindEntry(PageId id);

@@ -26,6 +26,10 @@ namespace subito::buffer {
 
 class PageFrameMap {
  public:
+  // The page's hash: the pool picks the shard from its top six bits and the
+  // map the home slot from the bits just below them.
+  static uint64_t Hash(PageId id) { return Mix(Key(id)); }
+
   std::optional<uint32_t> Find(PageId id) const {
     if (slots_.empty()) return std::nullopt;
     const uint64_t key = Key(id);
@@ -92,14 +96,13 @@ class PageFrameMap {
     uint32_t frame = kEmpty;
   };
   static uint64_t Key(PageId id) { return (uint64_t{id.space} << 32) | id.page_no; }
-  // The bits of a multiplicative hash just below its top six, which pick
+  static uint64_t Mix(uint64_t key) { return key * 0x9E3779B97F4A7C15ull; }
+  // The bits of the hash just below its top six, which pick
   // the pool's shard (every key of one shard has the same top six). High
   // bits of the product depend on every bit of the key; low ones only on
   // the key's low bits (the page number), which would crowd the pages of
   // many small spaces into a few runs.
-  size_t Home(uint64_t key) const {
-    return static_cast<size_t>(((key * 0x9E3779B97F4A7C15ull) << 6) >> shift_);
-  }
+  size_t Home(uint64_t key) const { return static_cast<size_t>((Mix(key) << 6) >> shift_); }
   void Grow() {
     std::vector<Slot> old = std::move(slots_);
     slots_.assign(old.empty() ? 16 : old.size() * 2, Slot{});

@@ -21,6 +21,7 @@ of the SSD of the NV-PPL seed (28K 4-KiB writes per second, as 16-KiB pages:
 engines and the ratio, writes JSON and a PNG.
 """
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -277,24 +278,34 @@ def measured_sysbench(server, args, tables, rows, workload, seconds):
     return r
 
 
-def capped_workloads(args, srv, name, tables, rows, workloads, result):
-    """Runs `workloads` again on srv with its writes capped (args.cap), into
-    result (regime g), after args.cap_settle seconds of the first one under
-    the cap, not measured: both engines start the measured runs in the
-    capped steady state, not with what (b) left them to write."""
+@contextlib.contextmanager
+def write_capped(args, srv, name, result, settle, settle_what):
+    """The server's writes capped (args.cap) for the block's measured runs,
+    into result (regimes g and h), after `settle` (a call) ran for
+    args.cap_settle seconds under the cap, not measured: both engines start
+    the measured runs in the capped steady state, not with what the uncapped
+    runs left them to write."""
     result.setdefault("caching", {})[srv.engine] = {**srv.caching(),
                                                     "write_cap": args.cap.describe()}
     try:
         args.cap.add(srv.pid())
-        log(f"({name}) {srv.engine}: {args.cap.describe()}; {workloads[0]} for "
+        log(f"({name}) {srv.engine}: {args.cap.describe()}; {settle_what} for "
             f"{args.cap_settle} s first, not measured")
-        sysbench(srv, args, tables, rows, workloads[0], args.cap_settle)
+        settle()
+        yield
+    finally:
+        args.cap.remove(srv.pid())
+
+
+def capped_workloads(args, srv, name, tables, rows, workloads, result):
+    """Runs `workloads` again on srv with its writes capped (regime g)."""
+    with write_capped(args, srv, name, result,
+                      lambda: sysbench(srv, args, tables, rows, workloads[0], args.cap_settle),
+                      workloads[0]):
         for w in workloads:
             r = measured_sysbench(srv, args, tables, rows, w, args.seconds)
             result.setdefault(w, {})[srv.engine] = r
             log_workload(name, srv.engine, w, r)
-    finally:
-        args.cap.remove(srv.pid())
 
 
 def log_workload(name, engine, w, r):
@@ -373,17 +384,10 @@ def run_tpcc(args, engine, result, capped=None):
         result.setdefault("caching", {})[engine] = srv.caching()
         tpcc_run(args, srv, "c", tpcc, result)
     if capped is not None:
-        capped.setdefault("caching", {})[engine] = {**srv.caching(),
-                                                    "write_cap": args.cap.describe()}
-        try:
-            args.cap.add(srv.pid())
-            log(f"(h) {engine}: {args.cap.describe()}; TPC-C for {args.cap_settle} s first, "
-                f"not measured")
-            sh(tpcc + ["run", "-T", str(args.threads), "--time", f"{args.cap_settle}s",
-                       "--interval", "10000s"])
+        settle = tpcc + ["run", "-T", str(args.threads), "--time", f"{args.cap_settle}s",
+                         "--interval", "10000s"]
+        with write_capped(args, srv, "h", capped, lambda: sh(settle), "TPC-C"):
             tpcc_run(args, srv, "h", tpcc, capped)
-        finally:
-            args.cap.remove(srv.pid())
     srv.destroy()
 
 

@@ -491,10 +491,11 @@ Status BufferPool::ApplyPageLog(Frame& f, PageId id) {
   }
   PageLogStore* store = options_.page_log;
   if (store != nullptr) {
-    const uint32_t used = store->Used(id.space, id.page_no);
     // Entries the file's image holds already are skipped.
     SUBITO_RETURN_IF_ERROR(
         ApplyStoredEntries(*store, f.data, options_.page_size, id.space, id.page_no, &lsn));
+    // After the entries' check, which may commit some past `used` (G2).
+    const uint32_t used = store->Used(id.space, id.page_no);
     f.log_bytes = used;
     // A page with no image in its file (never written: page LSN 0) is
     // written before its changes may go to the page log.

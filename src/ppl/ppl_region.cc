@@ -170,39 +170,35 @@ void PplRegion::ScanBlocks(uint32_t begin, uint32_t end, Scan* out) const {
     const buffer::PageId key{DecodeFixed32(b + 8), DecodeFixed32(b + 12)};
     const uint64_t generation = DecodeFixed64(b + 16);
     out->max_generation = std::max(out->max_generation, generation);
-    uint32_t off = kBlockHeaderSize;
-    uint64_t last = 0;
+    // The committed entries are checked (framing, order, crcs: G1) when the
+    // page's entries are read or appended to, not here: the open reads one
+    // header per block and the bytes at `used`, whatever the bytes in use.
+    // G2: complete entries past `used`, cut before their commit, pass their
+    // crcs (bytes of an earlier owner, G5, or of a torn append do not);
+    // CheckEntries commits them once it has checked their order.
+    uint32_t off = kBlockHeaderSize + used;
     while (off + kEntryHeaderSize <= block_size_) {
       const uint8_t* e = b + off;
       const uint32_t len = DecodeFixed16(e + 4);
-      const uint64_t lsn = DecodeFixed64(e + 8);
-      if (len == 0 || off + kEntryHeaderSize + len > block_size_ || lsn <= last ||
+      if (len == 0 || off + kEntryHeaderSize + len > block_size_ ||
           EntryCrc(generation, e + 4, 12 + len) != DecodeFixed32(e)) {
         break;
       }
-      last = lsn;
       off += kEntryHeaderSize + len;
     }
-    const uint32_t valid = off - kBlockHeaderSize;
-    if (valid < used) {  // G1: a committed entry fails its checks
-      out->status = Status::Corruption(StrFormat(
-          "%s offset %llu: PPL entry of page %u:%u (block %u) fails its checksum or order",
-          file_->path().c_str(), static_cast<unsigned long long>(at) + off, key.space, key.page_no,
-          i));
-      return;
-    }
-    out->used.push_back({key, Block{i, generation, valid, last}, used});
+    out->used.push_back(
+        {key, Block{i, generation, used, kUnchecked, off - kBlockHeaderSize - used}});
   }
 }
 
 Status PplRegion::Analyze() {
   std::lock_guard lock(mu_);
-  // Reading every block's header and checking every entry is the open's
-  // longest step when much of the region is in use (docs/results.md,
-  // restart at 16 GB): large regions are scanned by one thread per core,
-  // in runs of blocks, and the results merged in block order, so that what
-  // is found (the first bad block, the winner of a page's two blocks) and
-  // every store made (G2, the losers) are as in one scan.
+  // Reading every block's header is one of the open's longest steps
+  // (docs/results.md, restart at 16 GB): large regions are scanned by one
+  // thread per core, in runs of blocks, and the results merged in block
+  // order, so that what is found (the first bad block, the winner of a
+  // page's two blocks) and every store made (the losers) are as in one
+  // scan.
   constexpr uint64_t kBlocksPerThread = 16384;
   const uint64_t threads = std::clamp<uint64_t>(
       std::min<uint64_t>(std::thread::hardware_concurrency(), block_count_ / kBlocksPerThread), 1,
@@ -238,12 +234,11 @@ Status PplRegion::Analyze() {
   table_.reserve(in_use);
   uint64_t max_generation = 0;
   std::vector<uint32_t> losers;
+  std::vector<buffer::PageId> doubled;
   for (const Scan& scan : scans) {
     max_generation = std::max(max_generation, scan.max_generation);
     free_.insert(free_.end(), scan.free.begin(), scan.free.end());
     for (const Scan::Used& u : scan.used) {
-      // G2: a complete entry cut before its commit.
-      if (u.block.used > u.used_field) StoreUsed(u.block.index, u.block.used);
       auto [it, inserted] = table_.try_emplace(u.page, u.block);
       if (inserted) continue;
       // Two blocks of one page (not made by this code, which frees a page's
@@ -253,10 +248,16 @@ Status PplRegion::Analyze() {
         loser = it->second.index;
         it->second = u.block;
       }
-      StoreUsed(loser, 0);
       losers.push_back(loser);
+      doubled.push_back(u.page);
     }
   }
+  // A loser is freed only once its winner's entries have passed (G1): a
+  // refused region is left as it was.
+  for (const buffer::PageId& page : doubled) {
+    SUBITO_RETURN_IF_ERROR(CheckEntries(page, &table_.find(page)->second));
+  }
+  for (uint32_t loser : losers) StoreUsed(loser, 0);
   free_.insert(free_.end(), losers.begin(), losers.end());
   // G5: past every generation handed out before, found or not.
   next_generation_ = std::max(DecodeFixed64(file_->data() + kFloorOffset), max_generation + 1);
@@ -283,7 +284,7 @@ uint32_t PplRegion::Used(uint32_t space, uint32_t page_no) const {
   const buffer::PageId page{space, page_no};
   std::lock_guard lock(mu_);
   auto it = table_.find(page);
-  return it == table_.end() ? 0 : it->second.used;
+  return it == table_.end() ? 0 : it->second.used + it->second.probed;
 }
 
 Status PplRegion::ForEachEntry(
@@ -293,13 +294,60 @@ Status PplRegion::ForEachEntry(
   std::lock_guard lock(mu_);
   auto it = table_.find(page);
   if (it == table_.end()) return Status::OK();
-  const uint8_t* b = BlockAt(it->second.index);
-  for (uint32_t off = kBlockHeaderSize; off < kBlockHeaderSize + it->second.used;) {
+  Block& blk = it->second;
+  SUBITO_RETURN_IF_ERROR(CheckEntries(page, &blk));
+  const uint8_t* b = BlockAt(blk.index);
+  const uint32_t end = kBlockHeaderSize + blk.used;
+  for (uint32_t off = kBlockHeaderSize; off < end;) {
     const uint8_t* e = b + off;
     const uint32_t len = DecodeFixed16(e + 4);
     SUBITO_RETURN_IF_ERROR(fn(DecodeFixed64(e + 8), e + kEntryHeaderSize, len));
     off += kEntryHeaderSize + len;
   }
+  return Status::OK();
+}
+
+Status PplRegion::CheckEntries(buffer::PageId page, Block* blk) const {
+  const uint8_t* b = BlockAt(blk->index);
+  const uint32_t end = kBlockHeaderSize + blk->used;
+  uint64_t last = 0;
+  uint32_t off = kBlockHeaderSize;
+  while (off < end) {
+    const uint8_t* e = b + off;
+    const uint32_t len = off + kEntryHeaderSize <= end ? DecodeFixed16(e + 4) : 0;
+    const uint64_t lsn = len > 0 ? DecodeFixed64(e + 8) : 0;
+    if (len == 0 || off + kEntryHeaderSize + len > end || lsn <= last ||
+        EntryCrc(blk->generation, e + 4, 12 + len) != DecodeFixed32(e)) {
+      const uint64_t at = kRegionHeaderSize + uint64_t{blk->index} * block_size_ + off;
+      return Status::Corruption(StrFormat(
+          "%s offset %llu: PPL entry of page %u:%u (block %u) fails its checksum, length or order",
+          file_->path().c_str(), static_cast<unsigned long long>(at), page.space, page.page_no,
+          blk->index));
+    }
+    last = lsn;
+    off += kEntryHeaderSize + len;
+  }
+  if (blk->probed > 0) {
+    // G2: complete entries cut before their commit, if they follow in order.
+    const uint32_t probe_end = end + blk->probed;
+    while (off + kEntryHeaderSize <= probe_end) {
+      const uint8_t* e = b + off;
+      const uint32_t len = DecodeFixed16(e + 4);
+      const uint64_t lsn = DecodeFixed64(e + 8);
+      if (len == 0 || off + kEntryHeaderSize + len > probe_end || lsn <= last ||
+          EntryCrc(blk->generation, e + 4, 12 + len) != DecodeFixed32(e)) {
+        break;
+      }
+      last = lsn;
+      off += kEntryHeaderSize + len;
+    }
+    // Kept in memory: the field is raised by the block's next append (or
+    // zeroed by its free). Until then the bytes past the field stay as they
+    // are, and every open decides the same from them.
+    blk->probed = 0;
+    blk->used = off - kBlockHeaderSize;
+  }
+  if (blk->last_lsn == kUnchecked) blk->last_lsn = last;
   return Status::OK();
 }
 
@@ -323,6 +371,9 @@ Status PplRegion::Append(uint32_t space, uint32_t page_no, uint64_t end_lsn, con
   }
   std::lock_guard lock(mu_);
   auto it = table_.find(page);
+  if (it != table_.end() && (it->second.last_lsn == kUnchecked || it->second.probed > 0)) {
+    SUBITO_RETURN_IF_ERROR(CheckEntries(page, &it->second));
+  }
   const uint64_t last_lsn = it == table_.end() ? 0 : it->second.last_lsn;
   if (end_lsn <= last_lsn) {
     return Status::InvalidArgument(StrFormat("PPL entry at LSN %llu after one at %llu",
@@ -394,7 +445,7 @@ std::vector<std::pair<buffer::PageId, uint32_t>> PplRegion::Pages() const {
   std::lock_guard lock(mu_);
   std::vector<std::pair<buffer::PageId, uint32_t>> out;
   out.reserve(table_.size());
-  for (const auto& [key, blk] : table_) out.emplace_back(key, blk.used);
+  for (const auto& [key, blk] : table_) out.emplace_back(key, blk.used + blk.probed);
   return out;
 }
 

@@ -17,12 +17,18 @@
 // Invariants (docs/formats/ppl.md):
 //  G1. A block is owned iff its `used` (one aligned u32, a failure-atomic
 //      store) is not 0. An owned block's header must pass its crc, and its
-//      first `used` entry bytes must pass theirs with increasing end_lsns:
-//      anything else is corruption, refused with the file and offset.
+//      first `used` entry bytes must be whole entries with increasing
+//      end_lsns that pass their crcs: anything else is corruption, refused
+//      with the file and offset. The open checks headers; the entries are
+//      checked each time the page's entries are read, and before the first
+//      append to them, before any is handed out.
 //  G2. An append writes the entry (and a new block's header) and fences
 //      before it raises `used`: a torn append is past `used` and ignored. A
-//      complete entry past `used` (a cut between the two fences) is kept:
-//      it holds what its redo record holds.
+//      complete entry past `used` (a cut between the two fences) is kept if
+//      its end_lsn follows (it holds what its redo record holds), from the
+//      first read or append of the page's entries on, in memory: the
+//      block's next append raises `used` over it, and until then every
+//      open finds the same bytes and decides the same.
 //  G3. Append returns once `used` is durable: only then may the caller count
 //      the changes as written (the page clean, the checkpoint past them).
 //  G4. Free durably sets `used` to 0 before it returns. The caller frees a
@@ -80,9 +86,11 @@ struct PplStats {
 class PplRegion final : public buffer::PageLogStore {
  public:
   // Opens the region at options.path, creating it (zeroed, with a fresh
-  // header) if there is none. The analysis pass: scans every block, rebuilds
-  // the page -> block table from the committed entries (G1, G2); a block
-  // that fails its checks is Corruption naming the file and offset.
+  // header) if there is none. The analysis pass: scans every block's header,
+  // rebuilds the page -> block table from them and `used` (G1) and probes
+  // the bytes past `used` (G2); a block whose header fails its checks is
+  // Corruption naming the file and offset. (Entries are checked by
+  // ForEachEntry and Append.)
   static Result<std::unique_ptr<PplRegion>> Open(const PplOptions& options);
   // Open for a database start: a region that holds no page's entries takes
   // the geometry of `options` (it is replaced by a fresh one if its size or
@@ -113,11 +121,15 @@ class PplRegion final : public buffer::PageLogStore {
 
   // buffer::PageLogStore.
   // Bytes of the page's entries (headers included); 0 if it has no block.
+  // Before the page's entries are first read, this counts the complete
+  // entries past `used` (G2) that the read may yet drop.
   uint32_t Used(uint32_t space, uint32_t page_no) const override;
   uint32_t Capacity() const override { return block_capacity(); }
   uint32_t EntrySize(size_t n) const override { return EntrySizeOf(n); }
   // Calls fn(end_lsn, edits, length) for each of the page's entries, oldest
-  // first. An error from fn stops the walk and is returned.
+  // first, once all of them have passed their crcs (G1): an entry that
+  // does not is Corruption naming the file and offset, and fn is not called.
+  // An error from fn stops the walk and is returned.
   Status ForEachEntry(uint32_t space, uint32_t page_no,
                       const std::function<Status(uint64_t end_lsn, const uint8_t* edits, size_t n)>&
                           fn) const override;
@@ -141,11 +153,16 @@ class PplRegion final : public buffer::PageLogStore {
   std::string Describe() const;
 
  private:
+  // A block's last_lsn before CheckEntries has read its entries.
+  static constexpr uint64_t kUnchecked = UINT64_MAX;
   struct Block {
     uint32_t index;
     uint64_t generation;
-    uint32_t used;  // entry bytes after the header
-    uint64_t last_lsn;
+    uint32_t used;      // committed entry bytes after the header (the field)
+    uint64_t last_lsn;  // of its last entry; kUnchecked until checked
+    // Bytes past `used` that the open found to be whole entries passing
+    // their crcs (G2): kept by CheckEntries if their LSNs follow.
+    uint32_t probed = 0;
   };
   PplRegion(std::unique_ptr<pmem::PmFile> file, pmem::Persistence* p, uint32_t block_size,
             uint64_t block_count);
@@ -158,7 +175,6 @@ class PplRegion final : public buffer::PageLogStore {
     struct Used {
       buffer::PageId page;
       Block block{};
-      uint32_t used_field = 0;  // the block's committed length; block.used is what the entries give
     };
     std::vector<Used> used;
     std::vector<uint32_t> free;  // ascending
@@ -166,6 +182,12 @@ class PplRegion final : public buffer::PageLogStore {
     Status status;  // the first bad block's Corruption; the scan stops there
   };
   void ScanBlocks(uint32_t begin, uint32_t end, Scan* out) const;
+  // G1 for the page's committed entries: whole, in increasing LSN order,
+  // each passing its crc; else Corruption with the file and offset. Then
+  // G2 for the probed bytes: the entries among them that follow in order
+  // are kept (blk->used raised, in memory only), the rest ignored. Sets
+  // blk->last_lsn if unchecked. Caller holds mu_.
+  Status CheckEntries(buffer::PageId page, Block* blk) const;
   Status Analyze();
   void WriteBlockHeader(uint32_t index, buffer::PageId page, uint64_t generation);
   void StoreUsed(uint32_t index, uint32_t used);
@@ -176,7 +198,9 @@ class PplRegion final : public buffer::PageLogStore {
   const uint32_t block_size_;
   const uint64_t block_count_;
   mutable std::mutex mu_;  // everything below, and the bytes of blocks
-  std::unordered_map<buffer::PageId, Block, buffer::PageIdHash> table_;
+  // mutable: ForEachEntry (const) checks a block's entries and keeps the
+  // last LSN it finds.
+  mutable std::unordered_map<buffer::PageId, Block, buffer::PageIdHash> table_;
   std::vector<uint32_t> free_;
   uint64_t next_generation_ = 1;
   uint64_t generation_floor_ = 0;  // durable: next_generation_ < it (G5)

@@ -64,6 +64,26 @@ void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes) {
             static_cast<std::streamsize>(bytes.size()));
 }
 
+std::vector<uint8_t> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A region of four 256-byte blocks: page 1:1 with two entries of 30 edit
+// bytes (LSNs 10, 11) in block 0, page 1:2 with one (LSN 12) in block 1.
+// Returns the file's bytes.
+std::vector<uint8_t> ThreeEntries(const PplOptions& o) {
+  {
+    auto r = PplRegion::Open(o);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return {};
+    EXPECT_OK(Append(**r, 1, 1, 10, Edits(1, 30)));
+    EXPECT_OK(Append(**r, 1, 1, 11, Edits(2, 30)));
+    EXPECT_OK(Append(**r, 1, 2, 12, Edits(3, 30)));
+  }
+  return ReadFile(o.path);
+}
+
 TEST(PplRegion, EntriesReadBackInOrderAcrossAReopen) {
   test::ScratchDir dir;
   PplOptions o{dir.Sub("ppl"), 4096 + 16 * 512, 512, 42, nullptr};
@@ -239,16 +259,8 @@ TEST(PplRegion, AfterAPowerCutAReusedBlockStillNeverShowsItsEarlierOwnersEntries
 TEST(PplRegion, AFlippedByteIsRefusedWithTheFileAndOffset) {
   test::ScratchDir dir;
   PplOptions o{dir.Sub("ppl"), 4096 + 4 * 256, 256, 0, nullptr};
-  {
-    auto r = PplRegion::Open(o);
-    ASSERT_TRUE(r.ok());
-    ASSERT_OK(Append(**r, 1, 1, 10, Edits(1, 30)));
-    ASSERT_OK(Append(**r, 1, 1, 11, Edits(2, 30)));
-    ASSERT_OK(Append(**r, 1, 2, 12, Edits(3, 30)));
-  }
-  std::ifstream in(o.path, std::ios::binary);
-  const std::vector<uint8_t> good((std::istreambuf_iterator<char>(in)),
-                                  std::istreambuf_iterator<char>());
+  const std::vector<uint8_t> good = ThreeEntries(o);
+  ASSERT_FALSE(HasFailure());
   auto names_file_and_offset = [&](const Status& st) {
     EXPECT_NE(st.ToString().find(o.path), std::string::npos) << st.ToString();
     EXPECT_NE(st.ToString().find("offset"), std::string::npos) << st.ToString();
@@ -329,11 +341,6 @@ void PutEntry(std::vector<uint8_t>* image, size_t block, size_t off, uint64_t ls
   EncodeFixed32(e, crc32c::Extend(crc32c::Value(g, 8), e + 4, 12 + edits.size()));
 }
 
-std::vector<uint8_t> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 // Each check of an entry on its own, with the crc right: the order of LSNs,
 // the length against the bytes in use, and `used` itself (outside the
 // header's crc) cut inside an entry. Complete entries past `used` (G2) are
@@ -343,14 +350,8 @@ std::vector<uint8_t> ReadFile(const std::string& path) {
 TEST(PplRegion, EntriesAreRefusedForOrderOrLengthAndKeptPastUsedOnlyInOrder) {
   test::ScratchDir dir;
   PplOptions o{dir.Sub("ppl"), 4096 + 4 * 256, 256, 0, nullptr};
-  {
-    auto r = PplRegion::Open(o);
-    ASSERT_TRUE(r.ok());
-    ASSERT_OK(Append(**r, 1, 1, 10, Edits(1, 30)));
-    ASSERT_OK(Append(**r, 1, 1, 11, Edits(2, 30)));
-    ASSERT_OK(Append(**r, 1, 2, 12, Edits(3, 30)));
-  }
-  const std::vector<uint8_t> good = ReadFile(o.path);
+  const std::vector<uint8_t> good = ThreeEntries(o);
+  ASSERT_FALSE(HasFailure());
   const size_t b0 = 4096, second = b0 + 64 + 46;
   auto refused_at = [&](const std::vector<uint8_t>& image, size_t entry) {
     WriteFile(o.path, image);

@@ -1126,7 +1126,16 @@ void BufferPool::ReclaimPageLog() {
     }
     std::shared_lock unasked(unasked_fetch_mu_);
     Result<PageHandle> page = Fetch({space, page_no}, Latch::kExclusive);
-    if (!page.ok()) continue;  // dropped meanwhile, or no free frame now
+    if (!page.ok()) {
+      // Dropped meanwhile, or no free frame now: a later round. A damaged
+      // page (or per-page log entry) stays where it is, said once.
+      if (page.status().IsCorruption() && options_.report &&
+          !reclaim_corruption_reported_.exchange(true)) {
+        options_.report("per-page log reclamation skips a page it cannot read: " +
+                        page.status().ToString());
+      }
+      continue;
+    }
     StopPageLogging(*page);
     const log::Lsn lsn = page::PageLsn(page->data());
     MarkDirty(*page, lsn, lsn);

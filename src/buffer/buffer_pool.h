@@ -484,6 +484,7 @@ class BufferPool {
   std::atomic<uint64_t> misses_{0}, evictions_{0}, foreground_flushes_{0}, checkpoints_{0};
   std::atomic<uint64_t> pages_logged_{0}, page_log_bytes_{0}, page_log_full_{0};
   std::atomic<uint64_t> pages_delogged_{0}, page_log_reclaimed_{0};
+  std::atomic<bool> reclaim_corruption_reported_{false};  // once per run
   std::atomic<uint64_t> pages_preloaded_{0}, preload_pages_read_{0};
   std::atomic<uint64_t> read_aheads_{0}, pages_read_ahead_{0};
   std::atomic<bool> no_appends_{false};  // WriteLoggedPages: every flush writes

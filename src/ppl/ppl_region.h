@@ -156,10 +156,10 @@ class PplRegion final : public buffer::PageLogStore {
   // A block's last_lsn before CheckEntries has read its entries.
   static constexpr uint64_t kUnchecked = UINT64_MAX;
   struct Block {
-    uint32_t index;
-    uint64_t generation;
-    uint32_t used;      // committed entry bytes after the header (the field)
-    uint64_t last_lsn;  // of its last entry; kUnchecked until checked
+    uint32_t index = 0;
+    uint64_t generation = 0;
+    uint32_t used = 0;      // committed entry bytes after the header (the field)
+    uint64_t last_lsn = 0;  // of its last entry; kUnchecked until checked
     // Bytes past `used` that the open found to be whole entries passing
     // their crcs (G2): kept by CheckEntries if their LSNs follow.
     uint32_t probed = 0;

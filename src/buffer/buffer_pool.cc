@@ -494,7 +494,8 @@ Status BufferPool::ApplyPageLog(Frame& f, PageId id) {
     // Entries the file's image holds already are skipped.
     SUBITO_RETURN_IF_ERROR(
         ApplyStoredEntries(*store, f.data, options_.page_size, id.space, id.page_no, &lsn));
-    // After the entries' check, which may commit some past `used` (G2).
+    // After the entries' check, which keeps or drops those the open found
+    // past `used` (G2).
     const uint32_t used = store->Used(id.space, id.page_no);
     f.log_bytes = used;
     // A page with no image in its file (never written: page LSN 0) is

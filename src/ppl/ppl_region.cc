@@ -33,6 +33,25 @@ uint32_t EntryCrc(uint64_t generation, const uint8_t* entry_from_length, size_t 
   return crc32c::Extend(crc32c::Value(g, sizeof g), entry_from_length, n);
 }
 
+// Walks the entries of block bytes `b` from `off` while each is whole
+// within `bound`, passes its crc and ends past *last (updated); returns the
+// offset of the first that does not, or the last entry's end.
+uint32_t WalkEntries(const uint8_t* b, uint32_t off, uint32_t bound, uint64_t generation,
+                     uint64_t* last) {
+  while (off + kEntryHeaderSize <= bound) {
+    const uint8_t* e = b + off;
+    const uint32_t len = DecodeFixed16(e + 4);
+    const uint64_t lsn = DecodeFixed64(e + 8);
+    if (len == 0 || off + kEntryHeaderSize + len > bound || lsn <= *last ||
+        EntryCrc(generation, e + 4, 12 + len) != DecodeFixed32(e)) {
+      break;
+    }
+    *last = lsn;
+    off += kEntryHeaderSize + len;
+  }
+  return off;
+}
+
 }  // namespace
 
 PplRegion::PplRegion(std::unique_ptr<pmem::PmFile> file, pmem::Persistence* p, uint32_t block_size,
@@ -176,16 +195,10 @@ void PplRegion::ScanBlocks(uint32_t begin, uint32_t end, Scan* out) const {
     // G2: complete entries past `used`, cut before their commit, pass their
     // crcs (bytes of an earlier owner, G5, or of a torn append do not);
     // CheckEntries commits them once it has checked their order.
-    uint32_t off = kBlockHeaderSize + used;
-    while (off + kEntryHeaderSize <= block_size_) {
-      const uint8_t* e = b + off;
-      const uint32_t len = DecodeFixed16(e + 4);
-      if (len == 0 || off + kEntryHeaderSize + len > block_size_ ||
-          EntryCrc(generation, e + 4, 12 + len) != DecodeFixed32(e)) {
-        break;
-      }
-      off += kEntryHeaderSize + len;
-    }
+    // (Their order among themselves only: CheckEntries checks it against
+    // the committed ones.)
+    uint64_t last = 0;
+    const uint32_t off = WalkEntries(b, kBlockHeaderSize + used, block_size_, generation, &last);
     out->used.push_back(
         {key, Block{i, generation, used, kUnchecked, off - kBlockHeaderSize - used}});
   }
@@ -311,36 +324,17 @@ Status PplRegion::CheckEntries(buffer::PageId page, Block* blk) const {
   const uint8_t* b = BlockAt(blk->index);
   const uint32_t end = kBlockHeaderSize + blk->used;
   uint64_t last = 0;
-  uint32_t off = kBlockHeaderSize;
-  while (off < end) {
-    const uint8_t* e = b + off;
-    const uint32_t len = off + kEntryHeaderSize <= end ? DecodeFixed16(e + 4) : 0;
-    const uint64_t lsn = len > 0 ? DecodeFixed64(e + 8) : 0;
-    if (len == 0 || off + kEntryHeaderSize + len > end || lsn <= last ||
-        EntryCrc(blk->generation, e + 4, 12 + len) != DecodeFixed32(e)) {
-      const uint64_t at = kRegionHeaderSize + uint64_t{blk->index} * block_size_ + off;
-      return Status::Corruption(StrFormat(
-          "%s offset %llu: PPL entry of page %u:%u (block %u) fails its checksum, length or order",
-          file_->path().c_str(), static_cast<unsigned long long>(at), page.space, page.page_no,
-          blk->index));
-    }
-    last = lsn;
-    off += kEntryHeaderSize + len;
+  uint32_t off = WalkEntries(b, kBlockHeaderSize, end, blk->generation, &last);
+  if (off != end) {
+    const uint64_t at = kRegionHeaderSize + uint64_t{blk->index} * block_size_ + off;
+    return Status::Corruption(StrFormat(
+        "%s offset %llu: PPL entry of page %u:%u (block %u) fails its checksum, length or order",
+        file_->path().c_str(), static_cast<unsigned long long>(at), page.space, page.page_no,
+        blk->index));
   }
   if (blk->probed > 0) {
     // G2: complete entries cut before their commit, if they follow in order.
-    const uint32_t probe_end = end + blk->probed;
-    while (off + kEntryHeaderSize <= probe_end) {
-      const uint8_t* e = b + off;
-      const uint32_t len = DecodeFixed16(e + 4);
-      const uint64_t lsn = DecodeFixed64(e + 8);
-      if (len == 0 || off + kEntryHeaderSize + len > probe_end || lsn <= last ||
-          EntryCrc(blk->generation, e + 4, 12 + len) != DecodeFixed32(e)) {
-        break;
-      }
-      last = lsn;
-      off += kEntryHeaderSize + len;
-    }
+    off = WalkEntries(b, end, end + blk->probed, blk->generation, &last);
     // Kept in memory: the field is raised by the block's next append (or
     // zeroed by its free). Until then the bytes past the field stay as they
     // are, and every open decides the same from them.

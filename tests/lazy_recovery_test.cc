@@ -8,6 +8,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <regex>
+#include <set>
 #include <thread>
 
 #include "buffer/pool_warmer.h"
@@ -16,6 +22,7 @@
 #include "page/space_file.h"
 #include "pmem/tracking_persistence.h"
 #include "test_util.h"
+#include "util/coding.h"
 #include "util/file_io.h"
 
 namespace subito {
@@ -592,6 +599,160 @@ TEST_F(LazyRecovery, ADroppedTableTakesItsPendingRedo) {
             std::vector<Row>{test::SampleRow(1, 1, "one", "v")});
   ASSERT_OK(r->Commit());
 }
+
+// A page whose file image is damaged keeps its pending records (and the
+// checkpoint its hold), but the background drain redoes every other page
+// past it and names it in the error log; a close is refused for it. With
+// per-page logs, the refused close still writes every other page that has
+// entries and frees them.
+class DamagedPendingPage : public LazyRecoveryPpl {
+ protected:
+  struct Opened {
+    std::unique_ptr<Database> db;
+    Status open;           // the open's failure, if it failed
+    uint64_t pending = 0;  // pages left with redo by the open
+    std::string drain;     // the drain's report of pages it could not read
+  };
+  // Opens a copy of image `c` whose page files have a bit flipped in each
+  // page that `damaged(space, page)` names, and waits for the background
+  // drain to finish or to report pages it cannot read. (Under dir/damaged.)
+  Opened OpenDamaged(const std::string& c, const std::function<bool(uint32_t, uint32_t)>& damaged) {
+    const std::string probe = dir.Sub("damaged");
+    std::filesystem::remove_all(probe);
+    std::filesystem::copy(c, probe, std::filesystem::copy_options::recursive);
+    const uint32_t ps = PlainOptions(probe).page_size;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(probe + "/db")) {
+      if (e.path().extension() != ".sbt") continue;
+      const std::string name = e.path().filename().string();
+      const uint32_t space = static_cast<uint32_t>(std::stoul(name.substr(name.rfind('-') + 1)));
+      std::vector<uint8_t> bytes = test::ReadFile(e.path().string());
+      bool changed = false;
+      for (uint32_t page = 1; uint64_t{page + 1} * ps <= bytes.size(); ++page) {
+        if (!damaged(space, page)) continue;
+        bytes[uint64_t{page} * ps + ps / 2] ^= 0x40;
+        changed = true;
+      }
+      if (changed) test::WriteFile(e.path().string(), bytes);
+    }
+    Options o = PlainOptions(probe);
+    // Losers are rolled back before the open returns: a page their undo
+    // needs fails the open, as a page the open reads does.
+    o.background_undo = false;
+    o.error_log = [this](const std::string& m) {
+      std::lock_guard lock(reports_mu_);
+      reports_.push_back(m);
+    };
+    {
+      std::lock_guard lock(reports_mu_);
+      reports_.clear();
+    }
+    Opened r;
+    auto db = Database::Open(o);
+    if (!db.ok()) {
+      r.open = db.status();
+      return r;
+    }
+    r.db = std::move(*db);
+    r.pending = r.db->recovery().pages_pending;
+    for (int i = 0; i < 10000 && r.drain.empty(); ++i) {
+      {
+        std::lock_guard lock(reports_mu_);
+        for (const std::string& m : reports_) {
+          if (m.find("background redo") != std::string::npos) r.drain = m;
+        }
+      }
+      if (r.drain.empty() && r.db->Stats().recovery_background_seconds > 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return r;
+  }
+  // The (space, page) a drain or open failure names, from its page file's
+  // name and the page number after it.
+  static std::optional<std::pair<uint32_t, uint32_t>> NamedPage(const std::string& m) {
+    std::smatch got;
+    if (!std::regex_search(m, got, std::regex(R"(-([0-9]+)\.sbt page ([0-9]+) )"))) {
+      return std::nullopt;
+    }
+    return std::make_pair(static_cast<uint32_t>(std::stoul(got[1])),
+                          static_cast<uint32_t>(std::stoul(got[2])));
+  }
+
+ private:
+  std::mutex reports_mu_;
+  std::vector<std::string> reports_;
+};
+
+TEST_P(DamagedPendingPage, KeepsItsRedoWhileTheDrainRedoesTheOthers) {
+  FirstRun(150);
+  uint64_t at = 0;
+  // Find a page that the open leaves pending, that lies in its file (pages
+  // past a file's end read as zeros) and that is not the last such page in
+  // the drain's order (space, page): every page but those the open reads is
+  // damaged, and the drain names the first it cannot read.
+  std::optional<std::pair<uint32_t, uint32_t>> victim;
+  std::string image;
+  for (int attempt = 0; attempt < 8 && !victim; ++attempt) {
+    image = attempt == 0 ? PendingImage("crash", &at)
+                         : CutImage(start + rng() % std::max<uint64_t>(1, end - start), "crash");
+    std::set<std::pair<uint32_t, uint32_t>> read_by_open;
+    for (int round = 0; round < 200; ++round) {
+      Opened all = OpenDamaged(image, [&](uint32_t space, uint32_t page) {
+        return !read_by_open.contains({space, page});
+      });
+      if (!all.open.ok()) {
+        const auto named = NamedPage(all.open.ToString());
+        ASSERT_TRUE(named) << all.open.ToString();
+        read_by_open.insert(*named);
+        continue;
+      }
+      std::smatch count;
+      if (std::regex_search(all.drain, count,
+                            std::regex(R"(([0-9]+) page\(s\) with pending redo could not)")) &&
+          std::stoul(count[1]) >= 2) {
+        victim = NamedPage(all.drain);
+        ASSERT_TRUE(victim) << all.drain;
+      }
+      break;
+    }
+  }
+  ASSERT_TRUE(victim) << "no image left two pages pending in their files: the test lost its reach";
+  const auto [space, page] = *victim;
+  SCOPED_TRACE(::testing::Message() << "space " << space << ", page " << page);
+  Opened one = OpenDamaged(image, [&](uint32_t s, uint32_t p) { return s == space && p == page; });
+  ASSERT_TRUE(one.open.ok()) << one.open.ToString();
+  EXPECT_EQ(NamedPage(one.drain), victim) << one.drain;
+  EXPECT_NE(one.drain.find("1 page(s) with pending redo could not be read"), std::string::npos)
+      << one.drain;
+  // A drain that stopped at the damaged page would leave those after it.
+  EXPECT_EQ(one.db->Stats().recovery_pages_pending, 1u);
+  EXPECT_EQ(one.db->Stats().recovery_background_seconds, 0.0);
+  if (GetParam()) {
+    // Another table's rows make the redo that moves the cleaners on: they
+    // write the redone pages (into their per-page logs, mostly).
+    auto other = one.db->CreateTable(test::SampleTable("other"));
+    ASSERT_TRUE(other.ok()) << other.status().ToString();
+    for (int64_t id = 0; id < 4000 && one.db->Stats().ppl_blocks_used == 0; ++id) {
+      auto w = one.db->Begin();
+      ASSERT_OK(w->Insert(*other, test::SampleRow(id, 1, std::nullopt, std::string(64, 'x'))));
+      ASSERT_OK(w->Commit());
+    }
+  }
+  const bool logged = one.db->Stats().ppl_blocks_used > 0;
+  const Status closed = one.db->Close();
+  EXPECT_TRUE(closed.IsCorruption()) << closed.ToString();
+  one.db.reset();
+  if (!GetParam()) return;
+  EXPECT_TRUE(logged) << "no page went to its per-page log: the test lost its reach";
+  const std::vector<uint8_t> region = test::ReadFile(dir.Sub("damaged") + "/pm/ppl");
+  const uint32_t block_size = DecodeFixed32(region.data() + 12);
+  for (size_t b = 4096; b + block_size <= region.size(); b += block_size) {
+    if (DecodeFixed32(region.data() + b + 56) == 0) continue;  // free
+    EXPECT_EQ(DecodeFixed32(region.data() + b + 8), space) << "block at " << b;
+    EXPECT_EQ(DecodeFixed32(region.data() + b + 12), page) << "block at " << b;
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Ppl, DamagedPendingPage, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "PerPageLogs" : "Plain"; });
 
 // DROP TABLE while the background drain reads the table's pages: the drop
 // waits for the page being read or makes the drain skip the rest; neither

@@ -410,10 +410,21 @@ TEST(PplEngine, AFlippedEntryByteIsRefusedWithTheFileAndOffsetNeverApplied) {
       EXPECT_NE(st.ToString().find(where), std::string::npos) << st.ToString();
     }
     // A clean shutdown writes every page that has entries: not this one.
-    // The database stays marked in use, its entries kept for the next start.
+    // The database stays marked in use, its entries kept for the next start;
+    // every other page is written and its entries freed.
     const Status closed = (*db)->Close();
     EXPECT_TRUE(closed.IsCorruption()) << closed.ToString();
     EXPECT_NE(closed.ToString().find(where), std::string::npos) << closed.ToString();
+    db->reset();
+    const std::vector<uint8_t> after = ReadBytes(region);
+    size_t left = 0;
+    for (size_t b = 4096; b + block_size <= after.size(); b += block_size) {
+      if (DecodeFixed32(after.data() + b + 56) == 0) continue;
+      ++left;
+      EXPECT_EQ(DecodeFixed32(after.data() + b + 8), DecodeFixed32(good.data() + victim + 8));
+      EXPECT_EQ(DecodeFixed32(after.data() + b + 12), owned[tried].first) << "block at " << b;
+    }
+    EXPECT_GE(left, 1u);
   }
   // (A scan of the secondary index reads the primary's rows too.)
   EXPECT_TRUE(refused_once) << "no damaged page was read by either scan";

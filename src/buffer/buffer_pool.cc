@@ -586,22 +586,40 @@ void BufferPool::FinishLazyRedoIfDone() {
 }
 
 Result<uint64_t> BufferPool::DrainPendingRedo(uint64_t max_pages) {
-  uint64_t fetched = 0, handled = 0;
+  uint64_t fetched = 0, handled = 0, unreadable = 0;
+  Status first_unreadable;
+  PageId from{0, 0};
   std::vector<log::Lsn> left;
   while (max_pages == 0 || handled < max_pages) {
     const uint64_t room = max_pages == 0 ? 64 : std::min<uint64_t>(64, max_pages - handled);
-    std::vector<PageId> next = pending_redo_.Next(room);
-    if (next.empty()) break;
-    uint64_t pass = 0;
+    std::vector<PageId> next = pending_redo_.Next(room, from);
+    if (next.empty()) {
+      // Past the last page. Left behind: pages that cannot be read, and
+      // pages of spaces being dropped, whose entries go in a moment.
+      if (unreadable > 0 || pending_redo_.empty()) break;
+      from = {0, 0};
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    const PageId last = next.back();
+    from = last.page_no == UINT32_MAX ? PageId{last.space + 1, 0}
+                                      : PageId{last.space, last.page_no + 1};
     for (PageId id : next) {
       std::shared_lock unasked(unasked_fetch_mu_);
       // Dropped: DropSpace takes its entries (R3), once it has swept its frames.
       if (Space(id.space) == nullptr) continue;
-      ++pass;
+      ++handled;
       // Loaded meanwhile (its records applied): do not wait for its latch.
       if (!pending_redo_.Find(id, &left)) continue;
       Result<PageHandle> page = Fetch(id, Latch::kShared);
-      if (!page.ok()) return page.status();
+      if (!page.ok()) {
+        // A damaged page (or an unreadable sector) keeps its records, and
+        // the checkpoint its hold (R1), but not the other pages from theirs.
+        // Anything else (no free frame) is for the caller to try again.
+        if (!page.status().IsCorruption() && !page.status().IsIOError()) return page.status();
+        if (unreadable++ == 0) first_unreadable = page.status();
+        continue;
+      }
       if (pending_redo_.Find(id, &left)) {
         // R2 says a fetch applies a page's records; one that did not would
         // make this loop spin.
@@ -611,11 +629,15 @@ Result<uint64_t> BufferPool::DrainPendingRedo(uint64_t max_pages) {
       }
       ++fetched;
     }
-    handled += pass;
-    // Only pages of spaces being dropped: their entries go in a moment.
-    if (pass == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   FinishLazyRedoIfDone();
+  if (unreadable > 0) {
+    std::string why =
+        StrFormat("%s (%llu page(s) with pending redo could not be read; the others were redone)",
+                  first_unreadable.message().c_str(), static_cast<unsigned long long>(unreadable));
+    return first_unreadable.IsCorruption() ? Status::Corruption(std::move(why))
+                                           : Status::IOError(std::move(why));
+  }
   return fetched;
 }
 
@@ -998,15 +1020,28 @@ Status BufferPool::WriteLoggedPages() {
   // From here on every flush writes pages to their files.
   no_appends_.store(true);
   SUBITO_RETURN_IF_ERROR(FlushAll());
+  uint64_t unreadable = 0;
+  Status first_unreadable;
   for (const auto& [space, page_no] : store->LoggedPages()) {
     if (Space(space) == nullptr) continue;  // dropped: DropSpace frees its entries
     Result<PageHandle> page = Fetch({space, page_no}, Latch::kExclusive);
-    if (!page.ok()) return page.status();
+    if (!page.ok()) {
+      if (!page.status().IsCorruption() && !page.status().IsIOError()) return page.status();
+      if (unreadable++ == 0) first_unreadable = page.status();
+      continue;
+    }
     StopPageLogging(*page);
     const log::Lsn lsn = page::PageLsn(page->data());
     MarkDirty(*page, lsn, lsn);
   }
   SUBITO_RETURN_IF_ERROR(FlushAll());
+  if (unreadable > 0) {
+    std::string why = StrFormat(
+        "%s (%llu page(s) with per-page log entries could not be read; the others were written)",
+        first_unreadable.message().c_str(), static_cast<unsigned long long>(unreadable));
+    return first_unreadable.IsCorruption() ? Status::Corruption(std::move(why))
+                                           : Status::IOError(std::move(why));
+  }
   for (const auto& [space, page_no] : store->LoggedPages()) {
     if (Space(space) != nullptr) {
       return Status::IOError(StrFormat(

@@ -243,6 +243,9 @@ class BufferPool {
   // page and every page that has page-log entries to its file, and frees
   // them (de-PPLizes every page). The caller holds no page latch. For a
   // clean shutdown: the page log may be on tmpfs, which a reboot clears.
+  // A page that cannot be read (a damaged page or entry: Corruption, or an
+  // IOError) keeps its entries and the others are written all the same;
+  // the first such failure is returned, with the count of them.
   Status WriteLoggedPages();
   // Advances the log checkpoint as far as C1 allows.
   Status Checkpoint();
@@ -281,7 +284,11 @@ class BufferPool {
   // and takes the built index whole; from then on every page loaded from its
   // file gets its pending records. DrainPendingRedo fetches pages still
   // pending, up to `max_pages` of them (0: all), and lets the checkpoint go
-  // once none is left. Returns the pages it fetched.
+  // once none is left. Returns the pages it fetched. A page that fails its
+  // read with Corruption or IOError keeps its records (and the checkpoint
+  // its hold) while the drain goes on past it; the first such failure is
+  // returned at the end, with the count of them. Any other failure (Busy:
+  // no free frame) returns at once.
   PendingRedo& pending_redo() { return pending_redo_; }
   Status StartLazyRedo(PendingRedo* built);
   Result<uint64_t> DrainPendingRedo(uint64_t max_pages);

@@ -1,5 +1,6 @@
 #include "buffer/double_write.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -115,6 +116,10 @@ Status DoubleWrite::WriteBatch(const std::vector<PageImage>& pages) {
         StrFormat("double-write batch of %zu pages, %u slots", pages.size(), slots_));
   }
   std::lock_guard lock(mu_);
+  const auto used = static_cast<uint32_t>(pages.size());
+  // A batch that fails part way may leave valid entries in all its slots.
+  const uint32_t clear_to = std::max(dirty_slots_, used);
+  dirty_slots_ = clear_to;
   for (uint32_t i = 0; i < pages.size(); ++i) {
     const PageImage& pg = pages[i];
     uint8_t e[64] = {};
@@ -126,9 +131,16 @@ Status DoubleWrite::WriteBatch(const std::vector<PageImage>& pages) {
     SUBITO_RETURN_IF_ERROR(Store(ImageOffset(i), pg.data, page_size_));
     SUBITO_RETURN_IF_ERROR(Store(EntryOffset(i), e, sizeof e));
   }
+  // D4: the slots of earlier batches that this one does not reuse are
+  // cleared with it.
+  if (clear_to > used) {
+    const std::vector<uint8_t> zeros(size_t{clear_to - used} * 64, 0);
+    SUBITO_RETURN_IF_ERROR(Store(EntryOffset(used), zeros.data(), zeros.size()));
+  }
   // D2: one fence / sync makes the whole batch durable before the caller
   // writes any page in place.
   SUBITO_RETURN_IF_ERROR(MakeDurable());
+  dirty_slots_ = used;
   bytes_written_ += pages.size() * (page_size_ + 64);
   return Status::OK();
 }

@@ -20,6 +20,12 @@
 //  D3. Repair writes a slot's image in place iff the in-place page fails
 //      its check (P1) or has an older page_lsn; a newer in-place page is
 //      never replaced.
+//  D4. Only the last batch's slots are valid: a batch clears the entries
+//      of the slots it does not reuse, durable with its own. So a valid
+//      copy is its page's last image written (every page write goes
+//      through a batch), and a page damaged in place after its write is
+//      either repaired with that image or refused, never given an older
+//      one (whose changes since redo from the checkpoint may not hold).
 #pragma once
 
 #include <cstdint>
@@ -78,6 +84,9 @@ class DoubleWrite {
   const uint32_t page_size_;
   const uint32_t slots_;
   std::mutex mu_;
+  // Slots [0, dirty_slots_) may hold valid entries (D4); all of them until
+  // the first batch of this run.
+  uint32_t dirty_slots_ = slots_;
   uint64_t bytes_written_ = 0;
 };
 

@@ -54,10 +54,10 @@ void PendingRedo::DropSpace(uint32_t space) {
   pages_.store(index_.size(), std::memory_order_release);
 }
 
-std::vector<PageId> PendingRedo::Next(size_t n) const {
+std::vector<PageId> PendingRedo::Next(size_t n, PageId from) const {
   std::vector<PageId> out;
   std::lock_guard lock(mu_);
-  for (auto it = index_.begin(); it != index_.end() && out.size() < n; ++it) {
+  for (auto it = index_.lower_bound(from); it != index_.end() && out.size() < n; ++it) {
     out.push_back(it->first);
   }
   return out;

@@ -50,8 +50,9 @@ class PendingRedo {
   // Drops the entry of `id` if it still lists `records` records.
   void Erase(PageId id, size_t records);
   void DropSpace(uint32_t space);
-  // Up to `n` pending pages in (space, page) order, the file order.
-  std::vector<PageId> Next(size_t n) const;
+  // Up to `n` pending pages from `from` on, in (space, page) order: the
+  // file order.
+  std::vector<PageId> Next(size_t n, PageId from = {0, 0}) const;
   uint64_t pages() const { return pages_.load(std::memory_order_acquire); }
   bool empty() const { return pages() == 0; }
 

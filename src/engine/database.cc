@@ -690,9 +690,17 @@ Status DatabaseImpl::Close() {
   }
   // Per-page logs live on the PM tier, which a reboot clears when it is
   // emulated (tmpfs): a clean shutdown writes every page that has them.
+  // A page that cannot be read keeps the shutdown from being clean, not the
+  // other pages from being written: the next start has less to redo.
   Status st = redo;
-  if (st.ok() && pool_ && ppl_) st = pool_->WriteLoggedPages();
-  if (st.ok() && pool_) st = pool_->FlushAll();
+  if (pool_ && ppl_) {
+    Status w = pool_->WriteLoggedPages();
+    if (st.ok()) st = std::move(w);
+  }
+  if (pool_) {
+    Status f = pool_->FlushAll();
+    if (st.ok()) st = std::move(f);
+  }
   if (log_) {
     Status c = log_->Close();
     if (st.ok()) st = c;

@@ -588,22 +588,35 @@ void BufferPool::FinishLazyRedoIfDone() {
 Result<uint64_t> BufferPool::DrainPendingRedo(uint64_t max_pages) {
   uint64_t fetched = 0, handled = 0, unreadable = 0;
   Status first_unreadable;
-  PageId from{0, 0};
+  // A bounded call (a writer or cleaner helping) goes on where the last one
+  // stopped, so that pages it cannot read do not hold the next one up; a
+  // whole drain starts at the first page.
+  const bool bounded = max_pages != 0;
+  std::optional<PageId> from = PageId{};
+  if (bounded) {
+    const uint64_t at = drain_from_.load(std::memory_order_relaxed);
+    from = PageId{static_cast<uint32_t>(at >> 32), static_cast<uint32_t>(at)};
+  }
   std::vector<log::Lsn> left;
-  while (max_pages == 0 || handled < max_pages) {
-    const uint64_t room = max_pages == 0 ? 64 : std::min<uint64_t>(64, max_pages - handled);
-    std::vector<PageId> next = pending_redo_.Next(room, from);
+  while (!bounded || handled < max_pages) {
+    const uint64_t room = bounded ? std::min<uint64_t>(64, max_pages - handled) : 64;
+    std::vector<PageId> next;
+    if (from) next = pending_redo_.Next(room, *from);
     if (next.empty()) {
       // Past the last page. Left behind: pages that cannot be read, and
       // pages of spaces being dropped, whose entries go in a moment.
-      if (unreadable > 0 || pending_redo_.empty()) break;
-      from = {0, 0};
+      if (bounded || unreadable > 0 || pending_redo_.empty()) {
+        from.reset();
+        break;
+      }
+      from = PageId{};
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       continue;
     }
     const PageId last = next.back();
-    from = last.page_no == UINT32_MAX ? PageId{last.space + 1, 0}
-                                      : PageId{last.space, last.page_no + 1};
+    from = last.page_no != UINT32_MAX ? std::optional(PageId{last.space, last.page_no + 1})
+           : last.space != UINT32_MAX ? std::optional(PageId{last.space + 1, 0})
+                                      : std::nullopt;
     for (PageId id : next) {
       std::shared_lock unasked(unasked_fetch_mu_);
       // Dropped: DropSpace takes its entries (R3), once it has swept its frames.
@@ -630,11 +643,16 @@ Result<uint64_t> BufferPool::DrainPendingRedo(uint64_t max_pages) {
       ++fetched;
     }
   }
+  if (bounded) {
+    drain_from_.store(from ? uint64_t{from->space} << 32 | from->page_no : 0,
+                      std::memory_order_relaxed);
+  }
   FinishLazyRedoIfDone();
   if (unreadable > 0) {
     std::string why =
-        StrFormat("%s (%llu page(s) with pending redo could not be read; the others were redone)",
-                  first_unreadable.message().c_str(), static_cast<unsigned long long>(unreadable));
+        StrFormat("%s (%llu page(s) with pending redo could not be read%s)",
+                  first_unreadable.message().c_str(), static_cast<unsigned long long>(unreadable),
+                  bounded ? "" : "; the others were redone");
     return first_unreadable.IsCorruption() ? Status::Corruption(std::move(why))
                                            : Status::IOError(std::move(why));
   }
@@ -1075,6 +1093,10 @@ void BufferPool::CleanerLoop() {
       urgent_ = false;
     }
     age_wake_.store(false);
+    // Nothing is written before recovery has put the double-write area's
+    // copies back (BufferPoolOptions::checkpoint_held): a batch would take
+    // the slots of a torn page's copy (D4).
+    if (start_hold_.load()) continue;
     // A full log waits for lazy redo's checkpoint hold: help it (not when
     // the urgency is a want of clean frames, which a drain makes worse).
     if (log_full_.exchange(false) && !lazy_redo_done()) {

@@ -78,7 +78,8 @@ struct BufferPoolOptions {
   // checkpoint itself). Recovery needs it from the start: a cleaner's
   // checkpoint with nothing dirty yet would move the checkpoint to the log's
   // end before the redo is indexed or done, and a crash before those pages
-  // are written would then lose it.
+  // are written would then lose it. The cleaners write nothing meanwhile
+  // (RecoverPages releases it after the double-write repair: D4).
   bool checkpoint_held = false;
   // LogFreeCheck gives up (Busy) when the checkpoint has not moved for this
   // long (a page write that keeps failing, a transaction pinning it).
@@ -288,7 +289,8 @@ class BufferPool {
   // read with Corruption or IOError keeps its records (and the checkpoint
   // its hold) while the drain goes on past it; the first such failure is
   // returned at the end, with the count of them. Any other failure (Busy:
-  // no free frame) returns at once.
+  // no free frame) returns at once. A bounded call goes on from where the
+  // last bounded call stopped.
   PendingRedo& pending_redo() { return pending_redo_; }
   Status StartLazyRedo(PendingRedo* built);
   Result<uint64_t> DrainPendingRedo(uint64_t max_pages);
@@ -484,6 +486,8 @@ class BufferPool {
   std::vector<std::thread> cleaners_;
 
   std::atomic<int> checkpoint_holds_{0};
+  // Where the next bounded DrainPendingRedo starts: (space << 32) | page.
+  std::atomic<uint64_t> drain_from_{0};
   std::atomic<bool> start_hold_{false};  // BufferPoolOptions::checkpoint_held, not yet released
   std::atomic<bool> age_wake_{false};    // LogFreeCheck woke the cleaners for the checkpoint age
   std::function<void()> relief_;         // set before use, then read-only

@@ -47,7 +47,6 @@ Result<PageRecoveryStats> RecoverPages(BufferPool* pool, DoubleWrite* dwb,
                                        const RecordFn& each) {
   PageRecoveryStats stats;
   pool->HoldCheckpoint();
-  pool->ReleaseStartHold();  // this hold takes over from the pool's own
   Status st;
   if (dwb) {
     Result<uint32_t> repaired = dwb->Repair([pool](uint32_t id) { return pool->Space(id); });
@@ -57,6 +56,10 @@ Result<PageRecoveryStats> RecoverPages(BufferPool* pool, DoubleWrite* dwb,
       st = repaired.status();
     }
   }
+  // This hold takes over from the pool's own, which kept the cleaners from
+  // writing until the double-write area's copies were back in place (the
+  // first batch clears the slots it does not use: D4).
+  if (st.ok()) pool->ReleaseStartHold();
   if (st.ok() && lazy) {
     PendingRedo index;
     st = IndexRedo(pool, dropped, each, &index, &stats);

@@ -37,10 +37,14 @@ ENTRY_POINTS = [
 
 def annotate(path, inclusive):
     """{function: Ir} from callgrind_annotate."""
+    # --auto=no: no annotated source, whose call lines ("=> f (6,000x)") carry
+    # the callee's inclusive cost and were read as the callee's own.
     out = sh(["callgrind_annotate", f"--inclusive={'yes' if inclusive else 'no'}", "--show=Ir",
-              "--threshold=100", path], check=False).stdout
+              "--threshold=100", "--auto=no", path], check=False).stdout
     costs = {}
     for line in out.splitlines():
+        if "=>" in line:
+            continue
         m = re.match(r"\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(?:\*\s+)?(\S.*?):(.+?)(?: \[(.*)\])?$", line)
         if not m:
             continue
@@ -105,10 +109,12 @@ def cache_misses(path):
     """Simulated data-cache misses (reads + writes): whole server and, per
     function, exclusive; from a dump made with --cache-sim=yes."""
     out = sh(["callgrind_annotate", "--inclusive=no", "--show=D1mr,D1mw,DLmr,DLmw",
-              "--sort=D1mr", "--threshold=100", path], check=False).stdout
+              "--sort=D1mr", "--threshold=100", "--auto=no", path], check=False).stdout
     funcs, totals = {}, None
     num = r"([\d,]+|\.)"
     for line in out.splitlines():
+        if "=>" in line:
+            continue
         m = re.match(r"\s*" + r"\s+".join([num + r"(?:\s+\([^)]*\))?"] * 4) + r"\s+(?:\*\s+)?(\S.*)$", line)
         if not m:
             continue

@@ -371,7 +371,7 @@ TEST(BufferPool, APoolMadeForRecoveryKeepsTheCheckpointUntilReleased) {
 // A pool made for recovery writes no page until recovery has repaired the
 // double-write area: a batch before the repair would take the slots of a
 // torn page's copy (D4 clears every slot it does not use). Pages dirtied
-// then (the per-page log's reclamation can) wait for the release.
+// before it wait for the release.
 TEST(BufferPool, APoolMadeForRecoveryWritesNothingBeforeTheRepair) {
   test::ScratchDir dir;
   {
@@ -388,7 +388,7 @@ TEST(BufferPool, APoolMadeForRecoveryWritesNothingBeforeTheRepair) {
   ASSERT_TRUE(st.Open().ok());
   // Far more dirty pages than the cleaners' threshold (half the pool).
   for (uint32_t page = 1; page <= 40; ++page) ASSERT_TRUE(SetValue(st.pool.get(), page, 0, 7).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // three cleaner rounds
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // about 60 cleaner rounds
   EXPECT_EQ(st.dwb->bytes_written(), 0u) << "a page was written before the repair";
   ASSERT_TRUE(st.Recover().ok());
   for (int i = 0; i < 3000 && st.dwb->bytes_written() == 0; ++i) {

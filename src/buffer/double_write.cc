@@ -141,7 +141,7 @@ Status DoubleWrite::WriteBatch(const std::vector<PageImage>& pages) {
   // writes any page in place.
   SUBITO_RETURN_IF_ERROR(MakeDurable());
   dirty_slots_ = used;
-  bytes_written_ += pages.size() * (page_size_ + 64);
+  bytes_written_.fetch_add(pages.size() * (page_size_ + 64), std::memory_order_relaxed);
   return Status::OK();
 }
 

@@ -28,6 +28,7 @@
 //      one (whose changes since redo from the checkpoint may not hold).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -68,7 +69,7 @@ class DoubleWrite {
   // D3, for every valid slot. `space_of` maps a space id to its open file
   // (null: the space is gone, the slot is skipped). Returns pages repaired.
   Result<uint32_t> Repair(const std::function<page::SpaceFile*(uint32_t)>& space_of);
-  uint64_t bytes_written() const { return bytes_written_; }
+  uint64_t bytes_written() const { return bytes_written_.load(std::memory_order_relaxed); }
   virtual std::string Describe() const = 0;
 
  protected:
@@ -87,7 +88,7 @@ class DoubleWrite {
   // Slots [0, dirty_slots_) may hold valid entries (D4); all of them until
   // the first batch of this run.
   uint32_t dirty_slots_ = slots_;
-  uint64_t bytes_written_ = 0;
+  std::atomic<uint64_t> bytes_written_{0};
 };
 
 uint64_t DoubleWriteFileSize(uint32_t page_size, uint32_t slots);

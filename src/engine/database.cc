@@ -286,7 +286,8 @@ Status DatabaseImpl::OpenAll() {
       pool_.get(), dwb_.get(), [this](const txn::UndoRecord& u) { return ApplyUndo(u); },
       [this](uint32_t space) { return IsDroppedSpace(space); }, {fs_, options_.dir},
       options_.lazy_recovery, options_.background_undo);
-  pool_->ReleaseStartHold();  // if Recover failed before it took over
+  // A failed recovery keeps the pool's start hold: until the pool is gone
+  // its cleaners neither write nor move the checkpoint past redo not done.
   if (!rs.ok()) return rs.status();
   recovery_.phases.emplace_back("pass over the log", rs->pass_seconds);
   recovery_.phases.emplace_back("losers' undo collected", rs->collect_seconds);

@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <random>
 
 #include "buffer/page_writer.h"
+#include "pmem/tracking_persistence.h"
 #include "test_util.h"
 #include "util/fault_file_system.h"
 
@@ -155,6 +158,79 @@ TEST_P(DoubleWriteTest, APageDamagedAfterItsLastCopyIsGoneIsNotGivenAnOlderOne) 
     ASSERT_TRUE(space_->ReadPage(1, buf.data()).ok());
     EXPECT_EQ(buf, o2);
   }
+}
+
+// D4 at every cut: three batches on the tracked PM tier (Z: pages 1-5, A:
+// page 3 again, B: page 1), each written in place once durable. A power cut
+// anywhere, then page 3 damaged in place: repair gives it the image it had
+// in place at the cut or the one of the batch in flight, or leaves it to be
+// refused; never Z's copy once A's image is in place (A cleared Z's slots
+// in its own durable step).
+TEST(DoubleWriteCuts, EveryCutLeavesADamagedPageItsLastImageOrNone) {
+  test::ScratchDir dir;
+  pmem::TrackingPersistence pm;
+  std::vector<std::vector<uint8_t>> z, a(1, MakePage(3, 200, 0x33)), b(1, MakePage(1, 300, 0x44));
+  for (uint32_t no = 1; no <= 5; ++no) z.push_back(MakePage(no, 150, 0x10 + no));
+  // Page 3's image in place after each in-place write: (event count, lsn).
+  std::vector<std::pair<size_t, uint64_t>> in_place = {{0, 0}};
+  std::string path;
+  {
+    auto dw = DoubleWrite::OpenPm(dir.Sub("dwb"), kPs, 8, &pm);
+    ASSERT_TRUE(dw.ok()) << dw.status().ToString();
+    std::vector<PageImage> batch;
+    for (uint32_t no = 1; no <= 5; ++no) batch.push_back({3, no, 150, z[no - 1].data()});
+    ASSERT_TRUE((*dw)->WriteBatch(batch).ok());
+    in_place.emplace_back(pm.EventCount(), 150);
+    ASSERT_TRUE((*dw)->WriteBatch({{3, 3, 200, a[0].data()}}).ok());
+    in_place.emplace_back(pm.EventCount(), 200);
+    ASSERT_TRUE((*dw)->WriteBatch({{3, 1, 300, b[0].data()}}).ok());
+    pm.Freeze();
+  }
+  std::mt19937_64 rng(test::TestSeed());
+  const size_t events = pm.EventCount();
+  int refused = 0, repaired = 0;
+  for (size_t k = 0; k <= events; k += 1 + rng() % 5) {
+    SCOPED_TRACE(k);
+    const pmem::TrackingPersistence::Image image = pm.ImageAt(k, &rng);
+    ASSERT_EQ(image.size(), 1u);
+    const std::string cut = dir.Sub("cut");
+    std::filesystem::remove_all(cut);
+    std::filesystem::create_directories(cut);
+    test::WriteFile(cut + "/dwb", image.begin()->second);
+    // The pages in place at the cut: Z's once Z was durable, A's page 3
+    // once A was (B's page is not written in place before the cut ends).
+    uint64_t lsn3 = 0;
+    for (const auto& [at, lsn] : in_place) {
+      if (at <= k) lsn3 = lsn;
+    }
+    auto s = page::SpaceFile::Create(PosixFileSystem(), cut + "/s.sbt", 3, kPs, "s");
+    ASSERT_TRUE(s.ok());
+    for (uint32_t i = 0; i < 6; ++i) ASSERT_TRUE((*s)->AllocatePage().ok());
+    if (lsn3 != 0) {
+      for (uint32_t no = 1; no <= 5; ++no) {
+        std::vector<uint8_t> img = no == 3 && lsn3 == 200 ? a[0] : z[no - 1];
+        if (no == 3) img[kPs / 2] ^= 0x40;  // damaged after its write
+        ASSERT_TRUE((*s)->WritePage(no, img.data()).ok());
+      }
+    }
+    auto dw = DoubleWrite::OpenPm(cut + "/dwb", kPs, 8);
+    ASSERT_TRUE(dw.ok()) << dw.status().ToString();
+    ASSERT_TRUE((*dw)->Repair([&](uint32_t id) { return id == 3 ? s->get() : nullptr; }).ok());
+    std::vector<uint8_t> got(kPs);
+    const Status read = (*s)->ReadPage(3, got.data());
+    if (!read.ok()) {
+      EXPECT_TRUE(read.IsCorruption()) << read.ToString();
+      ++refused;
+      continue;
+    }
+    if (page::IsZeroPage(got.data(), kPs)) continue;  // nothing in place yet, no copy durable
+    ++repaired;
+    EXPECT_GE(page::PageLsn(got.data()), lsn3) << "an image older than the one in place";
+    EXPECT_TRUE(got == z[2] || got == a[0]);
+  }
+  // Both outcomes are reached: a copy of the page in a valid slot, and none.
+  EXPECT_GT(refused, 0);
+  EXPECT_GT(repaired, 0);
 }
 
 TEST_P(DoubleWriteTest, ATornSlotIsIgnored) {

@@ -37,6 +37,31 @@ void TrimPending(std::vector<uint8_t>& pending, log::Lsn done) {
   pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(off));
 }
 
+// The pages a pass over many pages went on past because they could not be
+// read (a damaged page or entry: Corruption, or an IOError): the first
+// failure, and how many.
+class UnreadablePages {
+ public:
+  // False for any other failure, which the pass returns at once.
+  bool Skip(const Status& failed) {
+    if (!failed.IsCorruption() && !failed.IsIOError()) return false;
+    if (count_++ == 0) first_ = failed;
+    return true;
+  }
+  bool any() const { return count_ > 0; }
+  // The first failure, with the count and `what` of those pages.
+  Status Summary(const char* what) const {
+    std::string why = StrFormat("%s (%llu page(s) %s)", first_.message().c_str(),
+                                static_cast<unsigned long long>(count_), what);
+    return first_.IsCorruption() ? Status::Corruption(std::move(why))
+                                 : Status::IOError(std::move(why));
+  }
+
+ private:
+  uint64_t count_ = 0;
+  Status first_;
+};
+
 }  // namespace
 
 bool PageHandle::verified() const {
@@ -586,8 +611,8 @@ void BufferPool::FinishLazyRedoIfDone() {
 }
 
 Result<uint64_t> BufferPool::DrainPendingRedo(uint64_t max_pages) {
-  uint64_t fetched = 0, handled = 0, unreadable = 0;
-  Status first_unreadable;
+  uint64_t fetched = 0, handled = 0;
+  UnreadablePages unreadable;
   // A bounded call (a writer or cleaner helping) goes on where the last one
   // stopped, so that pages it cannot read do not hold the next one up; a
   // whole drain starts at the first page.
@@ -605,7 +630,7 @@ Result<uint64_t> BufferPool::DrainPendingRedo(uint64_t max_pages) {
     if (next.empty()) {
       // Past the last page. Left behind: pages that cannot be read, and
       // pages of spaces being dropped, whose entries go in a moment.
-      if (bounded || unreadable > 0 || pending_redo_.empty()) {
+      if (bounded || unreadable.any() || pending_redo_.empty()) {
         from.reset();
         break;
       }
@@ -629,8 +654,7 @@ Result<uint64_t> BufferPool::DrainPendingRedo(uint64_t max_pages) {
         // A damaged page (or an unreadable sector) keeps its records, and
         // the checkpoint its hold (R1), but not the other pages from theirs.
         // Anything else (no free frame) is for the caller to try again.
-        if (!page.status().IsCorruption() && !page.status().IsIOError()) return page.status();
-        if (unreadable++ == 0) first_unreadable = page.status();
+        if (!unreadable.Skip(page.status())) return page.status();
         continue;
       }
       if (pending_redo_.Find(id, &left)) {
@@ -648,13 +672,10 @@ Result<uint64_t> BufferPool::DrainPendingRedo(uint64_t max_pages) {
                       std::memory_order_relaxed);
   }
   FinishLazyRedoIfDone();
-  if (unreadable > 0) {
-    std::string why =
-        StrFormat("%s (%llu page(s) with pending redo could not be read%s)",
-                  first_unreadable.message().c_str(), static_cast<unsigned long long>(unreadable),
-                  bounded ? "" : "; the others were redone");
-    return first_unreadable.IsCorruption() ? Status::Corruption(std::move(why))
-                                           : Status::IOError(std::move(why));
+  if (unreadable.any()) {
+    return unreadable.Summary(bounded
+                                  ? "with pending redo could not be read"
+                                  : "with pending redo could not be read; the others were redone");
   }
   return fetched;
 }
@@ -1038,14 +1059,12 @@ Status BufferPool::WriteLoggedPages() {
   // From here on every flush writes pages to their files.
   no_appends_.store(true);
   SUBITO_RETURN_IF_ERROR(FlushAll());
-  uint64_t unreadable = 0;
-  Status first_unreadable;
+  UnreadablePages unreadable;
   for (const auto& [space, page_no] : store->LoggedPages()) {
     if (Space(space) == nullptr) continue;  // dropped: DropSpace frees its entries
     Result<PageHandle> page = Fetch({space, page_no}, Latch::kExclusive);
     if (!page.ok()) {
-      if (!page.status().IsCorruption() && !page.status().IsIOError()) return page.status();
-      if (unreadable++ == 0) first_unreadable = page.status();
+      if (!unreadable.Skip(page.status())) return page.status();
       continue;
     }
     StopPageLogging(*page);
@@ -1053,12 +1072,9 @@ Status BufferPool::WriteLoggedPages() {
     MarkDirty(*page, lsn, lsn);
   }
   SUBITO_RETURN_IF_ERROR(FlushAll());
-  if (unreadable > 0) {
-    std::string why = StrFormat(
-        "%s (%llu page(s) with per-page log entries could not be read; the others were written)",
-        first_unreadable.message().c_str(), static_cast<unsigned long long>(unreadable));
-    return first_unreadable.IsCorruption() ? Status::Corruption(std::move(why))
-                                           : Status::IOError(std::move(why));
+  if (unreadable.any()) {
+    return unreadable.Summary(
+        "with per-page log entries could not be read; the others were written");
   }
   for (const auto& [space, page_no] : store->LoggedPages()) {
     if (Space(space) != nullptr) {

@@ -25,6 +25,8 @@ namespace subito::btree {
 namespace {
 
 using namespace test_harness;  // NOLINT(google-build-using-namespace)
+using buffer::Latch;
+using buffer::Mtr;
 
 std::string KeyOf(uint64_t k, std::mt19937_64& rng) {
   // Variable-length keys: an encoded integer plus a random-length tail.
@@ -682,55 +684,122 @@ TEST(NodeView, RemovedRecordsAreReusedAndTheHeapStaysConsistent) {
   EXPECT_TRUE(NodeView(bad.data(), kPs).Check("outside").IsCorruption());
 }
 
-// A node edited in place with a journal (how a row change edits its leaf):
-// after random changes, every byte that differs lies in the ranges the view
-// reports as touched (the only ones the Mtr compares), and Restore puts the
-// page back exactly as it was.
-TEST(NodeView, InPlaceChangesAreJournaledAndPutBack) {
-  std::vector<uint8_t> page(kPs);
-  NodeView(page.data(), kPs).Init(1, 5, 0);
-  std::mt19937_64 rng(test::TestSeed());
-  EditJournal journal;
-  int changed = 0, shifted = 0;
-  for (int round = 0; round < 3000; ++round) {
-    const std::vector<uint8_t> before = page;
-    journal.Begin(page.data(), kPs);
-    NodeView n(page.data(), kPs, &journal);
-    for (int op = 0, ops = 1 + static_cast<int>(rng() % 4); op < ops; ++op) {
-      const std::string key = "k" + std::to_string(rng() % 150);
-      const std::string value(rng() % 80, static_cast<char>('a' + rng() % 26));
-      const uint16_t i = n.LowerBound(key);
-      if (i < n.count() && n.Key(i) == key) {
-        if (rng() % 2 == 0 || !n.ReplaceValue(i, value)) n.Remove(i);
-      } else {
-        (void)n.Insert(i, key, value);
-      }
-    }
-    const std::vector<uint8_t> after = page;
-    NodeView::Range ranges[NodeView::kMaxRanges];
-    const int count = n.touched(ranges);
-    for (uint32_t b = 0, r = 0; b < kPs; ++b) {
-      while (r < static_cast<uint32_t>(count) && ranges[r].end <= b) ++r;
-      const bool inside = r < static_cast<uint32_t>(count) && ranges[r].begin <= b;
-      ASSERT_TRUE(inside || before[b] == after[b]) << "round " << round << " byte " << b;
-    }
-    changed += before != after;
-    // The slot shift the view reports (WriteDiff applies it to the page as
-    // it was) gives the bytes the page has there now.
-    const buffer::ByteMove shift = n.slot_shift();
-    if (shift.len > 0) {
-      ++shifted;
-      ASSERT_EQ(0, std::memcmp(after.data() + shift.dst, before.data() + shift.src, shift.len))
-          << "round " << round;
-    }
-    journal.Restore(page.data());
-    ASSERT_EQ(page, before) << "round " << round;
-    ASSERT_FALSE(journal.active());
-    if (rng() % 4 != 0) page = after;  // keep the change, or give it up
-    ASSERT_TRUE(NodeView(page.data(), kPs).Check("round " + std::to_string(round)).ok());
+// Bytes of a node that hold nothing must be zero: the gap between the slots
+// and the heap, and each free chunk past its header.
+void ExpectUnusedBytesZero(const uint8_t* page, const std::string& where) {
+  const uint32_t gap = kNodeHeaderEnd + 2u * DecodeFixed16(page + 34);
+  for (uint32_t b = gap; b < DecodeFixed16(page + 36); ++b) {
+    ASSERT_EQ(page[b], 0) << where << ": byte " << b << " of the gap";
   }
-  EXPECT_GT(changed, 2000);
-  EXPECT_GT(shifted, 300);
+  for (uint32_t f = DecodeFixed16(page + 52); f != 0; f = DecodeFixed16(page + f + 2)) {
+    for (uint32_t b = f + 4; b < f + DecodeFixed16(page + f); ++b) {
+      ASSERT_EQ(page[b], 0) << where << ": byte " << b << " of the free chunk at " << f;
+    }
+  }
+}
+
+// A node edited in place through a Mtr (how a row change edits its leaf):
+// random inserts, removals and value replacements, each change committed
+// or given up. A given-up change leaves the page exactly as it was; the
+// log alone (no page written) rebuilds every committed one; each node
+// passes Check and keeps its unused bytes zero; and a change without a
+// compaction is logged in the bytes it wrote plus a few edit headers per
+// operation, not in a rewrite of the node.
+TEST(NodeView, InPlaceChangesThroughAMtrReplayAndGivenUpOnesLeaveNoTrace) {
+  test::ScratchDir dir;
+  std::mt19937_64 rng(test::TestSeed());
+  std::map<uint32_t, std::vector<uint8_t>> model;  // bytes [16, kPs) of each page
+  int committed = 0, given_up = 0, compacted = 0;
+  {
+    Harness h(dir.path(), 64, 16 << 20);
+    ASSERT_TRUE(h.Open(true).ok());
+    std::vector<uint32_t> pages;
+    for (int i = 0; i < 3; ++i) {
+      auto page = h.pool->Allocate(1);
+      ASSERT_TRUE(page.ok());
+      Mtr mtr(h.pool.get());
+      NodeView(&*page, kPs, &mtr).Init(1, page->id().page_no, 0);
+      ASSERT_TRUE(mtr.Commit().ok());
+      pages.push_back(page->id().page_no);
+    }
+    for (int round = 0; round < 3000; ++round) {
+      const uint32_t p = pages[rng() % pages.size()];
+      ASSERT_TRUE(h.pool->LogFreeCheck().ok());
+      auto page = h.pool->Fetch({1, p}, Latch::kExclusive);
+      ASSERT_TRUE(page.ok());
+      const std::vector<uint8_t> before(page->data(), page->data() + kPs);
+      Mtr mtr(h.pool.get());
+      NodeView n(&*page, kPs, &mtr);
+      uint32_t wrote = 0;  // bytes of records and values the change wrote
+      bool compaction = false;
+      const int ops = 1 + static_cast<int>(rng() % 4);
+      for (int op = 0; op < ops; ++op) {
+        const std::string key = "k" + std::to_string(rng() % 150);
+        const std::string value(rng() % 80, static_cast<char>('a' + rng() % 26));
+        const uint16_t i = n.LowerBound(key);
+        if (i < n.count() && n.Key(i) == key) {
+          if (rng() % 2 == 0 || !n.ReplaceValue(i, value)) {
+            n.Remove(i);  // logs no record bytes: they become zeros
+          } else {
+            wrote += static_cast<uint32_t>(value.size());
+          }
+        } else {
+          const uint32_t heap = DecodeFixed16(page->data() + 36);
+          const uint32_t garbage = DecodeFixed16(page->data() + 38);
+          const uint32_t len = 4 + static_cast<uint32_t>(key.size() + value.size());
+          if (n.Insert(i, key, value)) {
+            wrote += len;
+            // In the heap's new space, the heap start moved down by len;
+            // in a free chunk, it stayed. Otherwise the node was compacted
+            // (which may also leave it where it was, when the garbage was
+            // len bytes: a change that leaves no garbage is not bounded).
+            const uint32_t heap_now = DecodeFixed16(page->data() + 36);
+            const bool surely = heap_now != heap - len && heap_now != heap;
+            compacted += surely;
+            compaction =
+                compaction || surely || (garbage > 0 && DecodeFixed16(page->data() + 38) == 0);
+          }
+        }
+      }
+      const std::string where = "round " + std::to_string(round);
+      ASSERT_TRUE(NodeView(page->data(), kPs).Check(where).ok());
+      ExpectUnusedBytesZero(page->data(), where);
+      if (rng() % 4 == 0) {
+        mtr.Abort();
+        ASSERT_EQ(0, std::memcmp(page->data() + 16, before.data() + 16, kPs - 16))
+            << "round " << round;
+        ++given_up;
+        continue;
+      }
+      if (mtr.empty()) continue;
+      // Without a compaction (which rewrites the heap), an operation costs
+      // at most 7 edits beyond the bytes it wrote: the record or value,
+      // the slots (or a move and a slot), the header fields, and for an
+      // insert into a free chunk two links; for a removal the chunk, its
+      // zeros and the list's head; a short value, its shorter length and the
+      // garbage. A value's changed bytes are at most 12 apart in one edit.
+      if (!compaction) {
+        EXPECT_LE(mtr.payload_bytes(), wrote + ops * (7 * 14 + 14)) << "round " << round;
+      }
+      ASSERT_TRUE(mtr.Commit().ok());
+      model[p].assign(page->data() + 16, page->data() + kPs);
+      ++committed;
+    }
+    ASSERT_TRUE(h.log->WaitDurable(h.log->reserved_lsn()).ok());
+    h.Close(/*flush=*/false);
+  }
+  EXPECT_GT(committed, 2000);
+  EXPECT_GT(given_up, 500);
+  EXPECT_GT(compacted, 10);
+  test::StorageStack again(dir.path(), {kPs, 64 * kPs, 4096 + (16 << 20), 1, 16});
+  ASSERT_TRUE(again.Open().ok());
+  ASSERT_TRUE(again.Recover().ok());
+  for (const auto& [p, bytes] : model) {
+    auto page = again.pool->Fetch({1, p}, Latch::kShared);
+    ASSERT_TRUE(page.ok());
+    EXPECT_EQ(0, std::memcmp(page->data() + 16, bytes.data(), bytes.size())) << "page " << p;
+  }
+  again.Close(true);
 }
 
 TEST(BTree, OversizedRecordsAndDamagedNodesAreRefused) {

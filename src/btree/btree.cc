@@ -562,75 +562,12 @@ Result<buffer::PageHandle*> BTree::LeafFor(Op& op, std::string_view key, bool* i
   return op.Adopt(std::move(*h));
 }
 
-void BTree::Op::PutInPlace(PageHandle* h, const NodeView& n, EditJournal* journal,
-                           std::vector<uint8_t>* scratch) {
-  NodeView::Range ranges[NodeView::kMaxRanges];
-  const int count = n.touched(ranges);
-  if (scratch->size() < ps_) scratch->resize(ps_);
-#ifdef NDEBUG
-  for (int i = 0; i < count; ++i) {
-    std::memcpy(scratch->data() + ranges[i].begin, h->data() + ranges[i].begin,
-                ranges[i].end - ranges[i].begin);
-  }
-#else
-  // WriteDiff checks that no byte outside the ranges changed.
-  std::memcpy(scratch->data(), h->data(), ps_);
-#endif
-  journal->Restore(h->data());
-  const buffer::ByteMove shift = n.slot_shift();
-  mtr_.WriteDiff(*h, scratch->data(), ranges, count, &shift);
-}
-
-namespace {
-// A leaf changed in place under its exclusive latch (EditJournal): logged
-// by Op::PutInPlace (which ends the journal's change), or put back as it
-// was when the caller gives the change up (it needs a split or a merge, or
-// fails). Declared after the Op, so that the page is put back while the Op
-// still holds its latch. The journal and the scratch are this thread's
-// (PutInLeaf and DeleteInLeaf never nest), so that a row change allocates
-// nothing page-sized.
-class LeafEdit {
- public:
-  LeafEdit(PageHandle* leaf, uint32_t page_size)
-      : leaf_(leaf), pad_(Pad()), view_(leaf->data(), page_size, &pad_.journal) {
-    pad_.journal.Begin(leaf->data(), page_size);
-  }
-  ~LeafEdit() {
-    if (!pad_.journal.active()) return;
-    // Putting the page back needs the latch the Op holds (LeafEdit is
-    // declared after it); without it a reader could see the bytes change.
-    if (leaf_->latch() != Latch::kExclusive) std::abort();
-    pad_.journal.Restore(leaf_->data());
-  }
-  LeafEdit(const LeafEdit&) = delete;
-  LeafEdit& operator=(const LeafEdit&) = delete;
-
-  NodeView& view() { return view_; }
-  EditJournal* journal() { return &pad_.journal; }
-  std::vector<uint8_t>* scratch() { return &pad_.scratch; }
-
- private:
-  struct Scratchpad {
-    EditJournal journal;
-    std::vector<uint8_t> scratch;
-  };
-  static Scratchpad& Pad() {
-    thread_local Scratchpad pad;
-    return pad;
-  }
-  PageHandle* leaf_;
-  Scratchpad& pad_;
-  NodeView view_;
-};
-}  // namespace
-
 Result<bool> BTree::PutInLeaf(std::string_view key, std::string_view value) {
   Op op(this);
   bool is_root = false;
   Result<PageHandle*> leaf = LeafFor(op, key, &is_root);
   if (!leaf.ok()) return leaf.status();
-  LeafEdit edit(*leaf, op.page_size());
-  NodeView& n = edit.view();
+  NodeView n = op.Edit(*leaf);
   const uint16_t i = n.LowerBound(key);
   const std::string stored = InlineValue(value);
   if (i < n.count() && n.Key(i) == key) {
@@ -644,7 +581,6 @@ Result<bool> BTree::PutInLeaf(std::string_view key, std::string_view value) {
     op.CountEntries(1);
     if (!n.Insert(i, key, stored)) return false;  // a split
   }
-  op.PutInPlace(*leaf, n, edit.journal(), edit.scratch());
   SUBITO_RETURN_IF_ERROR(op.Commit());
   return true;
 }
@@ -655,15 +591,15 @@ Result<std::optional<bool>> BTree::DeleteInLeaf(std::string_view key) {
   bool is_root = false;
   Result<PageHandle*> leaf = LeafFor(op, key, &is_root);
   if (!leaf.ok()) return leaf.status();
-  LeafEdit edit(*leaf, op.page_size());
-  NodeView& n = edit.view();
+  NodeView n = op.Edit(*leaf);
   const uint16_t i = n.LowerBound(key);
   if (i >= n.count() || n.Key(i) != key) return std::optional<bool>(false);
   const std::string_view old = n.Value(i);
   if (old.empty() || old[0] != kInline) return std::optional<bool>();
+  // The leaf's use once the record and its slot are gone.
+  const uint32_t used = n.UsedBytes() - 2 - (4 + static_cast<uint32_t>(key.size() + old.size()));
+  if (!is_root && used < n.Capacity() / 4) return std::optional<bool>();
   n.Remove(i);
-  if (!is_root && n.UsedBytes() < n.Capacity() / 4) return std::optional<bool>();
-  op.PutInPlace(*leaf, n, edit.journal(), edit.scratch());
   op.CountEntries(-1);
   SUBITO_RETURN_IF_ERROR(op.Commit());
   return std::optional<bool>(true);

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
 #include <vector>
 
 #include "page/page_format.h"
@@ -19,55 +18,43 @@ int CompareKeys(std::string_view a, std::string_view b) {
   return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
 }
 
-void EditJournal::Begin(const uint8_t* page, uint32_t page_size) {
-  // A second change before the first was logged or put back would lose the
-  // first one's saved bytes.
-  if (active_) std::abort();
-  if (old_.size() < page_size) old_.resize(page_size);
-  saved_.clear();
-#ifndef NDEBUG
-  page_at_begin_.assign(page, page + page_size);
-#else
-  (void)page;
-#endif
-  active_ = true;
+void NodeView::Store(uint32_t off, const void* src, uint32_t n) {
+  if (mtr_ != nullptr) {
+    mtr_->Write(*page_, off, src, n);
+    return;
+  }
+  Touch(off, n);
+  std::memcpy(p_ + off, src, n);
 }
 
-void EditJournal::Save(const uint8_t* page, uint32_t off, uint32_t n) {
-  Range r{off, off + n};
-  // Ranges that overlap or touch r merge with it; bytes of r none of them
-  // holds are saved now.
-  auto first = std::lower_bound(saved_.begin(), saved_.end(), r.begin,
-                                [](const Range& s, uint32_t at) { return s.end < at; });
-  auto last = first;
-  uint32_t pos = r.begin;
-  for (; last != saved_.end() && last->begin <= r.end; ++last) {
-    if (last->begin > pos) std::memcpy(old_.data() + pos, page + pos, last->begin - pos);
-    pos = std::max(pos, last->end);
+void NodeView::StoreChanged(uint32_t off, const void* src, uint32_t n) {
+  if (mtr_ != nullptr) {
+    mtr_->WriteChanged(*page_, off, src, n);
+    return;
   }
-  if (pos < r.end) std::memcpy(old_.data() + pos, page + pos, r.end - pos);
-  if (first != last) {
-    r.begin = std::min(r.begin, first->begin);
-    r.end = std::max(r.end, std::prev(last)->end);
-    *first = r;
-    saved_.erase(std::next(first), last);
-  } else {
-    saved_.insert(first, r);
-  }
+  Touch(off, n);
+  std::memcpy(p_ + off, src, n);
 }
 
-void EditJournal::Restore(uint8_t* page) {
-  for (const Range& r : saved_) std::memcpy(page + r.begin, old_.data() + r.begin, r.end - r.begin);
-  saved_.clear();
-  active_ = false;
-#ifndef NDEBUG
-  // A write that did not go through NodeView::Touch first would stay.
-  if (std::memcmp(page, page_at_begin_.data(), page_at_begin_.size()) != 0) std::abort();
-#endif
+void NodeView::Clear(uint32_t off, uint32_t n) {
+  if (mtr_ != nullptr) {
+    mtr_->Zero(*page_, off, n);
+    return;
+  }
+  Touch(off, n);
+  std::memset(p_ + off, 0, n);
+}
+
+void NodeView::Shift(uint32_t dst, uint32_t src, uint32_t n) {
+  if (mtr_ != nullptr) {
+    mtr_->Move(*page_, dst, src, n);
+    return;
+  }
+  Touch(dst, n);
+  std::memmove(p_ + dst, p_ + src, n);
 }
 
 void NodeView::Touch(uint32_t off, uint32_t n) {
-  if (journal_ != nullptr && n != 0) journal_->Save(p_, off, n);
   if (touched_all_ || n == 0) return;
   Range r{off, off + n};
   // Merge with every range closer than 16 bytes (repeatedly: a merged range
@@ -100,7 +87,12 @@ int NodeView::touched(Range* out) const {
 }
 
 void NodeView::Init(uint32_t space_id, uint32_t page_no, uint16_t level) {
-  shifts_ = 2;
+  if (mtr_ != nullptr) {
+    std::vector<uint8_t> image(p_, p_ + ps_);
+    NodeView(image.data(), ps_).Init(space_id, page_no, level);
+    mtr_->WriteDiff(*page_, image.data());
+    return;
+  }
   Touch(0, ps_);
   page::InitPage(p_, ps_, level == 0 ? page::kPageBtreeLeaf : page::kPageBtreeInternal, space_id,
                  page_no);
@@ -193,7 +185,13 @@ uint32_t NodeView::UsedBytes() const {
 }
 
 void NodeView::Compact() {
-  shifts_ = 2;  // the slots' values change: no shift gives them
+  if (mtr_ != nullptr) {
+    std::vector<uint8_t> image(p_, p_ + ps_);
+    NodeView(image.data(), ps_).Compact();
+    const Range changed{32, ps_};  // the node header's fields, slots and heap
+    mtr_->WriteDiff(*page_, image.data(), &changed, 1);
+    return;
+  }
   const uint16_t n = count();
   std::vector<uint16_t> offs(n);
   uint32_t top = ps_;
@@ -228,22 +226,52 @@ bool NodeView::Insert(uint16_t i, std::string_view key, std::string_view value) 
       if (heap - (kNodeHeaderEnd + 2u * n) < len + 2) return false;
     }
   }
-  if (off == 0) {
-    off = heap - len;
-    Put16(36, static_cast<uint16_t>(off));
+  const bool in_chunk = off != 0;
+  if (!in_chunk) off = heap - len;
+  // The record, one literal edit however it is stored.
+  uint8_t lengths[4];
+  EncodeFixed16(lengths, static_cast<uint16_t>(key.size()));
+  EncodeFixed16(lengths + 2, static_cast<uint16_t>(value.size()));
+  Store(off, lengths, 4);
+  if (!key.empty()) Store(off + 4, key.data(), static_cast<uint32_t>(key.size()));
+  if (!value.empty()) {
+    Store(off + 4 + static_cast<uint32_t>(key.size()), value.data(),
+          static_cast<uint32_t>(value.size()));
   }
-  Touch(off, len);
-  Put16(off, static_cast<uint16_t>(key.size()));
-  Put16(off + 2, static_cast<uint16_t>(value.size()));
-  std::memcpy(p_ + off + 4, key.data(), key.size());
-  std::memcpy(p_ + off + 4 + key.size(), value.data(), value.size());
-  uint8_t* slots = p_ + kNodeHeaderEnd;
-  Touch(kNodeHeaderEnd + 2 * i, 2u * (n - i + 1));
-  std::memmove(slots + 2 * (i + 1), slots + 2 * i, 2u * (n - i));
-  NoteShift(kNodeHeaderEnd + 2u * (i + 1), kNodeHeaderEnd + 2u * i, 2u * (n - i));
-  Put16(kNodeHeaderEnd + 2 * i, static_cast<uint16_t>(off));
-  Put16(34, static_cast<uint16_t>(n + 1));
+  InsertSlot(i, n, static_cast<uint16_t>(off));
+  // count, heap_start and garbage side by side: one edit.
+  uint8_t fields[6];
+  EncodeFixed16(fields, static_cast<uint16_t>(n + 1));
+  EncodeFixed16(fields + 2, static_cast<uint16_t>(in_chunk ? heap : off));
+  EncodeFixed16(fields + 4, static_cast<uint16_t>(Get16(38) - (in_chunk ? len : 0)));
+  Store(34, fields, in_chunk ? 6 : 4);
   return true;
+}
+
+void NodeView::InsertSlot(uint16_t i, uint16_t n, uint16_t off) {
+  const uint32_t at = kNodeHeaderEnd + 2u * i, tail = 2u * (n - i);
+  if (tail > kShortSlotTail) {
+    Shift(at + 2, at, tail);
+    Put16(at, off);
+    return;
+  }
+  uint8_t slots[kShortSlotTail + 2];
+  EncodeFixed16(slots, off);
+  std::memcpy(slots + 2, p_ + at, tail);
+  Store(at, slots, tail + 2);
+}
+
+void NodeView::RemoveSlot(uint16_t i, uint16_t n) {
+  const uint32_t at = kNodeHeaderEnd + 2u * i, tail = 2u * (n - i - 1);
+  if (tail > kShortSlotTail) {
+    Shift(at, at + 2, tail);
+    Clear(at + tail, 2);
+    return;
+  }
+  uint8_t slots[kShortSlotTail + 2];
+  std::memcpy(slots, p_ + at + 2, tail);
+  EncodeFixed16(slots + tail, 0);
+  Store(at, slots, tail + 2);
 }
 
 uint32_t NodeView::TakeFreeChunk(uint32_t len) {
@@ -263,9 +291,6 @@ uint32_t NodeView::TakeFreeChunk(uint32_t len) {
         next = static_cast<uint16_t>(f + len);
       }
       Put16(link, next);
-      Touch(f, len);
-      std::memset(p_ + f, 0, len);
-      Put16(38, static_cast<uint16_t>(Get16(38) - len));
       return f;
     }
     link = f + 2;
@@ -285,12 +310,13 @@ bool NodeView::ReplaceValue(uint16_t i, std::string_view value) {
   const uint16_t off = Slot(i);
   const uint16_t key_len = Get16(off), old_len = Get16(off + 2);
   if (value.size() > old_len) return false;
-  uint8_t* v = p_ + off + 4 + key_len;
-  Touch(off + 4 + key_len, old_len);
-  std::memcpy(v, value.data(), value.size());
-  std::memset(v + value.size(), 0, old_len - value.size());
-  Put16(off + 2, static_cast<uint16_t>(value.size()));
-  Put16(38, static_cast<uint16_t>(Get16(38) + (old_len - value.size())));
+  const uint32_t at = off + 4u + key_len, n = static_cast<uint32_t>(value.size());
+  StoreChanged(at, value.data(), n);
+  if (n < old_len) {
+    Clear(at + n, old_len - n);
+    Put16(off + 2, static_cast<uint16_t>(n));
+    Put16(38, static_cast<uint16_t>(Get16(38) + (old_len - n)));
+  }
   return true;
 }
 
@@ -298,18 +324,20 @@ void NodeView::Remove(uint16_t i) {
   const uint16_t n = count();
   const uint16_t off = Slot(i);
   const uint32_t len = 4u + Get16(off) + Get16(off + 2);
-  Touch(off, len);
-  std::memset(p_ + off, 0, len);  // no stale bytes left in the page
-  Put16(off, static_cast<uint16_t>(len));
-  Put16(off + 2, Get16(52));
+  // The record becomes a free chunk: its length, the list's old head, then
+  // zeros (no stale bytes left in the page).
+  uint8_t chunk[4];
+  EncodeFixed16(chunk, static_cast<uint16_t>(len));
+  EncodeFixed16(chunk + 2, Get16(52));
+  Store(off, chunk, 4);
+  if (len > 4) Clear(off + 4, len - 4);
   Put16(52, off);
-  uint8_t* slots = p_ + kNodeHeaderEnd;
-  Touch(kNodeHeaderEnd + 2 * i, 2u * (n - i));
-  std::memmove(slots + 2 * i, slots + 2 * (i + 1), 2u * (n - i - 1));
-  NoteShift(kNodeHeaderEnd + 2u * i, kNodeHeaderEnd + 2u * (i + 1), 2u * (n - i - 1));
-  Put16(kNodeHeaderEnd + 2 * (n - 1), 0);
-  Put16(34, static_cast<uint16_t>(n - 1));
-  Put16(38, static_cast<uint16_t>(Get16(38) + len));
+  RemoveSlot(i, n);
+  uint8_t fields[6];  // count, heap_start (as it is) and garbage: one edit
+  EncodeFixed16(fields, static_cast<uint16_t>(n - 1));
+  EncodeFixed16(fields + 2, Get16(36));
+  EncodeFixed16(fields + 4, static_cast<uint16_t>(Get16(38) + len));
+  Store(34, fields, 6);
 }
 
 }  // namespace subito::btree

@@ -24,9 +24,10 @@
 //
 // Keys are memcomparable byte strings (key_encoding.h) compared with
 // memcmp, shorter-is-smaller on a common prefix. NodeView works on page
-// bytes: a scratch copy later logged with Mtr::WriteDiff, or the latched
-// page itself with an EditJournal keeping what it replaced; reading a
-// damaged node is bounds-checked by Check().
+// bytes: a scratch copy later logged with Mtr::WriteDiff (splits, merges),
+// or the exclusively latched page itself through a Mtr, which logs each
+// write as the view makes it (a row change in its leaf: no copy and no
+// diff). Reading a damaged node is bounds-checked by Check().
 #pragma once
 
 #include <cstdint>
@@ -44,36 +45,14 @@ inline constexpr uint32_t kNodeHeaderEnd = 64;
 
 int CompareKeys(std::string_view a, std::string_view b);
 
-// The bytes a NodeView replaced on a page it edits in place (a leaf change
-// under the page's exclusive latch, which no reader sees until it ends).
-// Each byte is saved the first time it is about to change, so Restore
-// makes the page again what it was at Begin: before the change is logged
-// (BTree::Op::PutInPlace: the Mtr then applies and logs the new bytes, and
-// can undo them), or when the change is given up. One change at a time.
-class EditJournal {
- public:
-  void Begin(const uint8_t* page, uint32_t page_size);
-  bool active() const { return active_; }
-  // Bytes [off, off + n) of the page are about to change.
-  void Save(const uint8_t* page, uint32_t off, uint32_t n);
-  // Puts every saved byte back and ends the change.
-  void Restore(uint8_t* page);
-
- private:
-  using Range = buffer::ByteRange;
-  std::vector<uint8_t> old_;  // page-sized; meaningful inside saved_ only
-  std::vector<Range> saved_;  // sorted, neither overlapping nor adjacent
-  bool active_ = false;
-#ifndef NDEBUG
-  std::vector<uint8_t> page_at_begin_;  // Restore checks it got the page back
-#endif
-};
-
 class NodeView {
  public:
-  // journal: the view edits the page in place, saving what it replaces.
-  NodeView(uint8_t* page, uint32_t page_size, EditJournal* journal = nullptr)
-      : p_(page), ps_(page_size), journal_(journal) {}
+  // A scratch image: the view notes the ranges it writes (touched()).
+  NodeView(uint8_t* page, uint32_t page_size) : p_(page), ps_(page_size) {}
+  // The page itself, latched exclusively: every write goes through mtr,
+  // which applies and logs it (and undoes it if the Mtr is not committed).
+  NodeView(buffer::PageHandle* page, uint32_t page_size, buffer::Mtr* mtr)
+      : p_(page->data()), ps_(page_size), page_(page), mtr_(mtr) {}
 
   // Formats an empty node (page header fields included).
   void Init(uint32_t space_id, uint32_t page_no, uint16_t level);
@@ -98,18 +77,9 @@ class NodeView {
   uint32_t prev() const { return DecodeFixed32(p_ + 40); }
   uint32_t next() const { return DecodeFixed32(p_ + 44); }
   uint32_t leftmost() const { return DecodeFixed32(p_ + 48); }
-  void set_prev(uint32_t v) {
-    Touch(40, 4);
-    EncodeFixed32(p_ + 40, v);
-  }
-  void set_next(uint32_t v) {
-    Touch(44, 4);
-    EncodeFixed32(p_ + 44, v);
-  }
-  void set_leftmost(uint32_t v) {
-    Touch(48, 4);
-    EncodeFixed32(p_ + 48, v);
-  }
+  void set_prev(uint32_t v) { Put32(40, v); }
+  void set_next(uint32_t v) { Put32(44, v); }
+  void set_leftmost(uint32_t v) { Put32(48, v); }
 
   std::string_view Key(uint16_t i) const {
     const uint16_t off = Slot(i);
@@ -138,43 +108,59 @@ class NodeView {
   uint32_t UsedBytes() const;  // slots + live records
   uint32_t Capacity() const { return ps_ - kNodeHeaderEnd; }
 
-  // The byte ranges this view has written, sorted, each at least 16 bytes
-  // from the next (what Mtr::WriteDiff needs to compare; see there). Every
-  // write to the page goes through Touch, before the bytes change.
+  // The byte ranges this view has written to its scratch image, sorted,
+  // each at least 16 bytes from the next (what Mtr::WriteDiff needs to
+  // compare; see there).
   using Range = buffer::ByteRange;
   static constexpr int kMaxRanges = 6;
   int touched(Range* out) const;  // count; the whole page if too scattered
-  // The shift of the slot array an Insert or Remove made, if it was the
-  // only one and nothing rewrote the page since (Mtr::WriteDiff's `first`);
-  // else a move of no bytes.
-  buffer::ByteMove slot_shift() const { return shifts_ == 1 ? shift_ : buffer::ByteMove{}; }
 
  private:
   uint16_t Get16(uint32_t off) const { return DecodeFixed16(p_ + off); }
+  // Every write to the page goes through these four: through the Mtr, or
+  // noted by Touch.
+  void Store(uint32_t off, const void* src, uint32_t n);
+  void Clear(uint32_t off, uint32_t n);
+  void Shift(uint32_t dst, uint32_t src, uint32_t n);
+  // Store, logging only the bytes that change (Mtr::WriteChanged).
+  void StoreChanged(uint32_t off, const void* src, uint32_t n);
   void Put16(uint32_t off, uint16_t v) {
-    Touch(off, 2);
-    EncodeFixed16(p_ + off, v);
+    uint8_t b[2];
+    EncodeFixed16(b, v);
+    Store(off, b, 2);
+  }
+  void Put32(uint32_t off, uint32_t v) {
+    uint8_t b[4];
+    EncodeFixed32(b, v);
+    Store(off, b, 4);
   }
   void Touch(uint32_t off, uint32_t n);
   uint16_t Slot(uint16_t i) const { return Get16(kNodeHeaderEnd + 2 * i); }
+  // Slot i made (pointing at off) or taken out, of n slots, the ones after
+  // it shifted by one. A tail of slots this short is rewritten as one
+  // literal edit (12 bytes of header, the tail and one slot): a move edit
+  // (14) and the slot's own edit (14, or 12 for the zeroed last slot of a
+  // removal) cost about as much at this length.
+  static constexpr uint32_t kShortSlotTail = 12;
+  void InsertSlot(uint16_t i, uint16_t n, uint16_t off);
+  void RemoveSlot(uint16_t i, uint16_t n);
+  // Rewrites the whole page (through a scratch image and Mtr::WriteDiff on
+  // a logged view).
   void Compact();
-  // Takes a free chunk of at least len bytes off the free list; 0 if none
-  // fits (or the list is damaged: the caller compacts, which drops it).
+  // Takes a free chunk of at least len bytes off the free list (the caller
+  // writes all of [off, off + len) and takes len off the garbage count); 0
+  // if none fits (or the list is damaged: the caller compacts, which drops
+  // it).
   uint32_t TakeFreeChunk(uint32_t len);
   bool OverlapsLiveRecord(uint32_t off, uint32_t len) const;
 
   uint8_t* p_;
   uint32_t ps_;
-  EditJournal* journal_;
+  buffer::PageHandle* page_ = nullptr;
+  buffer::Mtr* mtr_ = nullptr;
   Range ranges_[kMaxRanges] = {};
   int nranges_ = 0;
   bool touched_all_ = false;
-  buffer::ByteMove shift_;
-  int shifts_ = 0;  // 2: more than one, or the page was rewritten
-  void NoteShift(uint32_t dst, uint32_t src, uint32_t len) {
-    shift_ = {dst, src, len};
-    shifts_ = shifts_ == 0 ? 1 : 2;
-  }
 };
 
 }  // namespace subito::btree

@@ -129,12 +129,10 @@ class BTree::Op {
     NodeView::Range ranges[NodeView::kMaxRanges];
     mtr_.WriteDiff(*h, img.data(), ranges, n.touched(ranges));
   }
-  // n changed h's page in place, journaled: logs the change as Put would.
-  // The bytes n wrote go to scratch (page-sized), the journal puts the page
-  // back as it was, and the Mtr applies and logs the difference (and can
-  // undo it) as for any other change. (btree.cc)
-  void PutInPlace(PageHandle* h, const NodeView& n, EditJournal* journal,
-                  std::vector<uint8_t>* scratch);
+  // A view that changes h's node in place, each write applied and logged
+  // by this operation's Mtr as it is made: a change given up (the
+  // operation ends without Commit) is undone with the rest.
+  NodeView Edit(PageHandle* h) { return NodeView(h, ps_, &mtr_); }
 
   // A page for a new node (its image is the caller's to write).
   Result<PageHandle*> NewPage() {

@@ -66,6 +66,18 @@ void Mtr::Record(PageHandle& page, uint32_t offset, uint16_t kind, const uint8_t
     std::abort();
   }
   uint8_t* data = page.data();
+  if (kind == 0 && tail_at_ != kNoTail && page.frame_ == tail_frame_ && offset == tail_end_) {
+    const uint32_t len = DecodeFixed16(payload_.data() + tail_at_ + 10);
+    if (len + n <= 0x7fffu) {  // the tail edit's Before is before_'s last
+      EncodeFixed16(payload_.data() + tail_at_ + 10, static_cast<uint16_t>(len + n));
+      before_.back().size += n;
+      before_bytes_.insert(before_bytes_.end(), data + offset, data + offset + n);
+      std::memcpy(data + offset, src, n);
+      payload_.insert(payload_.end(), src, src + n);
+      tail_end_ += n;
+      return;
+    }
+  }
   if (before_.empty()) {  // the first edit (a spare set has the room)
     before_.reserve(16);
     before_bytes_.reserve(512);
@@ -79,6 +91,9 @@ void Mtr::Record(PageHandle& page, uint32_t offset, uint16_t kind, const uint8_t
   EncodeFixed16(h + 8, static_cast<uint16_t>(offset));
   EncodeFixed16(h + 10, static_cast<uint16_t>(n | kind));
   EncodeFixed16(h + 12, static_cast<uint16_t>(from));
+  tail_at_ = kind == 0 ? payload_.size() : kNoTail;
+  tail_frame_ = page.frame_;
+  tail_end_ = offset + n;
   payload_.insert(payload_.end(), h, h + (kind == kEditMove ? 14 : 12));
   if (kind == 0) {
     std::memcpy(data + offset, src, n);
@@ -99,8 +114,7 @@ void Mtr::WriteDiff(PageHandle& page, const uint8_t* image) {
   WriteDiff(page, image, &all, 1);
 }
 
-void Mtr::WriteDiff(PageHandle& page, const uint8_t* image, const ByteRange* ranges, int n,
-                    const ByteMove* first) {
+void Mtr::WriteDiff(PageHandle& page, const uint8_t* image, const ByteRange* ranges, int n) {
 #ifndef NDEBUG
   // The caller's ranges must hold every difference (outside the crc and
   // page_lsn): a change outside them would go unlogged.
@@ -110,18 +124,6 @@ void Mtr::WriteDiff(PageHandle& page, const uint8_t* image, const ByteRange* ran
     if (!inside && page.data()[i] != image[i]) std::abort();
   }
 #endif
-  // A move's length has 14 bits: pages are at most 16 KiB.
-  static_assert(page::kMaxPageSize - 16 <= 0x3fff);
-  if (first != nullptr && first->len >= kMinMoveEdit && first->dst >= 16 && first->src >= 16 &&
-      uint64_t{first->src} + first->len <= pool_->page_size()) {
-    // Only inside one range: the diff below puts right every byte there.
-    for (int r = 0; r < n; ++r) {
-      if (ranges[r].begin <= first->dst && uint64_t{first->dst} + first->len <= ranges[r].end) {
-        Move(page, first->dst, first->src, first->len);
-        break;
-      }
-    }
-  }
   for (int r = 0; r < n; ++r) DiffIn(page, image, ranges[r].begin, ranges[r].end);
 }
 
@@ -137,6 +139,35 @@ uint32_t LastByte(uint64_t x) {
 }
 
 }  // namespace
+
+void Mtr::WriteChanged(PageHandle& page, uint32_t offset, const void* src, uint32_t n) {
+  if (page.latch() != Latch::kExclusive || uint64_t{offset} + n > pool_->page_size()) std::abort();
+  const uint8_t* cur = page.data() + offset;
+  const uint8_t* want = static_cast<const uint8_t*>(src);
+  for (uint32_t i = 0; i < n;) {
+    while (i + 8 <= n && DecodeFixed64(cur + i) == DecodeFixed64(want + i)) i += 8;
+    while (i < n && cur[i] == want[i]) ++i;
+    if (i == n) break;
+    // As DiffIn: one edit header costs 12 bytes, so a difference at most
+    // 12 bytes after the last one stays in its edit.
+    uint32_t end = i + 1, last = i;
+    while (end < n && end - last <= 12) {
+      if (end + 8 <= n) {
+        const uint64_t x = DecodeFixed64(cur + end) ^ DecodeFixed64(want + end);
+        if (x != 0) {
+          if (end + FirstByte(x) - last > 12) break;
+          last = end + LastByte(x);
+        }
+        end += 8;
+        continue;
+      }
+      if (cur[end] != want[end]) last = end;
+      ++end;
+    }
+    Write(page, offset + i, want + i, last + 1 - i);
+    i = last + 1;
+  }
+}
 
 void Mtr::DiffIn(PageHandle& page, const uint8_t* image, uint32_t from, uint32_t to) {
   const uint8_t* cur = page.data();
@@ -184,8 +215,7 @@ void Mtr::DiffIn(PageHandle& page, const uint8_t* image, uint32_t from, uint32_t
 // beginning, is the current bytes shifted by one u16 slot (either way), that
 // part is logged as a move, which goes first: it must read the bytes before the range's other
 // edits. Ranges are more than 12 equal bytes apart, so a move's source (its destination shifted by
-// 2, never below offset 16) holds only bytes no earlier edit of this range changed (the caller's
-// first move, if any, came before every range: it is what this search compares against).
+// 2, never below offset 16) holds only bytes no earlier edit of this range changed.
 void Mtr::WriteDiffRange(PageHandle& page, const uint8_t* image, uint32_t begin, uint32_t end) {
   const uint8_t* cur = page.data();
   const uint32_t ps = pool_->page_size();
@@ -310,6 +340,7 @@ void Mtr::Abort() {
 }
 
 void Mtr::Forget() {
+  tail_at_ = kNoTail;
   edits_.clear();
   payload_.clear();
   before_.clear();

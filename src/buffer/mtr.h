@@ -41,12 +41,6 @@ struct ByteRange {
   uint32_t begin, end;
 };
 
-// A memmove the caller made while building a page image: len bytes from
-// src to dst (offsets in the page).
-struct ByteMove {
-  uint32_t dst = 0, src = 0, len = 0;
-};
-
 class Mtr {
  public:
   explicit Mtr(BufferPool* pool);
@@ -64,6 +58,10 @@ class Mtr {
   void Zero(PageHandle& page, uint32_t offset, uint32_t n);
   // memmove of n bytes from src to offset within the page (a move edit).
   void Move(PageHandle& page, uint32_t offset, uint32_t src, uint32_t n);
+  // Writes n bytes at offset as Write does, logging only the bytes that
+  // differ from the page's (two differences at most 12 bytes apart share an
+  // edit, as in WriteDiff): a value rewritten with a few bytes changed.
+  void WriteChanged(PageHandle& page, uint32_t offset, const void* src, uint32_t n);
   // Makes the page equal to `image` (page-size bytes), logging only the
   // byte ranges that differ (the page header's crc and page_lsn are left
   // alone), with runs of zeros as zero fills and ranges that are the old
@@ -73,16 +71,11 @@ class Mtr {
   // The same, comparing only inside `ranges` (sorted, each at least 16
   // bytes before the next): the caller knows every byte it changed lies in
   // them. (Checked in debug builds.)
-  // `first`, if any, is a move the image was built with (a node's slots
-  // shifted by an insert or a removal): applied and logged before the
-  // diff, which then finds those bytes equal instead of comparing,
-  // searching and logging them byte by byte. Skipped unless it lies in the
-  // ranges and is long enough to pay its edit header.
-  void WriteDiff(PageHandle& page, const uint8_t* image, const ByteRange* ranges, int n,
-                 const ByteMove* first = nullptr);
+  void WriteDiff(PageHandle& page, const uint8_t* image, const ByteRange* ranges, int n);
   bool empty() const { return edits_.empty(); }
   // The record's payload so far: the bytes Commit will log.
   size_t payload_bytes() const { return payload_.size(); }
+  const uint8_t* payload() const { return payload_.data(); }
   // Undoes every edit since the last Commit (in reverse) and forgets them.
   void Abort();
   // Appends the record, stamps every edited page's page_lsn with its end and
@@ -99,7 +92,9 @@ class Mtr {
   static constexpr uint32_t kMinMoveEdit = 32;
   void WriteSplittingZeros(PageHandle& page, uint32_t offset, const uint8_t* src, uint32_t n);
   // Applies and records one edit. kind: 0 (src: the bytes), kEditZeroFill,
-  // or kEditMove (from: the source offset).
+  // or kEditMove (from: the source offset). A literal that starts where the
+  // previous edit, a literal of the same page, ended extends it: a record
+  // written field by field is one edit.
   void Record(PageHandle& page, uint32_t offset, uint16_t kind, const uint8_t* src, uint32_t from,
               uint32_t n);
   // What the Mtr keeps of a page: its frame and bytes, which stay put while
@@ -124,6 +119,11 @@ class Mtr {
     size_t at;
   };
   BufferPool* const pool_;
+  // The last edit, while it is a literal that a next one can extend: its
+  // header's offset in payload_ (kNoTail: none), its page and its end.
+  static constexpr size_t kNoTail = SIZE_MAX;
+  size_t tail_at_ = kNoTail;
+  uint32_t tail_frame_ = 0, tail_end_ = 0;
   std::vector<uint8_t> payload_;
   std::vector<PageRef> edits_;  // one per distinct page
   std::vector<Before> before_;  // restored if the record cannot be logged

@@ -17,7 +17,8 @@
 // A removed record becomes a free chunk, pushed on the free list; an insert
 // that does not fit the gap between the slots and the heap takes the first
 // chunk big enough (its tail, if 4 bytes or more, goes back on the list)
-// before resorting to compaction, which rewrites the whole heap. So a
+// before resorting to compaction, which slides the records up over the
+// garbage (each run of adjacent records one move). So a
 // delete followed by an insert of a same-sized record, the common case,
 // changes (and logs) about one record's bytes, not the page's. Free chunks
 // are part of the garbage count.
@@ -144,8 +145,7 @@ class NodeView {
   static constexpr uint32_t kShortSlotTail = 12;
   void InsertSlot(uint16_t i, uint16_t n, uint16_t off);
   void RemoveSlot(uint16_t i, uint16_t n);
-  // Rewrites the whole page (through a scratch image and Mtr::WriteDiff on
-  // a logged view).
+  // Packs the records at the page's end, the garbage becoming gap.
   void Compact();
   // Takes a free chunk of at least len bytes off the free list (the caller
   // writes all of [off, off + len) and takes len off the garbage count); 0

@@ -682,6 +682,25 @@ TEST(NodeView, RemovedRecordsAreReusedAndTheHeapStaysConsistent) {
   bad = page;
   EncodeFixed16(bad.data() + 52, 20);  // inside the header
   EXPECT_TRUE(NodeView(bad.data(), kPs).Check("outside").IsCorruption());
+
+  // A chunk over a live record's bytes, everything else in order, is damage
+  // too: an insert would take them.
+  std::vector<uint8_t> node(kPs);
+  NodeView v(node.data(), kPs);
+  v.Init(1, 9, 0);
+  ASSERT_TRUE(v.Insert(0, "a", std::string(100, 'x')));
+  ASSERT_TRUE(v.Insert(1, "b", "yy"));
+  ASSERT_TRUE(v.Insert(2, "c", "zz"));
+  v.Remove(1);
+  ASSERT_TRUE(v.Check("one chunk").ok());
+  const uint16_t a = DecodeFixed16(node.data() + kNodeHeaderEnd);
+  const uint16_t chunk = DecodeFixed16(node.data() + DecodeFixed16(node.data() + 52));
+  EncodeFixed16(node.data() + 52, a + 8);  // inside a's value
+  EncodeFixed16(node.data() + a + 8, chunk);
+  EncodeFixed16(node.data() + a + 10, 0);
+  st = v.Check("over a record");
+  EXPECT_TRUE(st.IsCorruption());
+  EXPECT_NE(st.message().find("a chunk overlaps"), std::string::npos) << st.ToString();
 }
 
 // Bytes of a node that hold nothing must be zero: the gap between the slots

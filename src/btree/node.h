@@ -149,10 +149,10 @@ class NodeView {
   void Compact();
   // Takes a free chunk of at least len bytes off the free list (the caller
   // writes all of [off, off + len) and takes len off the garbage count); 0
-  // if none fits (or the list is damaged: the caller compacts, which drops
-  // it).
+  // if none fits among the first few, or a link leaves the heap (the caller
+  // compacts, which drops the list). That no chunk overlaps a record is
+  // Check's.
   uint32_t TakeFreeChunk(uint32_t len);
-  bool OverlapsLiveRecord(uint32_t off, uint32_t len) const;
 
   uint8_t* p_;
   uint32_t ps_;

@@ -11,6 +11,10 @@
 
 namespace subito::btree {
 
+// A compaction moves a run of records, or zeroes what they left, in one
+// edit: at most the page less its node header, within an edit's 14 bits.
+static_assert(page::kMaxPageSize - kNodeHeaderEnd <= 0x3fff);
+
 int CompareKeys(std::string_view a, std::string_view b) {
   const size_t n = std::min(a.size(), b.size());
   int c = n ? std::memcmp(a.data(), b.data(), n) : 0;
@@ -118,6 +122,14 @@ Status NodeView::Check(const std::string& where) const {
     return bad("has the wrong page type");
   }
   if (kNodeHeaderEnd + 2 * n > heap || heap > ps_) return bad("has an impossible slot count");
+  // The byte ranges of the records and of the free chunks: none may
+  // overlap another (below).
+  struct Span {
+    uint32_t begin, end;
+    bool chunk;
+  };
+  thread_local std::vector<Span> spans;
+  spans.clear();
   std::string_view last;
   uint32_t live = 0;
   for (uint16_t i = 0; i < n; ++i) {
@@ -126,39 +138,36 @@ Status NodeView::Check(const std::string& where) const {
     const uint32_t len = 4u + Get16(off) + Get16(off + 2);
     if (off + len > ps_) return bad(StrFormat("record %u runs past the page", i));
     live += len;
+    spans.push_back({off, off + len, false});
     if (!leaf() && Get16(off + 2) != 4) return bad(StrFormat("child pointer %u is malformed", i));
     if (i > 0 && CompareKeys(last, Key(i)) >= 0) return bad("keys are out of order");
     last = Key(i);
   }
-  // Records never overlap, and the heap holds exactly the live records plus
-  // the garbage (Insert and Compact rely on both).
+  // The heap holds exactly the live records plus the garbage.
   if (live > ps_ - heap || Get16(38) != ps_ - heap - live) {
-    return bad("heap accounting is inconsistent (overlapping records or bad garbage count)");
+    return bad("heap accounting is inconsistent (bad garbage count)");
   }
-  // Free chunks lie in the heap and add up to no more than the garbage
-  // (Insert also checks a chunk against the live records before using it).
+  // Free chunks lie in the heap and add up to no more than the garbage.
   uint32_t free_bytes = 0, chunks = 0;
   for (uint32_t f = Get16(52); f != 0; f = Get16(f + 2)) {
     if (f < heap || f + 4 > ps_ || ++chunks > ps_ / 4) return bad("free list is damaged");
     const uint32_t len = Get16(f);
     free_bytes += len;
     if (len < 4 || f + len > ps_ || free_bytes > Get16(38)) return bad("free list is damaged");
+    spans.push_back({f, f + len, true});
   }
-  if (chunks == 0) return Status::OK();
-  // Nor does a chunk overlap a record or another chunk: an insert takes a
-  // chunk's bytes without looking (TakeFreeChunk), and every change keeps
-  // this so.
-  std::vector<Range> spans;
-  spans.reserve(n + chunks);
-  for (uint16_t i = 0; i < n; ++i) {
-    const uint32_t off = Slot(i);
-    spans.push_back({off, off + 4u + Get16(off) + Get16(off + 2)});
-  }
-  for (uint32_t f = Get16(52); f != 0; f = Get16(f + 2)) spans.push_back({f, f + Get16(f)});
+  // No record overlaps another (Compact slides them as disjoint runs), and
+  // no chunk overlaps a record or a chunk (an insert takes a chunk's bytes
+  // without looking: TakeFreeChunk); every change keeps both so. Sorted by
+  // start, any overlap shows between neighbours.
   std::sort(spans.begin(), spans.end(),
-            [](const Range& a, const Range& b) { return a.begin < b.begin; });
+            [](const Span& a, const Span& b) { return a.begin < b.begin; });
   for (size_t k = 1; k < spans.size(); ++k) {
-    if (spans[k].begin < spans[k - 1].end) return bad("free list is damaged (a chunk overlaps)");
+    if (spans[k].begin >= spans[k - 1].end) continue;
+    if (!spans[k].chunk && !spans[k - 1].chunk) {
+      return bad(StrFormat("records at %u and %u overlap", spans[k - 1].begin, spans[k].begin));
+    }
+    return bad("free list is damaged (a chunk overlaps)");
   }
   return Status::OK();
 }
@@ -238,9 +247,9 @@ void NodeView::Compact() {
   }
   if (n != 0) StoreChanged(kNodeHeaderEnd, slots.data(), 2u * n);
   // What lies below the records now is stale (moved records, free chunks):
-  // zeros, as the rest of the gap.
-  const uint32_t gap = kNodeHeaderEnd + 2u * n;
-  if (top > gap) Clear(gap, top - gap);
+  // zeros, as the rest of the gap is.
+  const uint32_t old_heap = heap_start();  // below it, zeros already
+  if (top > old_heap) Clear(old_heap, top - old_heap);
   uint8_t fields[4];  // heap_start, garbage
   EncodeFixed16(fields, static_cast<uint16_t>(top));
   EncodeFixed16(fields + 2, 0);

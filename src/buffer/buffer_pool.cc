@@ -562,7 +562,10 @@ Status BufferPool::ApplyPendingRedo(Frame& f, uint32_t idx, PageId id, bool latc
     if (first == 0) first = rec.lsn;
     last = rec.end;
   }
-  if (first != 0) MarkDirtyFrame(idx, f.data, first, last);
+  if (first != 0) {
+    MarkDirtyFrame(idx, f.data, first, last);
+    f.verified.store(false, std::memory_order_release);  // changed by redo: checked again
+  }
   if (!latched) latch.unlock();
   pending_redo_.Erase(id, records.size());
   lazy_pages_.fetch_add(1, std::memory_order_relaxed);

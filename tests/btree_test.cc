@@ -842,11 +842,7 @@ TEST(NodeView, InPlaceChangesThroughAMtrReplayAndGivenUpOnesLeaveNoTrace) {
   test::StorageStack again(dir.path(), {kPs, 64 * kPs, 4096 + (16 << 20), 1, 16});
   ASSERT_TRUE(again.Open().ok());
   ASSERT_TRUE(again.Recover().ok());
-  for (const auto& [p, bytes] : model) {
-    auto page = again.pool->Fetch({1, p}, Latch::kShared);
-    ASSERT_TRUE(page.ok());
-    EXPECT_EQ(0, std::memcmp(page->data() + 16, bytes.data(), bytes.size())) << "page " << p;
-  }
+  test::ExpectPagesHold(again.pool.get(), model);
   again.Close(true);
 }
 

@@ -480,11 +480,7 @@ void ExpectRecoveredPages(const std::string& dir, size_t pool_bytes,
   Stack st(dir, pool_bytes, 4096 + (8 << 20));
   ASSERT_TRUE(st.Open().ok());
   ASSERT_TRUE(st.Recover().ok());
-  for (const auto& [p, bytes] : model) {
-    auto h = st.pool->Fetch({1, p}, Latch::kShared);
-    ASSERT_TRUE(h.ok());
-    EXPECT_EQ(0, std::memcmp(h->data() + 16, bytes.data(), bytes.size())) << "page " << p;
-  }
+  test::ExpectPagesHold(st.pool.get(), model);
   st.Close(true);
 }
 

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -93,6 +95,17 @@ class StorageStack {
   std::string dir_;
   StorageStackOptions o_;
 };
+
+// Each page of space 1 in `model` (page number -> its bytes [16, page
+// size): all but the crc and page_lsn) holds those bytes in the pool.
+inline void ExpectPagesHold(buffer::BufferPool* pool,
+                            const std::map<uint32_t, std::vector<uint8_t>>& model) {
+  for (const auto& [p, bytes] : model) {
+    auto h = pool->Fetch({1, p}, buffer::Latch::kShared);
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    EXPECT_EQ(0, std::memcmp(h->data() + 16, bytes.data(), bytes.size())) << "page " << p;
+  }
+}
 
 // Allocates n pages in space 1 and formats them as test pages through
 // Mtrs; returns their numbers.

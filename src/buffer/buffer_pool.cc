@@ -701,6 +701,10 @@ void BufferPool::NotePageLogEdits(uint32_t frame, log::Lsn end, const uint8_t* e
   f.log_pending.insert(f.log_pending.end(), edits, edits + n);
 }
 
+bool BufferPool::TakesPageLogEdits(uint32_t frame) const {
+  return options_.page_log != nullptr && !frames_[frame]->log_off;
+}
+
 void BufferPool::StopPageLogging(PageHandle& page) {
   Frame& f = *frames_[page.frame_];
   f.log_off = true;

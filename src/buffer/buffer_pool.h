@@ -188,6 +188,11 @@ class BufferPool {
   // LSN now `end`.
   void NotePageLogEdits(uint32_t frame, log::Lsn end, const uint8_t* edits, size_t n);
   bool page_logging() const { return options_.page_log != nullptr; }
+  // Whether NotePageLogEdits would keep the frame's edits (the frame
+  // latched as there): a page whose changes since its last write passed
+  // the threshold takes none until it is written, so a Mtr need not
+  // gather them.
+  bool TakesPageLogEdits(uint32_t frame) const;
   PageVersions& versions() { return versions_; }
   // Used by Mtr, holding the frame exclusively latched, its page LSN `lsn`:
   // the recipe of the page as it is now if it can be rebuilt from its file

@@ -138,6 +138,36 @@ uint32_t LastByte(uint64_t x) {
   return 7 - std::countl_zero(x) / 8;
 }
 
+// Bytes [0, 4) of a page are its crc (computed at write time), [8, 16) its
+// page_lsn (set by Commit): never logged as edits.
+bool Unlogged(uint32_t at) {
+  return at < 4 || (at >= 8 && at < 16);
+}
+
+// The end of the edit that starts at the difference at i of a region
+// [0, to) at page offset base (cur: the page's bytes there, want: the new
+// ones): the edit extends over short equal gaps (one edit header costs 12
+// bytes), so it ends at its last difference before 12 or more equal bytes
+// or a byte never logged. A word at a time past the page header: gaps
+// inside a word are shorter.
+uint32_t EditEnd(const uint8_t* cur, const uint8_t* want, uint32_t base, uint32_t i, uint32_t to) {
+  uint32_t end = i + 1, last = i;
+  while (end < to && !Unlogged(base + end) && end - last <= 12) {
+    if (base + end >= 16 && end + 8 <= to) {
+      const uint64_t x = DecodeFixed64(cur + end) ^ DecodeFixed64(want + end);
+      if (x != 0) {
+        if (end + FirstByte(x) - last > 12) break;
+        last = end + LastByte(x);
+      }
+      end += 8;
+      continue;
+    }
+    if (cur[end] != want[end]) last = end;
+    ++end;
+  }
+  return last + 1;
+}
+
 }  // namespace
 
 void Mtr::WriteChanged(PageHandle& page, uint32_t offset, const void* src, uint32_t n) {
@@ -148,32 +178,14 @@ void Mtr::WriteChanged(PageHandle& page, uint32_t offset, const void* src, uint3
     while (i + 8 <= n && DecodeFixed64(cur + i) == DecodeFixed64(want + i)) i += 8;
     while (i < n && cur[i] == want[i]) ++i;
     if (i == n) break;
-    // As DiffIn: one edit header costs 12 bytes, so a difference at most
-    // 12 bytes after the last one stays in its edit.
-    uint32_t end = i + 1, last = i;
-    while (end < n && end - last <= 12) {
-      if (end + 8 <= n) {
-        const uint64_t x = DecodeFixed64(cur + end) ^ DecodeFixed64(want + end);
-        if (x != 0) {
-          if (end + FirstByte(x) - last > 12) break;
-          last = end + LastByte(x);
-        }
-        end += 8;
-        continue;
-      }
-      if (cur[end] != want[end]) last = end;
-      ++end;
-    }
-    Write(page, offset + i, want + i, last + 1 - i);
-    i = last + 1;
+    const uint32_t end = EditEnd(cur, want, offset, i, n);
+    Write(page, offset + i, want + i, end - i);
+    i = end;
   }
 }
 
 void Mtr::DiffIn(PageHandle& page, const uint8_t* image, uint32_t from, uint32_t to) {
   const uint8_t* cur = page.data();
-  // Bytes [0, 4) are the crc (computed at write time), [8, 16) the page_lsn
-  // (set by Commit): never logged as edits.
-  auto skip = [](uint32_t i) { return i < 4 || (i >= 8 && i < 16); };
   for (uint32_t i = from; i < to;) {
     if (i % 8 == 0 && i >= 16) {  // equal stretches, a word at a time
       while (i + 32 <= to && ((DecodeFixed64(cur + i) ^ DecodeFixed64(image + i)) |
@@ -185,29 +197,13 @@ void Mtr::DiffIn(PageHandle& page, const uint8_t* image, uint32_t from, uint32_t
       while (i + 8 <= to && DecodeFixed64(cur + i) == DecodeFixed64(image + i)) i += 8;
       if (i >= to) break;
     }
-    if (skip(i) || cur[i] == image[i]) {
+    if (Unlogged(i) || cur[i] == image[i]) {
       ++i;
       continue;
     }
-    // Extend over short equal gaps (one edit header costs 12 bytes): the
-    // range ends at its last difference before 12 or more equal bytes. A
-    // word at a time past the header: gaps inside a word are shorter.
-    uint32_t end = i + 1, last_diff = i;
-    while (end < to && !skip(end) && end - last_diff <= 12) {
-      if (end >= 16 && end + 8 <= to) {
-        const uint64_t x = DecodeFixed64(cur + end) ^ DecodeFixed64(image + end);
-        if (x != 0) {
-          if (end + FirstByte(x) - last_diff > 12) break;
-          last_diff = end + LastByte(x);
-        }
-        end += 8;
-        continue;
-      }
-      if (cur[end] != image[end]) last_diff = end;
-      ++end;
-    }
-    WriteDiffRange(page, image, i, last_diff + 1);
-    i = last_diff + 1;
+    const uint32_t end = EditEnd(cur, image, 0, i, to);
+    WriteDiffRange(page, image, i, end);
+    i = end;
   }
 }
 
@@ -326,6 +322,7 @@ void Mtr::NotePageLog(log::Lsn end) {
   // (NotePageLogEdits copies them).
   thread_local std::vector<uint8_t> edits;
   for (const PageRef& page : edits_) {
+    if (!pool_->TakesPageLogEdits(page.frame)) continue;
     edits.clear();
     AppendPageLogEdits(payload_.data(), payload_.size(), page.id, &edits);
     pool_->NotePageLogEdits(page.frame, end, edits.data(), edits.size());

@@ -684,8 +684,8 @@ Result<uint64_t> BufferPool::DrainPendingRedo(uint64_t max_pages) {
 }
 
 void BufferPool::NotePageLogEdits(uint32_t frame, log::Lsn end, const uint8_t* edits, size_t n) {
+  if (!TakesPageLogEdits(frame)) return;
   Frame& f = *frames_[frame];
-  if (f.log_off || options_.page_log == nullptr) return;
   TrimPending(f.log_pending, f.log_done_lsn.load(std::memory_order_relaxed));
   const uint32_t add = options_.page_log->EntrySize(n);
   if (n == 0 || n > UINT16_MAX || f.log_bytes + add > options_.page_log_threshold) {

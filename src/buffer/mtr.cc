@@ -171,7 +171,12 @@ uint32_t EditEnd(const uint8_t* cur, const uint8_t* want, uint32_t base, uint32_
 }  // namespace
 
 void Mtr::WriteChanged(PageHandle& page, uint32_t offset, const void* src, uint32_t n) {
-  if (page.latch() != Latch::kExclusive || uint64_t{offset} + n > pool_->page_size()) std::abort();
+  // Past the page header (crc and page_lsn are never logged): every caller
+  // writes node bytes.
+  if (page.latch() != Latch::kExclusive || offset < 16 ||
+      uint64_t{offset} + n > pool_->page_size()) {
+    std::abort();
+  }
   const uint8_t* cur = page.data() + offset;
   const uint8_t* want = static_cast<const uint8_t*>(src);
   for (uint32_t i = 0; i < n;) {

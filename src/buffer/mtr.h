@@ -58,9 +58,10 @@ class Mtr {
   void Zero(PageHandle& page, uint32_t offset, uint32_t n);
   // memmove of n bytes from src to offset within the page (a move edit).
   void Move(PageHandle& page, uint32_t offset, uint32_t src, uint32_t n);
-  // Writes n bytes at offset as Write does, logging only the bytes that
-  // differ from the page's (two differences at most 12 bytes apart share an
-  // edit, as in WriteDiff): a value rewritten with a few bytes changed.
+  // Writes n bytes at offset (16 or more: past the page header) as Write
+  // does, logging only the bytes that differ from the page's (two
+  // differences at most 12 bytes apart share an edit, as in WriteDiff): a
+  // value rewritten with a few bytes changed.
   void WriteChanged(PageHandle& page, uint32_t offset, const void* src, uint32_t n);
   // Makes the page equal to `image` (page-size bytes), logging only the
   // byte ranges that differ (the page header's crc and page_lsn are left

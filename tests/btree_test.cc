@@ -839,11 +839,7 @@ TEST(NodeView, InPlaceChangesThroughAMtrReplayAndGivenUpOnesLeaveNoTrace) {
   EXPECT_GT(committed, 2000);
   EXPECT_GT(given_up, 500);
   EXPECT_GT(compacted, 10);
-  test::StorageStack again(dir.path(), {kPs, 64 * kPs, 4096 + (16 << 20), 1, 16});
-  ASSERT_TRUE(again.Open().ok());
-  ASSERT_TRUE(again.Recover().ok());
-  test::ExpectPagesHold(again.pool.get(), model);
-  again.Close(true);
+  test::ExpectRecoveredPages(dir.path(), {kPs, 64 * kPs, 4096 + (16 << 20)}, model);
 }
 
 TEST(BTree, OversizedRecordsAndDamagedNodesAreRefused) {

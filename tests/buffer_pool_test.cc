@@ -473,17 +473,6 @@ void MutateLikeANode(std::vector<uint8_t>& img, std::mt19937_64& rng) {
   }
 }
 
-// Recovery from the log in `dir` rebuilds bytes [16, page size) of each
-// page in `model` (page number -> those bytes).
-void ExpectRecoveredPages(const std::string& dir, size_t pool_bytes,
-                          const std::map<uint32_t, std::vector<uint8_t>>& model) {
-  Stack st(dir, pool_bytes, 4096 + (8 << 20));
-  ASSERT_TRUE(st.Open().ok());
-  ASSERT_TRUE(st.Recover().ok());
-  test::ExpectPagesHold(st.pool.get(), model);
-  st.Close(true);
-}
-
 // WriteDiff logs shifts as moves and zero runs as zero fills; redo, which
 // replays them on the page as it was before the Mtr, must rebuild every
 // byte, and an Mtr aborted after such edits must leave no trace.
@@ -535,7 +524,7 @@ TEST(BufferPool, DiffEditsReplayExactlyAndStaySmall) {
   // Slot shifts of 400-3400 bytes, records zeroed: a literal diff would log
   // about a third of each page; moves and zero fills keep it far below.
   EXPECT_LT(logged * 8, shifted) << logged << " bytes logged for " << model.size() << " pages";
-  ExpectRecoveredPages(dir.path(), 64 * kPs, model);
+  test::ExpectRecoveredPages(dir.path(), {kPs, 64 * kPs, 4096 + (8 << 20)}, model);
 }
 
 // Two differing bytes at most 12 positions apart (11 equal bytes between)
@@ -654,7 +643,7 @@ TEST(BufferPool, ADiffInsideARangeReplaysExactly) {
     ASSERT_TRUE(st.log->WaitDurable(st.log->reserved_lsn()).ok());
     st.Close(/*flush=*/false);
   }
-  ExpectRecoveredPages(dir.path(), 16 * kPs, model);
+  test::ExpectRecoveredPages(dir.path(), {kPs, 16 * kPs, 4096 + (8 << 20)}, model);
 }
 
 // A literal written where the Mtr's previous edit, a literal of the same
@@ -783,7 +772,7 @@ TEST(BufferPool, AdjacentLiteralsAreOneEditAndUnchangedBytesAreNotLogged) {
     ASSERT_TRUE(st.log->WaitDurable(st.log->reserved_lsn()).ok());
     st.Close(/*flush=*/false);
   }
-  ExpectRecoveredPages(dir.path(), 16 * kPs, model);
+  test::ExpectRecoveredPages(dir.path(), {kPs, 16 * kPs, 4096 + (8 << 20)}, model);
 }
 
 // Inside a range whose every byte changed, each run of 16 zeros or more

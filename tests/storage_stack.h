@@ -96,15 +96,20 @@ class StorageStack {
   StorageStackOptions o_;
 };
 
-// Each page of space 1 in `model` (page number -> its bytes [16, page
-// size): all but the crc and page_lsn) holds those bytes in the pool.
-inline void ExpectPagesHold(buffer::BufferPool* pool,
-                            const std::map<uint32_t, std::vector<uint8_t>>& model) {
+// Opens the stack in dir, recovers it from its log, and checks that each
+// page of space 1 in `model` (page number -> its bytes [16, page size): all
+// but the crc and page_lsn) holds those bytes.
+inline void ExpectRecoveredPages(const std::string& dir, StorageStackOptions o,
+                                 const std::map<uint32_t, std::vector<uint8_t>>& model) {
+  StorageStack st(dir, o);
+  ASSERT_TRUE(st.Open().ok());
+  ASSERT_TRUE(st.Recover().ok());
   for (const auto& [p, bytes] : model) {
-    auto h = pool->Fetch({1, p}, buffer::Latch::kShared);
+    auto h = st.pool->Fetch({1, p}, buffer::Latch::kShared);
     ASSERT_TRUE(h.ok()) << h.status().ToString();
     EXPECT_EQ(0, std::memcmp(h->data() + 16, bytes.data(), bytes.size())) << "page " << p;
   }
+  st.Close(true);
 }
 
 // Allocates n pages in space 1 and formats them as test pages through

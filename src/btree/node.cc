@@ -11,10 +11,6 @@
 
 namespace subito::btree {
 
-// A compaction moves a run of records, or zeroes what they left, in one
-// edit: at most the page less its node header, within an edit's 14 bits.
-static_assert(page::kMaxPageSize - kNodeHeaderEnd <= 0x3fff);
-
 int CompareKeys(std::string_view a, std::string_view b) {
   const size_t n = std::min(a.size(), b.size());
   int c = n ? std::memcmp(a.data(), b.data(), n) : 0;
@@ -36,8 +32,7 @@ void NodeView::StoreChanged(uint32_t off, const void* src, uint32_t n) {
     mtr_->WriteChanged(*page_, off, src, n);
     return;
   }
-  Touch(off, n);
-  std::memcpy(p_ + off, src, n);
+  Store(off, src, n);
 }
 
 void NodeView::Clear(uint32_t off, uint32_t n) {
@@ -229,7 +224,8 @@ void NodeView::Compact() {
   std::vector<uint8_t> slots(2u * n);
   // Records never overlap (Check), so each run ends at or below where the
   // runs above it now start: a run moves only over holes and bytes those
-  // runs left.
+  // runs left. A run, like any move or zero fill within a page, fits one
+  // edit (mtr.cc).
   uint32_t top = ps_;  // where the records placed so far start
   for (size_t r = 0; r < live.size();) {
     const uint32_t end = live[r].off + live[r].len;

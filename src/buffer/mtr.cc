@@ -56,6 +56,10 @@ void Mtr::Move(PageHandle& page, uint32_t offset, uint32_t src, uint32_t n) {
   Record(page, offset, kEditMove, nullptr, src, n);
 }
 
+// A zero fill's or a move's length has 14 bits: any run of a page's bytes
+// past its header fits (pages are at most 16 KiB).
+static_assert(page::kMaxPageSize - 16 <= 0x3fff);
+
 void Mtr::Record(PageHandle& page, uint32_t offset, uint16_t kind, const uint8_t* src,
                  uint32_t from, uint32_t n) {
   // Programmer errors, checked in every build: a write outside the page or

@@ -187,8 +187,11 @@ Status TransactionImpl::Resurrect() {
                                                   std::chrono::milliseconds(0)));
       }
       if (r.before_chain) retired_.insert({ix->versions, *r.before});
-      ix->versions->Add(r.key, state_, std::move(r.before), r.before_chain);
-      if (++live_writes_[{r.space, r.key}] == 1) written_.push_back({ix->versions, r.key});
+      if (ix->versions->Add(r.key, state_, std::move(r.before), r.before_chain)) {
+        written_.push_back({ix->versions, r.key});
+      } else {
+        ++rewrites_[{r.space, r.key}];
+      }
     }
   }
   return Status::OK();

@@ -116,11 +116,12 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
   SUBITO_RETURN_IF_ERROR(
       PushUndo(ix, {ix, key, before, before_chain, 0, false, fresh_lock_length}, rec));
   if (pushed != nullptr) *pushed = true;
-  ix->versions->Add(key, state_, std::move(before), before_chain);
   // Purge visits each key once (again only after a savepoint rollback).
-  if (++live_writes_[{ix->space(), key}] == 1) {
+  if (ix->versions->Add(key, state_, std::move(before), before_chain)) {
     if (written_.empty()) written_.reserve(8);
     written_.push_back({ix->versions, key});
+  } else {
+    ++rewrites_[{ix->space(), key}];
   }
   // Log space was checked above; the change must not wait on the pin this
   // transaction holds.
@@ -298,8 +299,8 @@ Status TransactionImpl::ApplyUndo(const Undo& u) {
     u.index->versions->DropVersionsOf(state_.get());
     std::erase_if(retired_,
                   [&](const txn::TxnSystem::KeyRef& r) { return r.first == u.index->versions; });
-    for (auto it = live_writes_.begin(); it != live_writes_.end();) {
-      it = it->first.first == u.index->space() ? live_writes_.erase(it) : std::next(it);
+    for (auto it = rewrites_.begin(); it != rewrites_.end();) {
+      it = it->first.first == u.index->space() ? rewrites_.erase(it) : std::next(it);
     }
     return Status::OK();
   }
@@ -362,9 +363,10 @@ Status TransactionImpl::RollBack(uint64_t savepoint, bool whole) {
       bytes += txn::RollbackWeight(u.key, u.before, u.empties, db_->pool()->page_size());
       SUBITO_RETURN_IF_ERROR(NotExactOnError(ApplyUndo(u), took_back));
       took_back = true;
-      auto it = live_writes_.find({u.index->space(), u.key});
-      if (it != live_writes_.end() && --it->second == 0) {
-        live_writes_.erase(it);
+      auto it = rewrites_.empty() ? rewrites_.end() : rewrites_.find({u.index->space(), u.key});
+      if (it != rewrites_.end()) {
+        if (--it->second == 0) rewrites_.erase(it);
+      } else if (!u.empties) {
         if (!whole) {
           if (!stand_in) stand_in = std::make_shared<txn::TxnState>(state_->id);
           u.index->versions->HandOver(u.key, state_.get(), stand_in);
@@ -493,6 +495,21 @@ Result<bool> TransactionImpl::LockToInsert(IndexImpl* ix, const std::string& key
                                            const std::function<Result<bool>()>& taken,
                                            bool* fresh) {
   *fresh = false;
+  // Most keys a row change puts are free and locked by nobody: locked
+  // exclusive at once, one read of the tree tells whether the key is taken
+  // (no other transaction can put or remove it now). A taken key then ends
+  // shared, as the path below would have locked it.
+  Result<bool> at_once =
+      LocksToHold().TryNewLock(state_->id, ix->space(), key, txn::LockMode::kExclusive);
+  if (!at_once.ok()) return at_once.status();
+  if (*at_once) {
+    *fresh = true;
+    Result<bool> there = taken();
+    if (there.ok() && *there && !replaces_duplicates_) {
+      db_->locks().Downgrade(state_->id, ix->space(), key);
+    }
+    return there;
+  }
   bool fresh_shared = false;
   Result<bool> there = taken();
   if (!there.ok()) return there;

@@ -456,14 +456,18 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // Resurrected: spaces its undo names whose tables are gone (temporary
   // tables, dropped at Open: K6); their entries are skipped.
   std::set<uint32_t> gone_spaces_;
-  // Changes per (space, key) still in undo_: when one drops to zero the
-  // key is back to its value before this transaction.
+  // Changes per (space, key) still in undo_ beyond the first, for keys
+  // changed more than once: the first change of a key is the one its
+  // version store adds writer's version for (VersionStore::Add), so that a
+  // key changed once (every key of a load) costs no entry here. A rollback
+  // that takes back a key's change with no entry left here takes back its
+  // first: the key is back to its value before this transaction.
   struct SpaceKeyHash {
     size_t operator()(const std::pair<uint32_t, std::string>& k) const noexcept {
       return std::hash<std::string_view>{}(k.second) ^ (size_t{k.first} * 0x9e3779b97f4a7c15ull);
     }
   };
-  std::unordered_map<std::pair<uint32_t, std::string>, int, SpaceKeyHash> live_writes_;
+  std::unordered_map<std::pair<uint32_t, std::string>, int, SpaceKeyHash> rewrites_;
   std::vector<txn::TxnSystem::KeyRef> written_;
   // Chains this transaction's changes (and undo) took out of leaves and
   // that are still retired: the purge after its end releases them.

@@ -48,7 +48,7 @@ VersionStore::~VersionStore() {
   Charge(-bytes);
 }
 
-void VersionStore::Add(std::string_view key, const std::shared_ptr<TxnState>& writer,
+bool VersionStore::Add(std::string_view key, const std::shared_ptr<TxnState>& writer,
                        std::optional<std::string> before, bool before_chain) {
   std::unique_lock lock(mu_);
   auto it = chains_.find(key);
@@ -58,10 +58,11 @@ void VersionStore::Add(std::string_view key, const std::shared_ptr<TxnState>& wr
     Charge(KeyCost(key));
   }
   auto& chain = it->second;
-  if (!chain.empty() && chain.back().writer == writer) return;
+  if (!chain.empty() && chain.back().writer == writer) return false;
   const bool chain_ref = before && before_chain;
   chain.push_back(Version{writer, std::move(before), chain_ref});
   Charge(Cost(chain.back()));
+  return true;
 }
 
 size_t VersionStore::SeenBelow(const Chain& c, size_t top, const ReadView& view,

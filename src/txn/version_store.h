@@ -161,8 +161,10 @@ class VersionStore {
   }
   // Records that `writer` is about to change key, whose value is `before`
   // (a chain reference if before_chain). Nothing is added if the key's
-  // newest version is already writer's.
-  void Add(std::string_view key, const std::shared_ptr<TxnState>& writer,
+  // newest version is already writer's; returns whether one was added
+  // (writer's first change of the key, or its first since HandOver or
+  // DropVersionsOf took its version away).
+  bool Add(std::string_view key, const std::shared_ptr<TxnState>& writer,
            std::optional<std::string> before, bool before_chain = false);
   // OK, or SnapshotTooOld once the view's snapshot was cut (V4). A read of
   // a snapshot checks this after it has looked at the tree and the versions

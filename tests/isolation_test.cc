@@ -704,6 +704,25 @@ TEST_P(IsolationTest, ADuplicateIsLockedSharedUnlessDuplicatesAreReplaced) {
   ASSERT_OK(t1->Commit());
 }
 
+// A duplicate met by an insert leaves a lock the transaction held before
+// as it was: a row locked for update stays locked exclusive (InnoDB keeps
+// the stronger lock); a row it read shared stays shared.
+TEST_P(IsolationTest, ADuplicateKeepsTheLockHeldBefore) {
+  using std::chrono::milliseconds;
+  auto t1 = db_->Begin(GetParam());
+  EXPECT_EQ(V(t1.get(), 1, ReadMode::kExclusive), "v0");
+  EXPECT_EQ(V(t1.get(), 2, ReadMode::kShared), "v0");
+  EXPECT_TRUE(t1->Insert(t_, R(1, "dup")).IsAlreadyExists());
+  EXPECT_TRUE(t1->Insert(t_, R(2, "dup")).IsAlreadyExists());
+  auto t2 = db_->Begin(GetParam());
+  t2->SetLockWaitTimeout(milliseconds(0));
+  EXPECT_TRUE(t2->Get(t_, {int64_t{1}}, ReadMode::kShared).status().IsTimedOut());
+  EXPECT_EQ(V(t2.get(), 2, ReadMode::kShared), "v0");
+  EXPECT_TRUE(t2->Update(t_, R(2, ""), R(2, "t2")).IsTimedOut());
+  ASSERT_OK(t2->Commit());
+  ASSERT_OK(t1->Commit());
+}
+
 // A cursor outlives neither its transaction's end nor, for snapshots, an
 // index built after the snapshot.
 TEST_P(IsolationTest, CursorsRefuseEndedTransactionsAndNewerIndexes) {

@@ -85,46 +85,6 @@ TEST(LockManager, RefusalsAndTimedOutWaitersLeaveNothingBehind) {
   EXPECT_EQ(lm.stats().refused_over_budget, 1u);
 }
 
-// TryNewLock grants only a transaction's first lock on a key, and only at
-// once: a key it holds already (in any mode) or that another transaction
-// holds or waits for is refused with nothing changed and nothing counted
-// as a refusal; the budget (L9) still applies.
-TEST(LockManager, TryNewLockGrantsOnlyAFirstLockAtOnceAndChangesNothingElse) {
-  LockManager lm;
-  Result<bool> r = lm.TryNewLock(1, 7, "free", LockMode::kExclusive);
-  ASSERT_TRUE(r.ok());
-  EXPECT_TRUE(*r);
-  EXPECT_TRUE(lm.Holds(1, 7, "free", LockMode::kExclusive));
-  r = lm.TryNewLock(1, 7, "free", LockMode::kExclusive);  // held already
-  ASSERT_TRUE(r.ok());
-  EXPECT_FALSE(*r);
-  ASSERT_TRUE(lm.Lock(1, 7, "read", LockMode::kShared, kLong).ok());
-  r = lm.TryNewLock(1, 7, "read", LockMode::kExclusive);  // no upgrade
-  ASSERT_TRUE(r.ok());
-  EXPECT_FALSE(*r);
-  EXPECT_FALSE(lm.Holds(1, 7, "read", LockMode::kExclusive));
-  ASSERT_TRUE(lm.Lock(2, 7, "read", LockMode::kShared, 0ms).ok());  // still shared
-  r = lm.TryNewLock(3, 7, "read", LockMode::kExclusive);            // others hold it
-  ASSERT_TRUE(r.ok());
-  EXPECT_FALSE(*r);
-  EXPECT_FALSE(lm.Holds(3, 7, "read", LockMode::kShared));
-  EXPECT_EQ(lm.stats().refused_at_once, 0u);
-  EXPECT_EQ(lm.stats().timeouts, 0u);
-  // A waiter in the queue keeps a newcomer out as a holder does.
-  ASSERT_TRUE(lm.Lock(5, 7, "busy", LockMode::kShared, kLong).ok());
-  auto waiter = std::async(std::launch::async,
-                           [&] { return lm.Lock(4, 7, "busy", LockMode::kExclusive, kLong); });
-  while (lm.stats().waits == 0) std::this_thread::sleep_for(1ms);
-  r = lm.TryNewLock(6, 7, "busy", LockMode::kShared);
-  ASSERT_TRUE(r.ok());
-  EXPECT_FALSE(*r);  // compatible with the holder, but behind the waiter
-  lm.ReleaseAll(5);
-  ASSERT_TRUE(waiter.get().ok());
-  const uint64_t cost = LockManager::kLockCost + 2 * (4 + 5);
-  lm.SetMemoryBudget(lm.stats().memory_bytes + cost / 2);
-  EXPECT_TRUE(lm.TryNewLock(7, 7, "other", LockMode::kShared).status().IsTooManyLocks());
-}
-
 TEST(LockManager, AWaiterIsGrantedWhenTheHolderEnds) {
   LockManager lm;
   ASSERT_TRUE(lm.Lock(1, 1, "k", LockMode::kExclusive, kLong).ok());

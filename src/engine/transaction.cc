@@ -495,21 +495,6 @@ Result<bool> TransactionImpl::LockToInsert(IndexImpl* ix, const std::string& key
                                            const std::function<Result<bool>()>& taken,
                                            bool* fresh) {
   *fresh = false;
-  // Most keys a row change puts are free and locked by nobody: locked
-  // exclusive at once, one read of the tree tells whether the key is taken
-  // (no other transaction can put or remove it now). A taken key then ends
-  // shared, as the path below would have locked it.
-  Result<bool> at_once =
-      LocksToHold().TryNewLock(state_->id, ix->space(), key, txn::LockMode::kExclusive);
-  if (!at_once.ok()) return at_once.status();
-  if (*at_once) {
-    *fresh = true;
-    Result<bool> there = taken();
-    if (there.ok() && *there && !replaces_duplicates_) {
-      db_->locks().Downgrade(state_->id, ix->space(), key);
-    }
-    return there;
-  }
   bool fresh_shared = false;
   Result<bool> there = taken();
   if (!there.ok()) return there;

@@ -226,11 +226,18 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
   if (granted_new != nullptr) *granted_new = false;
   std::string name = Name(space, key);
   std::unique_lock lk(mu_);
-  std::vector<TxnId> blockers;
-  Result<Node> admitted = Admit(txn, std::move(name), mode, &blockers);
-  if (!admitted.ok()) return admitted.status();
-  const Node node = *admitted;
+  if (budget_ != 0 && bytes_ + Cost(name) > budget_) {
+    auto held = table_.find(name);
+    if (held == table_.end() || held->second.granted.Find(txn) == nullptr) {
+      ++stats_.refused_over_budget;
+      return Status::TooManyLocks(StrFormat(
+          "row locks would take more than their budget of %llu bytes (subito_lock_memory_budget)",
+          static_cast<unsigned long long>(budget_)));
+    }
+  }
+  const Node node = table_.try_emplace(std::move(name)).first;
   Entry& e = node->second;
+  std::vector<TxnId> blockers = Blockers(e, txn, mode);
   if (blockers.empty()) {
     const bool added = Grant(node, txn, mode);
     if (granted_new != nullptr) *granted_new = added;
@@ -265,36 +272,6 @@ Status LockManager::Lock(TxnId txn, uint32_t space, std::string_view key, LockMo
   if (granted_new != nullptr) *granted_new = added;
   w.cv.notify_all();  // compatible waiters behind may go too
   return Status::OK();
-}
-
-Result<bool> LockManager::TryNewLock(TxnId txn, uint32_t space, std::string_view key,
-                                     LockMode mode) {
-  std::string name = Name(space, key);
-  std::lock_guard lk(mu_);
-  std::vector<TxnId> blockers;
-  Result<Node> node = Admit(txn, std::move(name), mode, &blockers);
-  if (!node.ok()) return node.status();
-  // Either way the entry has a holder, so it stays.
-  if (!blockers.empty() || (*node)->second.granted.Find(txn) != nullptr) return false;
-  Grant(*node, txn, mode);
-  ++stats_.granted_at_once;
-  return true;
-}
-
-Result<LockManager::Node> LockManager::Admit(TxnId txn, std::string name, LockMode mode,
-                                             std::vector<TxnId>* blockers) {
-  if (budget_ != 0 && bytes_ + Cost(name) > budget_) {
-    auto held = table_.find(name);
-    if (held == table_.end() || held->second.granted.Find(txn) == nullptr) {
-      ++stats_.refused_over_budget;
-      return Status::TooManyLocks(StrFormat(
-          "row locks would take more than their budget of %llu bytes (subito_lock_memory_budget)",
-          static_cast<unsigned long long>(budget_)));
-    }
-  }
-  const Node node = table_.try_emplace(std::move(name)).first;
-  *blockers = Blockers(node->second, txn, mode);
-  return node;
 }
 
 RangeGrant LockManager::LockRange(TxnId txn, uint32_t space, KeyRange range) {

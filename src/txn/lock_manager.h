@@ -145,11 +145,6 @@ class LockManager {
   Status Lock(TxnId txn, uint32_t space, std::string_view key, LockMode mode,
               std::chrono::milliseconds timeout, const std::function<bool()>& interrupted = nullptr,
               bool* granted_new = nullptr);
-  // A first lock of txn on the key, without waiting and without counting a
-  // refusal: true if granted at once, false (nothing changed) if txn holds
-  // a lock on the key already or another transaction's lock or wait is in
-  // the way. For a caller that then takes another path.
-  Result<bool> TryNewLock(TxnId txn, uint32_t space, std::string_view key, LockMode mode);
   // Ends txn's lock on one key (if it holds one): waiters may take it.
   void Release(TxnId txn, uint32_t space, std::string_view key);
   // Turns txn's exclusive lock on the key (if it holds one) into a shared
@@ -266,10 +261,6 @@ class LockManager {
   // weaker mode) and records it for ReleaseAll (L9's accounting). Returns
   // whether txn held nothing there before.
   bool Grant(Node node, TxnId txn, LockMode mode);
-  // Lock's and TryLock's start, under mu_: refuses a request past the
-  // budget (L9) and returns the key's entry (made if missing) and what
-  // blocks the request there.
-  Result<Node> Admit(TxnId txn, std::string name, LockMode mode, std::vector<TxnId>* blockers);
   // txn gives up the key of `node`, which it holds: the entry goes if idle,
   // else its waiters are woken. Caller holds mu_ and erases the node from
   // held_ itself.

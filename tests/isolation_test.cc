@@ -723,6 +723,29 @@ TEST_P(IsolationTest, ADuplicateKeepsTheLockHeldBefore) {
   ASSERT_OK(t1->Commit());
 }
 
+// An insert that finds its key free, then waits for another transaction's
+// lock on it, looks again once it has the lock: the other transaction may
+// have put the key back (a rollback of its delete) or anew while it waited
+// (LockManager L12 skips only the second look of an insert no lock was
+// given up around).
+TEST_P(IsolationTest, AnInsertThatWaitedForItsKeyLooksAgain) {
+  for (const bool commit : {false, true}) {
+    SCOPED_TRACE(commit ? "deleted and put back, committed" : "deleted, rolled back");
+    auto owner = db_->Begin(GetParam());
+    ASSERT_OK(owner->Delete(t_, R(3, "")));
+    auto other = db_->Begin(GetParam());
+    auto waiting = std::async(std::launch::async, [&] { return other->Insert(t_, R(3, "other")); });
+    ASSERT_EQ(waiting.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+    if (commit) ASSERT_OK(owner->Insert(t_, R(3, "again")));  // while `other` waits
+    ASSERT_OK(commit ? owner->Commit() : owner->Rollback());
+    EXPECT_TRUE(waiting.get().IsAlreadyExists());
+    ASSERT_OK(other->Commit());
+    auto after = db_->Begin(GetParam());
+    EXPECT_EQ(V(after.get(), 3), commit ? "again" : "v0");
+    ASSERT_OK(after->Commit());
+  }
+}
+
 // A cursor outlives neither its transaction's end nor, for snapshots, an
 // index built after the snapshot.
 TEST_P(IsolationTest, CursorsRefuseEndedTransactionsAndNewerIndexes) {

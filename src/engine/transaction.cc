@@ -492,12 +492,16 @@ Result<TransactionImpl::LockedRow> TransactionImpl::LockRowToWrite(TableImpl* t,
 }
 
 Result<bool> TransactionImpl::LockToInsert(IndexImpl* ix, const std::string& key,
-                                           const std::function<Result<bool>()>& taken,
-                                           bool* fresh) {
+                                           const std::function<Result<bool>()>& taken, bool* fresh,
+                                           bool moves_under_lock) {
   *fresh = false;
   bool fresh_shared = false;
+  // Read before the first look (L12): a transaction that put the key there
+  // and gave up its lock before this read made its change visible to it.
+  const uint64_t releases = moves_under_lock ? db_->locks().releases() : 0;
   Result<bool> there = taken();
   if (!there.ok()) return there;
+  const bool free_at_first_look = !*there;
   if (*there && !replaces_duplicates_) {
     SUBITO_RETURN_IF_ERROR(LockKey(ix, key, ReadMode::kShared, &fresh_shared));
     there = taken();
@@ -505,6 +509,11 @@ Result<bool> TransactionImpl::LockToInsert(IndexImpl* ix, const std::string& key
   }
   SUBITO_RETURN_IF_ERROR(LockKey(ix, key, ReadMode::kExclusive, fresh));
   *fresh = *fresh || fresh_shared;
+  // Free at the first look, and no lock given up since: whoever could have
+  // put the key there meanwhile holds it still, and this lock was granted.
+  if (free_at_first_look && moves_under_lock && db_->locks().releases() == releases) {
+    return false;
+  }
   there = taken();
   if (!there.ok()) return there;
   if (*there && *fresh && !replaces_duplicates_) {
@@ -518,7 +527,8 @@ Result<bool> TransactionImpl::LockPrimaryToInsert(IndexImpl* primary, const std:
   *fresh = false;
   SUBITO_RETURN_IF_ERROR(WaitForRanges(primary, pk));
   return LockToInsert(
-      primary, pk, [&]() -> Result<bool> { return primary->tree->Contains(pk); }, fresh);
+      primary, pk, [&]() -> Result<bool> { return primary->tree->Contains(pk); }, fresh,
+      /*moves_under_lock=*/true);
 }
 
 Status TransactionImpl::Insert(Table* table, const Row& input) {

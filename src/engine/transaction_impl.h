@@ -297,8 +297,17 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // that in the tree). A taken key is locked shared, as InnoDB's duplicate
   // check, or exclusive if this transaction replaces duplicates; a free one
   // exclusive. *fresh: this call took the transaction's first lock on it.
+  // `moves_under_lock`: the key enters or leaves the tree only while its
+  // inserter or remover holds it exclusive, and it holds the lock until it
+  // gives it up through the lock manager (true of primary keys: every row
+  // change and rollback holds its row's lock to the transaction's end, a
+  // savepoint rollback gives its inserts' locks back with Release, and a
+  // bulk insert's rows come in only while no other transaction uses the
+  // table); then a key found free before the lock and with no lock given
+  // up meanwhile (LockManager L12) is free without a second look.
   Result<bool> LockToInsert(IndexImpl* ix, const std::string& key,
-                            const std::function<Result<bool>()>& taken, bool* fresh);
+                            const std::function<Result<bool>()>& taken, bool* fresh,
+                            bool moves_under_lock = false);
   // LockToInsert of a primary key, after the wait for other transactions'
   // ranges over it (L7).
   Result<bool> LockPrimaryToInsert(IndexImpl* primary, const std::string& pk, bool* fresh);

@@ -404,6 +404,7 @@ void LockManager::ReleaseAll(TxnId txn) {
   if (h == held_.end()) return;
   for (Node node : h->second) Drop(node, txn);
   held_.erase(h);
+  releases_.fetch_add(1, std::memory_order_release);  // L12
 }
 
 void LockManager::Release(TxnId txn, uint32_t space, std::string_view key) {
@@ -418,6 +419,7 @@ void LockManager::Release(TxnId txn, uint32_t space, std::string_view key) {
   if (at == nodes.rend()) return;
   nodes.erase(std::next(at).base());
   Drop(node, txn);
+  releases_.fetch_add(1, std::memory_order_release);  // L12
 }
 
 void LockManager::Downgrade(TxnId txn, uint32_t space, std::string_view key) {
@@ -427,6 +429,7 @@ void LockManager::Downgrade(TxnId txn, uint32_t space, std::string_view key) {
   LockMode* own = node->second.granted.Find(txn);
   if (own == nullptr || *own == LockMode::kShared) return;
   *own = LockMode::kShared;
+  releases_.fetch_add(1, std::memory_order_release);  // L12
   if (node->second.waiters) node->second.waiters->cv.notify_all();
 }
 

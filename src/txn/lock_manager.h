@@ -28,6 +28,12 @@
 //  L5. A request whose `interrupted` check holds returns Interrupted instead
 //      of waiting, and a waiter re-checks it whenever Wake names its
 //      transaction (KILL of the statement): the statement fails at once.
+//  L12. releases() counts the calls that gave up or weakened a key lock
+//      (ReleaseAll, Release, Downgrade), each counted under the manager's
+//      mutex before the call returns: a caller that reads the count, then
+//      gets a key lock, and reads the same count again knows that no
+//      transaction gave up a lock in between, so any transaction holding
+//      the key exclusive before the lock was granted still holds it.
 //
 // Range locks (next-key locking, docs/architecture.md): a locking read at
 // REPEATABLE READ also holds the key ranges it scanned, so that no other
@@ -145,6 +151,9 @@ class LockManager {
   Status Lock(TxnId txn, uint32_t space, std::string_view key, LockMode mode,
               std::chrono::milliseconds timeout, const std::function<bool()>& interrupted = nullptr,
               bool* granted_new = nullptr);
+  // L12. Acquire: what a transaction did before its locks went, counted
+  // here, is seen by the reader of the count.
+  uint64_t releases() const { return releases_.load(std::memory_order_acquire); }
   // Ends txn's lock on one key (if it holds one): waiters may take it.
   void Release(TxnId txn, uint32_t space, std::string_view key);
   // Turns txn's exclusive lock on the key (if it holds one) into a shared
@@ -253,6 +262,7 @@ class LockManager {
   std::unordered_map<TxnId, std::set<uint32_t>> range_spaces_;   // for ReleaseAll
   std::atomic<uint64_t> ranges_held_{0};  // every space's (L8: read without mu_)
   std::condition_variable ranges_cv_;     // a range released
+  std::atomic<uint64_t> releases_{0};     // L12, changed under mu_
   LockStats stats_;
   uint64_t budget_ = 0, bytes_ = 0;  // L9, guarded by mu_
   WaitHook wait_hook_;               // L10, guarded by mu_

@@ -51,9 +51,9 @@ VersionStore::~VersionStore() {
 bool VersionStore::Add(std::string_view key, const std::shared_ptr<TxnState>& writer,
                        std::optional<std::string> before, bool before_chain) {
   std::unique_lock lock(mu_);
-  auto it = chains_.find(key);
-  if (it == chains_.end()) {
-    it = chains_.emplace(std::string(key), Chain{}).first;
+  auto it = chains_.lower_bound(key);  // one descent, also where a new key goes
+  if (it == chains_.end() || it->first != key) {
+    it = chains_.emplace_hint(it, std::string(key), Chain{});
     chain_count_.fetch_add(1, std::memory_order_release);
     Charge(KeyCost(key));
   }

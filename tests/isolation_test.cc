@@ -929,6 +929,31 @@ TEST_P(IsolationTest, LongSnapshotWhileWritersGoOnThenPurge) {
   EXPECT_EQ(db_->Stats().version_keys, 0u);
 }
 
+// A transaction of many keys in two indexes (purged in batches per store,
+// VersionStore::kPurgeBatch): its versions stay while an older snapshot
+// needs them, and all go once it ends.
+TEST_P(IsolationTest, ALargeTransactionsVersionsArePurgedWhole) {
+  auto reader = db_->Begin(Isolation::kRepeatableRead);
+  EXPECT_EQ(Count(reader.get()), 10u);
+  auto w = db_->Begin(GetParam());
+  for (int i = 0; i < 300; ++i) ASSERT_OK(w->Insert(t_, R(2000 + i, "many", i)));
+  for (int i = 0; i < 10; ++i) ASSERT_OK(w->Update(t_, R(i, ""), R(i, "changed", 7)));
+  ASSERT_OK(w->Commit());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a purge pass may run
+  EXPECT_EQ(Count(reader.get()), 10u);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(V(reader.get(), i), "v0");
+  EXPECT_GT(db_->Stats().version_keys, 300u);
+  ASSERT_OK(reader->Commit());
+  for (int i = 0; i < 500 && db_->Stats().version_keys > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(db_->Stats().version_keys, 0u);
+  auto after = db_->Begin(GetParam());
+  EXPECT_EQ(Count(after.get()), 310u);
+  EXPECT_EQ(V(after.get(), 3), "changed");
+  ASSERT_OK(after->Commit());
+}
+
 // Cursor::ReleaseCurrentLocks (MariaDB's unlock_row for a row that does
 // not match): the locks reading the current row took go, those the
 // transaction held before stay.

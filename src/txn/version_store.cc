@@ -244,9 +244,29 @@ std::optional<std::string> VersionStore::Neighbor(std::optional<std::string_view
 }
 
 void VersionStore::Purge(std::string_view key, uint64_t oldest_read_ts) {
-  std::unique_lock lock(mu_);
+  int64_t freed = 0;
+  {
+    std::unique_lock lock(mu_);
+    freed = PurgeLocked(key, oldest_read_ts);
+  }
+  Charge(-freed);
+}
+
+void VersionStore::Purge(const std::vector<std::string_view>& keys, uint64_t oldest_read_ts) {
+  for (size_t at = 0; at < keys.size(); at += kPurgeBatch) {
+    int64_t freed = 0;
+    {
+      std::unique_lock lock(mu_);
+      const size_t end = std::min(keys.size(), at + kPurgeBatch);
+      for (size_t i = at; i < end; ++i) freed += PurgeLocked(keys[i], oldest_read_ts);
+    }
+    Charge(-freed);
+  }
+}
+
+int64_t VersionStore::PurgeLocked(std::string_view key, uint64_t oldest_read_ts) {
   auto it = chains_.find(key);
-  if (it == chains_.end()) return;
+  if (it == chains_.end()) return 0;
   auto& chain = it->second;
   // V2: the newest committed version every snapshot sees, and all older
   // ones, go; V3: aborted versions every snapshot postdates go.
@@ -279,7 +299,7 @@ void VersionStore::Purge(std::string_view key, uint64_t oldest_read_ts) {
     chains_.erase(it);
     chain_count_.fetch_sub(1, std::memory_order_release);
   }
-  Charge(-freed);
+  return freed;
 }
 
 AsOfSnapshot::Overlay VersionStore::OverlayFor(uint64_t read_ts) const {
@@ -463,7 +483,15 @@ size_t TxnSystem::Purge(const std::function<bool()>& stop) {
       ended_.front().keys.clear();
       ended_.front().chains.clear();
     }
-    for (auto& [store, key] : e.keys) store->Purge(key, oldest);
+    if (e.keys.size() <= VersionStore::kPurgeBatch) {
+      for (auto& [store, key] : e.keys) store->Purge(key, oldest);
+    } else {
+      // A large transaction's keys, each store's in one list (a load's are
+      // nearly all one store's), in the order written.
+      std::unordered_map<VersionStore*, std::vector<std::string_view>> by_store;
+      for (auto& [store, key] : e.keys) by_store[store.get()].push_back(key);
+      for (auto& [store, keys] : by_store) store->Purge(keys, oldest);
+    }
     visited += e.keys.size();
     for (auto& [store, ref] : e.chains) {
       if (!store->ReleaseChain(ref).ok()) chain_release_failures_.fetch_add(1);

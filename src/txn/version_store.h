@@ -216,7 +216,13 @@ class VersionStore {
   // stand-in's), and the oldest one's value before it was absent: no
   // committed row had the key since (inserts taken back).
   bool AbortedInsertsOnly(std::string_view key) const;
-  // V2, V3 for one key, given the oldest open snapshot's read_ts.
+  // V2, V3 for each key, given the oldest open snapshot's read_ts. The
+  // store's lock is taken once per kPurgeBatch keys, not once per key: a
+  // reader of the store (a scan checking each row's chain) waits at most one
+  // batch, and the purge of a large transaction's keys does not trade the
+  // lock with it key by key.
+  static constexpr size_t kPurgeBatch = 64;
+  void Purge(const std::vector<std::string_view>& keys, uint64_t oldest_read_ts);
   void Purge(std::string_view key, uint64_t oldest_read_ts);
   // V6: the values a snapshot at read_ts sees where they differ from the
   // trees' (a writer it does not see changed them).
@@ -284,6 +290,8 @@ class VersionStore {
   // `value`, unless the view was cut meanwhile (V4).
   Result<std::optional<std::string>> CheckedValue(std::optional<std::string> value,
                                                   const ReadView& view) const;
+  // Purge's work for one key; returns the bytes freed. Caller holds mu_.
+  int64_t PurgeLocked(std::string_view key, uint64_t oldest_read_ts);
   static int64_t KeyCost(std::string_view key) {
     return static_cast<int64_t>(key.size() + 96);  // the map node, roughly
   }

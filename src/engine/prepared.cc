@@ -187,11 +187,7 @@ Status TransactionImpl::Resurrect() {
                                                   std::chrono::milliseconds(0)));
       }
       if (r.before_chain) retired_.insert({ix->versions, *r.before});
-      if (ix->versions->Add(r.key, state_, std::move(r.before), r.before_chain)) {
-        written_.push_back({ix->versions, r.key});
-      } else {
-        ++rewrites_[{r.space, r.key}];
-      }
+      NoteWrite(ix, r.key, std::move(r.before), r.before_chain);
     }
   }
   return Status::OK();

@@ -116,13 +116,7 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
   SUBITO_RETURN_IF_ERROR(
       PushUndo(ix, {ix, key, before, before_chain, 0, false, fresh_lock_length}, rec));
   if (pushed != nullptr) *pushed = true;
-  // Purge visits each key once (again only after a savepoint rollback).
-  if (ix->versions->Add(key, state_, std::move(before), before_chain)) {
-    if (written_.empty()) written_.reserve(8);
-    written_.push_back({ix->versions, key});
-  } else {
-    ++rewrites_[{ix->space(), key}];
-  }
+  NoteWrite(ix, key, std::move(before), before_chain);
   // Log space was checked above; the change must not wait on the pin this
   // transaction holds.
   buffer::BufferPool::LogFreeExemption exempt;
@@ -137,6 +131,17 @@ Status TransactionImpl::WriteKey(IndexImpl* ix, const std::string& key,
   // A range locked meanwhile whose read missed the key (L8): on failure the
   // statement's rollback takes the key out again.
   return db_->locks().WaitForRanges(state_->id, ix->space(), key, lock_timeout_, interrupted_);
+}
+
+void TransactionImpl::NoteWrite(IndexImpl* ix, const std::string& key,
+                                std::optional<std::string> before, bool before_chain) {
+  // Purge visits each key once (again only after a savepoint rollback).
+  if (ix->versions->Add(key, state_, std::move(before), before_chain)) {
+    if (written_.empty()) written_.reserve(8);
+    written_.push_back({ix->versions, key});
+  } else {
+    ++rewrites_[{ix->space(), key}];
+  }
 }
 
 Status TransactionImpl::PushUndo(IndexImpl* ix, Undo u, const std::string& rec) {

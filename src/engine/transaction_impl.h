@@ -228,6 +228,11 @@ class TransactionImpl final : public Transaction, public UndoOwner {
   // room in the log (relocation, spilling), then appends `rec`, the record
   // of `u`, and pushes u onto the undo list.
   Status PushUndo(IndexImpl* ix, Undo u, const std::string& rec);
+  // Caller holds mu_: adds this transaction's version of `key` in ix
+  // (VersionStore::Add) and counts the change, in written_ (for the purge)
+  // if it is the key's first, else in rewrites_.
+  void NoteWrite(IndexImpl* ix, const std::string& key, std::optional<std::string> before,
+                 bool before_chain);
   // bulk_insert.cc.
   struct Bulk {
     TableImpl* table;

@@ -243,16 +243,7 @@ std::optional<std::string> VersionStore::Neighbor(std::optional<std::string_view
   return NearestKey(chains_, key, forward, inclusive);
 }
 
-void VersionStore::Purge(std::string_view key, uint64_t oldest_read_ts) {
-  int64_t freed = 0;
-  {
-    std::unique_lock lock(mu_);
-    freed = PurgeLocked(key, oldest_read_ts);
-  }
-  Charge(-freed);
-}
-
-void VersionStore::Purge(const std::vector<std::string_view>& keys, uint64_t oldest_read_ts) {
+void VersionStore::Purge(std::span<const std::string_view> keys, uint64_t oldest_read_ts) {
   for (size_t at = 0; at < keys.size(); at += kPurgeBatch) {
     int64_t freed = 0;
     {
@@ -484,7 +475,10 @@ size_t TxnSystem::Purge(const std::function<bool()>& stop) {
       ended_.front().chains.clear();
     }
     if (e.keys.size() <= VersionStore::kPurgeBatch) {
-      for (auto& [store, key] : e.keys) store->Purge(key, oldest);
+      for (auto& [store, key] : e.keys) {
+        const std::string_view one = key;
+        store->Purge({&one, 1}, oldest);
+      }
     } else {
       // A large transaction's keys, each store's in one list (a load's are
       // nearly all one store's), in the order written.

@@ -74,6 +74,7 @@
 #include <optional>
 #include <set>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -222,8 +223,7 @@ class VersionStore {
   // batch, and the purge of a large transaction's keys does not trade the
   // lock with it key by key.
   static constexpr size_t kPurgeBatch = 64;
-  void Purge(const std::vector<std::string_view>& keys, uint64_t oldest_read_ts);
-  void Purge(std::string_view key, uint64_t oldest_read_ts);
+  void Purge(std::span<const std::string_view> keys, uint64_t oldest_read_ts);
   // V6: the values a snapshot at read_ts sees where they differ from the
   // trees' (a writer it does not see changed them).
   AsOfSnapshot::Overlay OverlayFor(uint64_t read_ts) const;
